@@ -1,0 +1,52 @@
+# matrix-cpp: the two commands a user needs are `make demo` and `make test`.
+# Both install missing Debian packages first, then configure and build.
+
+PACKAGES := cmake g++ make ninja-build pkg-config \
+            libabsl-dev libprotobuf-dev protobuf-compiler libspdlog-dev \
+            libgtest-dev libgmock-dev libbenchmark-dev
+CLANG_PACKAGES := clang libclang-rt-14-dev
+
+JOBS ?= $(shell nproc)
+BUILD ?= build
+CMAKE_FLAGS ?=
+DEMO_ARGS ?=
+
+.PHONY: demo test deps build test-asan test-tsan bench clean
+
+demo: build
+	cd $(CURDIR) && ./$(BUILD)/samples/demo/matrix-demo $(DEMO_ARGS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+deps:
+	@./tools/install-deps.sh $(PACKAGES)
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The clang build: checked lock annotations (-Wthread-safety) plus
+# AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan:
+	@./tools/install-deps.sh $(PACKAGES) $(CLANG_PACKAGES)
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DMATRIX_SANITIZE=address,undefined -DMATRIX_BUILD_BENCHMARKS=OFF
+	cmake --build build-asan -j $(JOBS)
+	ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE no-sanitizer
+
+test-tsan:
+	@./tools/install-deps.sh $(PACKAGES) $(CLANG_PACKAGES)
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DMATRIX_SANITIZE=thread -DMATRIX_BUILD_BENCHMARKS=OFF
+	cmake --build build-tsan -j $(JOBS)
+	ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE no-sanitizer
+
+# Benchmarks against the budgets in docs/performance.md.
+bench: build
+	./$(BUILD)/tests/bench/matrix_bench --benchmark_min_time=0.2
+
+clean:
+	rm -rf build build-asan build-tsan

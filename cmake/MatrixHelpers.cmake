@@ -1,0 +1,62 @@
+# Build helpers shared by every folder, in the style of Abseil's absl_cc_library.
+#
+#   matrix_cc_library(NAME core HDRS ... SRCS ... DEPS ... [PUBLIC_INCLUDE dir])
+#     creates the static library `matrix_core` and its alias `matrix::core`.
+#   matrix_cc_test(NAME looper_test SRCS ... DEPS ... [LABELS ...] [TIMEOUT s])
+#     creates a GoogleTest binary and registers each case with ctest.
+#   matrix_cc_binary(NAME matrix-demo SRCS ... DEPS ...)
+
+include_guard(GLOBAL)
+
+set(MATRIX_WARNING_FLAGS -Wall -Wextra)
+if(MATRIX_WERROR)
+  list(APPEND MATRIX_WARNING_FLAGS -Werror)
+endif()
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  # Checked lock annotations (ABSL_GUARDED_BY and friends). GCC ignores them.
+  list(APPEND MATRIX_WARNING_FLAGS -Wthread-safety -Wthread-safety-beta)
+endif()
+
+if(MATRIX_SANITIZE)
+  add_compile_options(-fsanitize=${MATRIX_SANITIZE} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${MATRIX_SANITIZE})
+endif()
+
+function(_matrix_apply_common target)
+  target_compile_options(${target} PRIVATE ${MATRIX_WARNING_FLAGS})
+endfunction()
+
+function(matrix_cc_library)
+  cmake_parse_arguments(ARG "" "NAME;PUBLIC_INCLUDE" "HDRS;SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target matrix_${ARG_NAME})
+  add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+  add_library(matrix::${ARG_NAME} ALIAS ${target})
+  if(NOT ARG_PUBLIC_INCLUDE)
+    set(ARG_PUBLIC_INCLUDE ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  endif()
+  target_include_directories(${target} PUBLIC ${ARG_PUBLIC_INCLUDE}
+                             PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  _matrix_apply_common(${target})
+endfunction()
+
+function(matrix_cc_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  _matrix_apply_common(${ARG_NAME})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  gtest_discover_tests(${ARG_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+endfunction()
+
+function(matrix_cc_binary)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+  _matrix_apply_common(${ARG_NAME})
+endfunction()

@@ -1,0 +1,51 @@
+// File: matrix/core/executor.h
+//
+// Executor runs tasks somewhere: on a looper's thread, or inline. Frame
+// listeners and plugin listeners are bound to an Executor so the caller
+// decides where its callbacks run.
+//
+//   matrix::LooperExecutor on_worker(worker_thread.GetLooper());
+//   on_worker.Execute([] { Upload(); });
+//   matrix::InlineExecutor::Get()->Execute([] { RunsRightHere(); });
+//
+// Thread safety: implementations are thread-safe.
+
+#ifndef MATRIX_CORE_EXECUTOR_H_
+#define MATRIX_CORE_EXECUTOR_H_
+
+#include "matrix/core/handler.h"
+#include "matrix/core/message.h"
+
+namespace matrix {
+
+class Looper;
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs `task` eventually. Can be called from any thread.
+  virtual void Execute(Task task) = 0;
+};
+
+// Posts each task to a looper (FIFO). The looper must outlive the executor.
+class LooperExecutor : public Executor {
+ public:
+  explicit LooperExecutor(Looper* looper);
+  void Execute(Task task) override;
+  Looper* looper() const { return handler_.GetLooper(); }
+
+ private:
+  Handler handler_;
+};
+
+// Runs each task immediately on the calling thread.
+class InlineExecutor : public Executor {
+ public:
+  void Execute(Task task) override { task(); }
+  // A process-wide instance. Never destroyed.
+  static InlineExecutor* Get();
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_CORE_EXECUTOR_H_

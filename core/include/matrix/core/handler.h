@@ -1,0 +1,102 @@
+// File: matrix/core/handler.h
+//
+// Handler posts work to a Looper's queue and handles the messages it sent, as
+// android.os.Handler does. Tasks and messages run on the looper's thread.
+//
+//   class RefreshHandler : public matrix::Handler {
+//    public:
+//     using Handler::Handler;
+//     void HandleMessage(matrix::Message& msg) override {
+//       if (msg.what == kMsgRefresh) Refresh(msg.arg1);
+//     }
+//   };
+//   RefreshHandler handler(matrix::Looper::MainLooper());
+//   handler.SendEmptyMessageDelayed(kMsgRefresh, absl::Milliseconds(100));
+//   handler.PostDelayed([] { Tick(); }, /*token=*/&tick_token, absl::Seconds(1));
+//   handler.RemoveCallbacks(&tick_token);
+//
+// Destroying a Handler removes its pending messages.
+//
+// Thread safety: posting, removal and queries are thread-safe. HandleMessage()
+// and tasks run on the looper thread.
+
+#ifndef MATRIX_CORE_HANDLER_H_
+#define MATRIX_CORE_HANDLER_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "matrix/core/location.h"
+#include "matrix/core/message.h"
+#include "matrix/core/time_ticks.h"
+
+namespace matrix {
+
+class Looper;
+
+class Handler {
+ public:
+  // Intercepts messages before HandleMessage() (android.os.Handler.Callback).
+  class Callback {
+   public:
+    virtual ~Callback() = default;
+    // Return true when handled; HandleMessage() is then skipped.
+    virtual bool HandleMessage(Message& msg) = 0;
+  };
+
+  // `looper` must outlive the handler. With `async`, every message this
+  // handler sends is asynchronous (passes sync barriers).
+  explicit Handler(Looper* looper, Callback* callback = nullptr, bool async = false);
+  Handler(Looper* looper, std::string name, bool async = false);
+  virtual ~Handler();
+  Handler(const Handler&) = delete;
+  Handler& operator=(const Handler&) = delete;
+
+  // Subclasses handle `what` messages here. Looper thread.
+  virtual void HandleMessage(Message& msg);
+  // Runs msg.callback, else the Callback, else HandleMessage(). Looper thread.
+  void DispatchMessage(Message& msg);
+
+  // Posting. Each returns false if the looper is quitting. `token` tags the
+  // task for RemoveCallbacks()/HasCallbacks().
+  bool Post(Task task, Location from = Location::Current());
+  bool PostDelayed(Task task, absl::Duration delay, Location from = Location::Current());
+  bool PostDelayed(Task task, const void* token, absl::Duration delay,
+                   Location from = Location::Current());
+  bool PostAtTime(Task task, TimeTicks when, Location from = Location::Current());
+  bool PostAtTime(Task task, const void* token, TimeTicks when,
+                  Location from = Location::Current());
+  bool PostAtFrontOfQueue(Task task, Location from = Location::Current());
+
+  bool SendMessage(Message msg);
+  bool SendMessageDelayed(Message msg, absl::Duration delay);
+  bool SendMessageAtTime(Message msg, TimeTicks when);
+  bool SendMessageAtFrontOfQueue(Message msg);
+  bool SendEmptyMessage(int what);
+  bool SendEmptyMessageDelayed(int what, absl::Duration delay);
+  bool SendEmptyMessageAtTime(int what, TimeTicks when);
+
+  // Removal and queries; a null token matches any.
+  void RemoveMessages(int what, const void* token = nullptr);
+  void RemoveCallbacks(const void* token);
+  void RemoveCallbacksAndMessages(const void* token = nullptr);
+  bool HasMessages(int what, const void* token = nullptr) const;
+  bool HasCallbacks(const void* token) const;
+
+  Looper* GetLooper() const { return looper_; }
+  bool is_asynchronous() const { return async_; }
+  // "Handler (<name>) {<address>}", the target text in Printer lines.
+  const std::string& ToString() const { return description_; }
+
+ private:
+  bool Enqueue(Message msg, TimeTicks when);
+
+  Looper* const looper_;
+  Callback* const callback_;
+  const bool async_;
+  const std::string description_;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_CORE_HANDLER_H_

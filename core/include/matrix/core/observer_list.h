@@ -1,0 +1,175 @@
+// File: matrix/core/observer_list.h
+//
+// ObserverList holds non-owned observers and notifies them in the order they
+// were added. It survives observers being added or removed while a
+// notification is in progress, including an observer removing itself:
+//
+//   - an observer removed during a notification is not called afterwards;
+//   - an observer added during a notification is not called by the
+//     notifications already in progress (the "existing only" policy), so a
+//     begin/end pair never reaches an observer that missed the begin.
+//
+// Registration returns an ObserverRegistration, an RAII handle: destroying it
+// removes the observer. It stays safe if the list is destroyed first.
+//
+//   class Source {
+//    public:
+//     [[nodiscard]] matrix::ObserverRegistration AddObserver(Observer* o) {
+//       return observers_.Add(o);
+//     }
+//     void Fire() { observers_.Notify([](Observer* o) { o->OnFire(); }); }
+//    private:
+//     matrix::ObserverList<Observer> observers_;
+//   };
+//
+// For a begin/end pair, hold a Scope across both notifications: observers
+// added after the scope opened are skipped by both.
+//
+//   matrix::ObserverList<Observer>::Scope scope(observers_);
+//   scope.Notify([](Observer* o) { o->Begin(); });
+//   ...
+//   scope.Notify([](Observer* o) { o->End(); });
+//
+// Thread safety: not thread-safe. A list and its registrations are used on one
+// thread (debug builds check this). Notification never allocates.
+
+#ifndef MATRIX_CORE_OBSERVER_LIST_H_
+#define MATRIX_CORE_OBSERVER_LIST_H_
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "matrix/core/check.h"
+
+namespace matrix {
+
+namespace internal {
+
+// Untyped storage shared between an ObserverList and its registrations.
+class ObserverListCore {
+ public:
+  void Add(void* observer);
+  void Remove(void* observer);
+  bool Contains(const void* observer) const;
+  size_t size() const;  // Live observers.
+
+  // Iteration bookkeeping. Entries are nulled on removal while iterating and
+  // compacted once the outermost iteration ends.
+  size_t BeginIteration() {
+    ++iteration_depth_;
+    return entries_.size();
+  }
+  void EndIteration();
+  size_t capacity_for_index() const { return entries_.size(); }
+  void* at(size_t i) const { return entries_[i]; }
+
+ private:
+  std::vector<void*> entries_;
+  int iteration_depth_ = 0;
+  bool needs_compaction_ = false;
+  MATRIX_THREAD_CHECKER(thread_checker_);
+};
+
+}  // namespace internal
+
+// An RAII handle for one registration. Movable, not copyable. Destroying it
+// (or calling Reset()) unregisters the observer, on the list's thread.
+class [[nodiscard]] ObserverRegistration {
+ public:
+  ObserverRegistration() = default;
+  ObserverRegistration(std::weak_ptr<internal::ObserverListCore> core, void* observer)
+      : core_(std::move(core)), observer_(observer) {}
+  ObserverRegistration(ObserverRegistration&& other) noexcept { *this = std::move(other); }
+  ObserverRegistration& operator=(ObserverRegistration&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      core_ = std::move(other.core_);
+      observer_ = std::exchange(other.observer_, nullptr);
+    }
+    return *this;
+  }
+  ObserverRegistration(const ObserverRegistration&) = delete;
+  ObserverRegistration& operator=(const ObserverRegistration&) = delete;
+  ~ObserverRegistration() { Reset(); }
+
+  // Unregisters now. Idempotent.
+  void Reset() {
+    if (observer_ == nullptr) return;
+    if (auto core = core_.lock()) core->Remove(observer_);
+    core_.reset();
+    observer_ = nullptr;
+  }
+  bool active() const { return observer_ != nullptr && !core_.expired(); }
+
+ private:
+  std::weak_ptr<internal::ObserverListCore> core_;
+  void* observer_ = nullptr;
+};
+
+template <typename ObserverType>
+class ObserverList {
+ public:
+  ObserverList() : core_(std::make_shared<internal::ObserverListCore>()) {}
+  ObserverList(const ObserverList&) = delete;
+  ObserverList& operator=(const ObserverList&) = delete;
+
+  // Add()
+  //
+  // Adds `observer` (not owned; must outlive the registration) and returns the
+  // handle that removes it. Adding the same observer twice is an error.
+  ObserverRegistration Add(ObserverType* observer) {
+    core_->Add(observer);
+    return ObserverRegistration(core_, observer);
+  }
+
+  // AddUnmanaged() / Remove()
+  //
+  // For owners that manage removal themselves (e.g. Android-style APIs).
+  void AddUnmanaged(ObserverType* observer) { core_->Add(observer); }
+  void Remove(ObserverType* observer) { core_->Remove(observer); }
+
+  bool Contains(const ObserverType* observer) const { return core_->Contains(observer); }
+  bool empty() const { return core_->size() == 0; }
+  size_t size() const { return core_->size(); }
+
+  // Keeps the list's entries stable (removals are deferred) and fixes the set
+  // of observers that Notify() reaches to those present at construction.
+  class Scope {
+   public:
+    explicit Scope(ObserverList& list)
+        : core_(list.core_.get()), end_(core_->BeginIteration()) {}
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() { core_->EndIteration(); }
+
+    template <typename Fn>
+    void Notify(Fn&& fn) {
+      for (size_t i = 0; i < end_; ++i) {
+        if (void* observer = core_->at(i)) fn(static_cast<ObserverType*>(observer));
+      }
+    }
+
+   private:
+    internal::ObserverListCore* core_;
+    size_t end_;
+  };
+
+  // Notify()
+  //
+  // Calls `fn(observer)` for each observer present when the call began and
+  // not removed since.
+  template <typename Fn>
+  void Notify(Fn&& fn) {
+    Scope scope(*this);
+    scope.Notify(std::forward<Fn>(fn));
+  }
+
+ private:
+  std::shared_ptr<internal::ObserverListCore> core_;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_CORE_OBSERVER_LIST_H_

@@ -1,0 +1,131 @@
+#include "matrix/core/handler.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "matrix/core/check.h"
+#include "matrix/core/looper.h"
+
+namespace matrix {
+namespace {
+
+std::string Describe(const Handler* h, const std::string& name) {
+  return absl::StrFormat("Handler (%s) {%x}", name, reinterpret_cast<uintptr_t>(h));
+}
+
+}  // namespace
+
+Handler::Handler(Looper* looper, Callback* callback, bool async)
+    : looper_(looper),
+      callback_(callback),
+      async_(async),
+      description_(Describe(this, "matrix::Handler")) {
+  MATRIX_CHECK(looper_ != nullptr, "A Handler needs a Looper");
+}
+
+Handler::Handler(Looper* looper, std::string name, bool async)
+    : looper_(looper), callback_(nullptr), async_(async), description_(Describe(this, name)) {
+  MATRIX_CHECK(looper_ != nullptr, "A Handler needs a Looper");
+}
+
+Handler::~Handler() { looper_->queue()->RemoveCallbacksAndMessages(this, nullptr); }
+
+void Handler::HandleMessage(Message&) {}
+
+void Handler::DispatchMessage(Message& msg) {
+  if (msg.callback) {
+    msg.callback();
+    return;
+  }
+  if (callback_ != nullptr && callback_->HandleMessage(msg)) return;
+  HandleMessage(msg);
+}
+
+bool Handler::Enqueue(Message msg, TimeTicks when) {
+  if (async_) msg.set_asynchronous(true);
+  return looper_->queue()->EnqueueMessage(std::move(msg), this, when);
+}
+
+namespace {
+Message TaskMessage(Task task, const void* token, Location from) {
+  Message msg;
+  msg.callback = std::move(task);
+  msg.token = token;
+  msg.posted_from = from;
+  return msg;
+}
+}  // namespace
+
+bool Handler::Post(Task task, Location from) {
+  return Enqueue(TaskMessage(std::move(task), nullptr, from), looper_->clock()->NowTicks());
+}
+
+bool Handler::PostDelayed(Task task, absl::Duration delay, Location from) {
+  return PostDelayed(std::move(task), nullptr, delay, from);
+}
+
+bool Handler::PostDelayed(Task task, const void* token, absl::Duration delay, Location from) {
+  if (delay < absl::ZeroDuration()) delay = absl::ZeroDuration();
+  return Enqueue(TaskMessage(std::move(task), token, from),
+                 looper_->clock()->NowTicks() + delay);
+}
+
+bool Handler::PostAtTime(Task task, TimeTicks when, Location from) {
+  return Enqueue(TaskMessage(std::move(task), nullptr, from), when);
+}
+
+bool Handler::PostAtTime(Task task, const void* token, TimeTicks when, Location from) {
+  return Enqueue(TaskMessage(std::move(task), token, from), when);
+}
+
+bool Handler::PostAtFrontOfQueue(Task task, Location from) {
+  return SendMessageAtFrontOfQueue(TaskMessage(std::move(task), nullptr, from));
+}
+
+bool Handler::SendMessage(Message msg) {
+  return Enqueue(std::move(msg), looper_->clock()->NowTicks());
+}
+
+bool Handler::SendMessageDelayed(Message msg, absl::Duration delay) {
+  if (delay < absl::ZeroDuration()) delay = absl::ZeroDuration();
+  return Enqueue(std::move(msg), looper_->clock()->NowTicks() + delay);
+}
+
+bool Handler::SendMessageAtTime(Message msg, TimeTicks when) {
+  return Enqueue(std::move(msg), when);
+}
+
+bool Handler::SendMessageAtFrontOfQueue(Message msg) {
+  if (async_) msg.set_asynchronous(true);
+  return looper_->queue()->EnqueueMessageAtFront(std::move(msg), this);
+}
+
+bool Handler::SendEmptyMessage(int what) { return SendMessage(Message(what)); }
+
+bool Handler::SendEmptyMessageDelayed(int what, absl::Duration delay) {
+  return SendMessageDelayed(Message(what), delay);
+}
+
+bool Handler::SendEmptyMessageAtTime(int what, TimeTicks when) {
+  return SendMessageAtTime(Message(what), when);
+}
+
+void Handler::RemoveMessages(int what, const void* token) {
+  looper_->queue()->RemoveMessages(this, what, token);
+}
+
+void Handler::RemoveCallbacks(const void* token) { looper_->queue()->RemoveCallbacks(this, token); }
+
+void Handler::RemoveCallbacksAndMessages(const void* token) {
+  looper_->queue()->RemoveCallbacksAndMessages(this, token);
+}
+
+bool Handler::HasMessages(int what, const void* token) const {
+  return looper_->queue()->HasMessages(this, what, token);
+}
+
+bool Handler::HasCallbacks(const void* token) const {
+  return looper_->queue()->HasCallbacks(this, token);
+}
+
+}  // namespace matrix

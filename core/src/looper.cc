@@ -1,0 +1,174 @@
+#include "matrix/core/looper.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "matrix/core/handler.h"
+
+namespace matrix {
+namespace {
+
+thread_local std::unique_ptr<Looper> tls_looper;
+std::atomic<Looper*> g_main_looper{nullptr};
+
+}  // namespace
+
+Looper::Looper(const TickClock* clock, bool quit_allowed)
+    : clock_(clock), queue_(clock, quit_allowed), thread_(ThreadHandle::Current()) {}
+
+Looper::~Looper() {
+  Looper* self = this;
+  g_main_looper.compare_exchange_strong(self, nullptr);
+}
+
+Looper* Looper::Prepare(const TickClock* clock) {
+  MATRIX_CHECK(tls_looper == nullptr, "Only one Looper may be created per thread");
+  tls_looper.reset(new Looper(clock, /*quit_allowed=*/true));
+  return tls_looper.get();
+}
+
+Looper* Looper::PrepareMainLooper(const TickClock* clock) {
+  MATRIX_CHECK(tls_looper == nullptr, "Only one Looper may be created per thread");
+  MATRIX_CHECK(g_main_looper.load() == nullptr, "The main Looper has already been prepared.");
+  tls_looper.reset(new Looper(clock, /*quit_allowed=*/false));
+  g_main_looper.store(tls_looper.get());
+  return tls_looper.get();
+}
+
+Looper* Looper::MyLooper() { return tls_looper.get(); }
+
+Looper* Looper::MainLooper() { return g_main_looper.load(); }
+
+bool Looper::is_main() const { return g_main_looper.load() == this; }
+
+std::unique_ptr<Looper> Looper::Create(const TickClock* clock, bool quit_allowed) {
+  return std::unique_ptr<Looper>(new Looper(clock, quit_allowed));
+}
+
+void Looper::ReleaseForTesting() { tls_looper.reset(); }
+
+std::unique_ptr<Looper> Looper::ReleaseCurrent() { return std::move(tls_looper); }
+
+void Looper::Loop() {
+  Looper* me = MyLooper();
+  MATRIX_CHECK(me != nullptr, "No Looper; Looper::Prepare() wasn't called on this thread.");
+  me->RunLoop();
+}
+
+void Looper::RunLoop() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  while (PollOnce(absl::InfiniteDuration()) != PollResult::kQuit) {
+  }
+}
+
+Looper::PollResult Looper::PollOnce(absl::Duration timeout) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  bool idle_done = false;
+  for (;;) {
+    std::optional<TimeTicks> hint = std::exchange(now_hint_, std::nullopt);
+    MessageQueue::NextResult next = queue_.Next(timeout, idle_done, hint);
+    switch (next.kind) {
+      case MessageQueue::NextResult::kMessage:
+        Dispatch(next.message, next.now);
+        return PollResult::kDispatched;
+      case MessageQueue::NextResult::kIdle:
+        RunIdleHandlers();
+        idle_done = true;
+        continue;
+      case MessageQueue::NextResult::kTimeout:
+        return PollResult::kIdle;
+      case MessageQueue::NextResult::kQuit:
+        return PollResult::kQuit;
+    }
+  }
+}
+
+namespace {
+
+std::string BeginLine(const Message& msg) {
+  return absl::StrCat(">>>>> Dispatching to ", msg.target()->ToString(), " ",
+                      msg.CallbackString(), ": ", msg.what);
+}
+
+std::string EndLine(const Message& msg) {
+  return absl::StrCat("<<<<< Finished to ", msg.target()->ToString(), " ",
+                      msg.CallbackString());
+}
+
+}  // namespace
+
+void Looper::Dispatch(Message* msg, TimeTicks begin) {
+  // Ends the dispatch on every path, including an exception from the handler:
+  // the "Finished" line, the observers' end, and the message's recycling.
+  struct Finisher {
+    Looper* looper;
+    Message* msg;
+    Printer* printer;
+    TimeTicks begin;
+    std::optional<ObserverList<DispatchObserver>::Scope>* scope;
+    ~Finisher() {
+      if (scope->has_value()) {
+        const TimeTicks end = looper->clock_->NowTicks();
+        (*scope)->Notify([&](DispatchObserver* o) { o->OnDispatchEnd(*msg, begin, end); });
+        scope->reset();
+        looper->now_hint_ = end;
+      } else {
+        looper->now_hint_.reset();
+      }
+      if (printer != nullptr) printer->Println(EndLine(*msg));
+      --looper->dispatch_depth_;
+      looper->queue_.Recycle(msg);
+    }
+  };
+
+  Printer* printer = printer_.load(std::memory_order_acquire);
+  if (printer != nullptr) printer->Println(BeginLine(*msg));
+  std::optional<ObserverList<DispatchObserver>::Scope> scope;
+  ++dispatch_depth_;
+  Finisher finisher{this, msg, printer, begin, &scope};
+  if (!observers_.empty()) {
+    scope.emplace(observers_);
+    scope->Notify([&](DispatchObserver* o) { o->OnDispatchBegin(*msg, begin); });
+  }
+  msg->target()->DispatchMessage(*msg);
+}
+
+void Looper::RunIdleHandlers() {
+  for (IdleHandler* handler : queue_.IdleHandlersSnapshot()) {
+    struct Finisher {
+      Looper* looper;
+      IdleHandler* handler;
+      TimeTicks begin;
+      std::optional<ObserverList<DispatchObserver>::Scope> scope;
+      ~Finisher() {
+        if (scope.has_value()) {
+          const TimeTicks end = looper->clock_->NowTicks();
+          scope->Notify([&](DispatchObserver* o) { o->OnIdleHandlerEnd(*handler, begin, end); });
+        }
+        --looper->dispatch_depth_;
+      }
+    };
+    ++dispatch_depth_;
+    Finisher finisher{this, handler, TimeTicks(), std::nullopt};
+    if (!observers_.empty()) {
+      finisher.begin = clock_->NowTicks();
+      finisher.scope.emplace(observers_);
+      finisher.scope->Notify(
+          [&](DispatchObserver* o) { o->OnIdleHandlerBegin(*handler, finisher.begin); });
+    }
+    if (!handler->QueueIdle()) queue_.RemoveIdleHandler(handler);
+  }
+}
+
+void Looper::Quit() { queue_.Quit(/*safe=*/false); }
+
+void Looper::QuitSafely() { queue_.Quit(/*safe=*/true); }
+
+ObserverRegistration Looper::AddDispatchObserver(DispatchObserver* observer) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  return observers_.Add(observer);
+}
+
+}  // namespace matrix

@@ -1,0 +1,116 @@
+#include "matrix/testing/test_environment.h"
+
+#include <algorithm>
+
+#include "matrix/core/check.h"
+
+namespace matrix::testing {
+
+TestEnvironment::TestEnvironment() : TestEnvironment(Options()) {}
+
+TestEnvironment::TestEnvironment(Options options) : auto_vsync_(options.auto_vsync) {
+  MATRIX_CHECK(Looper::MyLooper() == nullptr,
+               "TestEnvironment: the test thread already has a Looper");
+  looper_ = options.main_looper ? Looper::PrepareMainLooper(&clock_) : Looper::Prepare(&clock_);
+  if (options.choreographer) {
+    auto source = std::make_unique<ManualVsyncSource>(options.refresh_rate);
+    vsync_ = source.get();
+    choreographer_ = Choreographer::Install(std::move(source));
+  }
+  vsync_grid_base_ = clock_.NowTicks();
+  grid_rate_ = options.refresh_rate;
+}
+
+TestEnvironment::~TestEnvironment() {
+  if (choreographer_ != nullptr) Choreographer::ReleaseForTesting();
+  background_.clear();
+  Looper::ReleaseForTesting();
+}
+
+Looper* TestEnvironment::CreateBackgroundLooper(const std::string& /*name*/) {
+  background_.push_back(Looper::Create(&clock_));
+  return background_.back().get();
+}
+
+bool TestEnvironment::RunDue() {
+  bool progress = false;
+  auto drain = [&](Looper* looper) {
+    while (looper->PollOnce(absl::ZeroDuration()) == Looper::PollResult::kDispatched) {
+      progress = true;
+    }
+  };
+  drain(looper_);
+  // Index loop: a message may create another background looper.
+  for (size_t i = 0; i < background_.size(); ++i) drain(background_[i].get());
+  return progress;
+}
+
+void TestEnvironment::RunUntilIdle() {
+  for (int rounds = 0; RunDue(); ++rounds) {
+    MATRIX_CHECK(rounds < 10'000'000,
+                 "RunUntilIdle: messages keep reposting themselves with no delay");
+  }
+}
+
+TimeTicks TestEnvironment::NextVsyncTick() const {
+  const TimeTicks now = clock_.NowTicks();
+  return grid_rate_.TickAfter(vsync_grid_base_,
+                              grid_rate_.IntervalsIn(now - vsync_grid_base_) + 1);
+}
+
+std::optional<TimeTicks> TestEnvironment::NextEventTime() const {
+  std::optional<TimeTicks> next;
+  auto consider = [&](std::optional<TimeTicks> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  auto consider_looper = [&](Looper* looper) {
+    if (!looper->queue()->IsQuitting()) consider(looper->queue()->NextRunnableTime());
+  };
+  consider_looper(looper_);
+  for (const auto& looper : background_) consider_looper(looper.get());
+  return next;
+}
+
+void TestEnvironment::FastForwardBy(absl::Duration delta) {
+  MATRIX_CHECK(delta >= absl::ZeroDuration(), "FastForwardBy a negative duration");
+  const TimeTicks target = clock_.NowTicks() + delta;
+  for (;;) {
+    RunUntilIdle();
+    std::optional<TimeTicks> next = NextEventTime();
+    std::optional<TimeTicks> vsync_tick;
+    if (auto_vsync_ && vsync_ != nullptr && vsync_->vsync_requested()) {
+      vsync_tick = NextVsyncTick();
+      if (!next || *vsync_tick < *next) next = vsync_tick;
+    }
+    if (!next || *next > target) break;
+    if (*next > clock_.NowTicks()) clock_.SetNowTicks(*next);
+    if (vsync_tick && *vsync_tick == *next) vsync_->Fire(*vsync_tick);
+  }
+  if (target > clock_.NowTicks()) clock_.SetNowTicks(target);
+  RunUntilIdle();
+}
+
+bool TestEnvironment::FireVsync() { return FireVsyncAt(clock_.NowTicks()); }
+
+bool TestEnvironment::FireVsyncAt(TimeTicks timestamp) {
+  MATRIX_CHECK(vsync_ != nullptr, "TestEnvironment has no Choreographer");
+  const bool fired = vsync_->Fire(timestamp);
+  RunUntilIdle();
+  return fired;
+}
+
+void TestEnvironment::SetRefreshRate(RefreshRate rate) {
+  MATRIX_CHECK(vsync_ != nullptr, "TestEnvironment has no Choreographer");
+  vsync_->SetRefreshRate(rate);
+  // Re-anchor the auto-vsync grid at now, in the new rate.
+  vsync_grid_base_ = clock_.NowTicks();
+  grid_rate_ = rate;
+}
+
+size_t TestEnvironment::PendingMessageCount() const {
+  size_t count = looper_->queue()->PendingCount();
+  for (const auto& looper : background_) count += looper->queue()->PendingCount();
+  return count;
+}
+
+}  // namespace matrix::testing
