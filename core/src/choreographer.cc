@@ -267,6 +267,7 @@ void Choreographer::DoCallbacks(CallbackType type, TimeTicks frame_time) {
     ~Cleanup() { q->running.clear(); }
   } cleanup{&queue};
   current_type_ = type;
+  current_queue_start_ = now;
   for (CallbackRecord& record : queue.running) {
     if (record.frame_callback) {
       record.frame_callback(frame_time);

@@ -59,6 +59,11 @@ void Looper::Loop() {
 
 void Looper::RunLoop() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  struct Looping {
+    std::atomic<bool>* flag;
+    ~Looping() { flag->store(false, std::memory_order_release); }
+  } looping{&looping_};
+  looping_.store(true, std::memory_order_release);
   while (PollOnce(absl::InfiniteDuration()) != PollResult::kQuit) {
   }
 }

@@ -114,6 +114,10 @@ class Choreographer : private VsyncSource::Receiver {
   bool is_in_frame() const { return in_frame_; }
   // The queue being run, when is_in_frame().
   CallbackType current_callback_type() const { return current_type_; }
+  // When the queue being run started (the clock reading the Choreographer
+  // took to pick its due callbacks). Lets a callback at the head of a queue
+  // time the queue without reading the clock again.
+  TimeTicks current_queue_start() const { return current_queue_start_; }
   const FrameInfo& frame_info() const { return frame_info_; }
   // The frame time of the current or last frame.
   TimeTicks GetFrameTime() const { return frame_info_.frame_time; }
@@ -154,6 +158,7 @@ class Choreographer : private VsyncSource::Receiver {
   bool frame_scheduled_ = false;
   bool in_frame_ = false;
   CallbackType current_type_ = kInput;
+  TimeTicks current_queue_start_;
   TimeTicks last_frame_time_;
   FrameInfo frame_info_;
   int64_t skipped_frame_warning_limit_ = 30;

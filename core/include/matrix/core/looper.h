@@ -136,6 +136,8 @@ class Looper {
   const ThreadHandle& thread() const { return thread_; }
   bool IsCurrentThread() const { return thread_.IsCurrent(); }
   bool is_main() const;
+  // True while Loop() runs this looper. Any thread.
+  bool is_looping() const { return looping_.load(std::memory_order_acquire); }
   // True while a message or idle handler is being dispatched (looper thread).
   bool is_dispatching() const { return dispatch_depth_ > 0; }
 
@@ -152,6 +154,7 @@ class Looper {
   std::atomic<Printer*> printer_{nullptr};
   ObserverList<DispatchObserver> observers_;
   int dispatch_depth_ = 0;
+  std::atomic<bool> looping_{false};
   // A clock reading taken right after the last dispatch, reused by the next
   // MessageQueue::Next() so that observed dispatches cost no extra clock read.
   std::optional<TimeTicks> now_hint_;

@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "matrix/core/check.h"
 
 namespace matrix {
@@ -75,18 +76,19 @@ class ObserverListCore {
 }  // namespace internal
 
 // An RAII handle for one registration. Movable, not copyable. Destroying it
-// (or calling Reset()) unregisters the observer, on the list's thread.
+// (or calling Reset()) unregisters the observer. For an ObserverList this must
+// happen on the list's thread; thread-safe registries say so themselves.
 class [[nodiscard]] ObserverRegistration {
  public:
   ObserverRegistration() = default;
-  ObserverRegistration(std::weak_ptr<internal::ObserverListCore> core, void* observer)
-      : core_(std::move(core)), observer_(observer) {}
+  // `unregister` runs once, on Reset() or destruction.
+  explicit ObserverRegistration(absl::AnyInvocable<void()> unregister)
+      : unregister_(std::move(unregister)) {}
   ObserverRegistration(ObserverRegistration&& other) noexcept { *this = std::move(other); }
   ObserverRegistration& operator=(ObserverRegistration&& other) noexcept {
     if (this != &other) {
       Reset();
-      core_ = std::move(other.core_);
-      observer_ = std::exchange(other.observer_, nullptr);
+      unregister_ = std::exchange(other.unregister_, nullptr);
     }
     return *this;
   }
@@ -96,16 +98,12 @@ class [[nodiscard]] ObserverRegistration {
 
   // Unregisters now. Idempotent.
   void Reset() {
-    if (observer_ == nullptr) return;
-    if (auto core = core_.lock()) core->Remove(observer_);
-    core_.reset();
-    observer_ = nullptr;
+    if (unregister_) std::exchange(unregister_, nullptr)();
   }
-  bool active() const { return observer_ != nullptr && !core_.expired(); }
+  bool active() const { return static_cast<bool>(unregister_); }
 
  private:
-  std::weak_ptr<internal::ObserverListCore> core_;
-  void* observer_ = nullptr;
+  absl::AnyInvocable<void()> unregister_;
 };
 
 template <typename ObserverType>
@@ -121,7 +119,10 @@ class ObserverList {
   // handle that removes it. Adding the same observer twice is an error.
   ObserverRegistration Add(ObserverType* observer) {
     core_->Add(observer);
-    return ObserverRegistration(core_, observer);
+    return ObserverRegistration(
+        [weak = std::weak_ptr<internal::ObserverListCore>(core_), observer] {
+          if (auto core = weak.lock()) core->Remove(observer);
+        });
   }
 
   // AddUnmanaged() / Remove()

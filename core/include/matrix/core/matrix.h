@@ -1,0 +1,124 @@
+// File: matrix/core/matrix.h
+//
+// Matrix is the facade: it holds the plugins, their listeners, the clock and
+// the two matrix threads (matrix-watchdog for deadlines, matrix-worker for
+// analysis and listeners), and forwards foreground changes to the plugins.
+//
+//   matrix::Looper::PrepareMainLooper();
+//   auto trace = std::make_unique<matrix::TracePlugin>(
+//       matrix::TraceConfig::Builder().EnableFps(true).EnableAnrTrace(true).Build().value());
+//   absl::Status status = matrix::Matrix::Init(matrix::Matrix::Builder()
+//       .AddPlugin(std::move(trace))
+//       .SetPluginListener(my_listener)          // OnReportIssue(const matrix::Issue&)
+//       .Build());
+//   auto* plugin = matrix::Matrix::With().GetPluginByClass<matrix::TracePlugin>();
+//   plugin->Start().IgnoreError();
+//   matrix::Looper::Loop();
+//
+// Init() succeeds once per process (until Shutdown()); a second Init() returns
+// AlreadyExists. With() before Init() is a fatal error ("you must init Matrix
+// sdk first"), as in Matrix; IsInstalled() tells whether it is safe.
+//
+// Thread safety: thread-safe. Init/Shutdown must not race with each other.
+
+#ifndef MATRIX_CORE_MATRIX_H_
+#define MATRIX_CORE_MATRIX_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/observer_list.h"
+#include "matrix/core/plugin.h"
+#include "matrix/core/tick_clock.h"
+
+namespace matrix {
+
+class HandlerThread;
+class Looper;
+
+class Matrix {
+ public:
+  class Builder {
+   public:
+    Builder();
+    // Adds a plugin (owned). Two plugins with one tag make Init() fail.
+    Builder& AddPlugin(std::unique_ptr<Plugin> plugin);
+    // Matrix's single listener: replaces the listeners set so far (the
+    // default one logs each issue). Shared so sinks can outlive Matrix.
+    Builder& SetPluginListener(std::shared_ptr<PluginListener> listener);
+    // Adds another listener (e.g. a file sink next to your own).
+    Builder& AddPluginListener(std::shared_ptr<PluginListener> listener);
+    // The clock every plugin uses (default: TickClock::Default()).
+    Builder& SetClock(const TickClock* clock);
+    // The monitored looper (default: Looper::MainLooper() at Build()).
+    Builder& SetMainLooper(Looper* looper);
+    // Use these loopers instead of starting matrix-watchdog and
+    // matrix-worker threads (tests run them in a TestEnvironment).
+    Builder& SetWatchdogLooper(Looper* looper);
+    Builder& SetWorkerLooper(Looper* looper);
+    std::unique_ptr<Matrix> Build();
+
+   private:
+    friend class Matrix;
+    std::vector<std::unique_ptr<Plugin>> plugins_;
+    std::vector<std::shared_ptr<PluginListener>> listeners_;
+    bool default_listener_ = true;
+    PluginContext context_;
+  };
+
+  ~Matrix();
+  Matrix(const Matrix&) = delete;
+  Matrix& operator=(const Matrix&) = delete;
+
+  // Init()
+  //
+  // Installs `matrix` as the process's instance and initialises every plugin.
+  // Fails with AlreadyExists if one is installed, InvalidArgument for a null
+  // instance or duplicate plugin tags, or a plugin's own Init error.
+  static absl::Status Init(std::unique_ptr<Matrix> matrix);
+  static bool IsInstalled();
+  // The installed instance; fatal if none.
+  static Matrix& With();
+  // Stops and destroys every plugin, joins the matrix threads and uninstalls
+  // the instance. Safe to call when none is installed.
+  static void Shutdown();
+
+  Plugin* GetPluginByTag(std::string_view tag) const;
+  template <typename T>
+  T* GetPluginByClass() const {
+    for (const auto& plugin : plugins_) {
+      if (auto* typed = dynamic_cast<T*>(plugin.get())) return typed;
+    }
+    return nullptr;
+  }
+  const std::vector<std::unique_ptr<Plugin>>& plugins() const { return plugins_; }
+
+  // Returns the first error; keeps going with the other plugins.
+  absl::Status StartAllPlugins();
+  absl::Status StopAllPlugins();
+  absl::Status DestroyAllPlugins();
+
+  AppState& app_state() const { return *context_.app_state; }
+  const PluginContext& context() const { return context_; }
+
+ private:
+  class ForegroundForwarder;
+  explicit Matrix(Builder& builder);
+  absl::Status InitPlugins();
+
+  std::vector<std::unique_ptr<Plugin>> plugins_;
+  PluginContext context_;
+  std::unique_ptr<HandlerThread> watchdog_thread_;
+  std::unique_ptr<HandlerThread> worker_thread_;
+  std::unique_ptr<ForegroundForwarder> foreground_forwarder_;
+  ObserverRegistration app_state_registration_;
+  absl::Status build_status_;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_CORE_MATRIX_H_

@@ -1,0 +1,139 @@
+// File: matrix/core/plugin.h
+//
+// A Plugin is one monitor registered with the Matrix facade (TracePlugin,
+// BlockCanaryPlugin, or your own). It has Matrix's lifecycle,
+//
+//   kCreated --Init--> kInited --Start--> kStarted --Stop--> kStopped
+//                                            ^------Start-------'
+//   any state but kDestroyed --Destroy--> kDestroyed   (stops first)
+//
+// and reports what it finds with OnDetectIssue(), which decorates the issue
+// (tag, plugin, process, pid, time) and delivers it to every PluginListener on
+// the matrix-worker thread. Misuse (starting a destroyed plugin, initialising
+// twice, ...) returns a FailedPrecondition status naming both states; a
+// monitor never crashes its host for that.
+//
+//   class MyPlugin : public matrix::Plugin {
+//    public:
+//     MyPlugin() : Plugin("Mine") {}
+//    protected:
+//     absl::Status OnStart() override { ...; return absl::OkStatus(); }
+//   };
+//
+// PluginListener receives lifecycle events and issues.
+//
+// Thread safety: lifecycle methods and OnDetectIssue() can be called from any
+// thread; lifecycle transitions are serialised. The On*() hooks run on the
+// thread that called the lifecycle method.
+
+#ifndef MATRIX_CORE_PLUGIN_H_
+#define MATRIX_CORE_PLUGIN_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "matrix/core/issue.h"
+#include "matrix/core/tick_clock.h"
+
+namespace matrix {
+
+class AppState;
+class Handler;
+class Looper;
+class Plugin;
+
+class PluginListener {
+ public:
+  virtual ~PluginListener() = default;
+  // Lifecycle events, on the thread that made the transition.
+  virtual void OnInit(Plugin& /*plugin*/) {}
+  virtual void OnStart(Plugin& /*plugin*/) {}
+  virtual void OnStop(Plugin& /*plugin*/) {}
+  virtual void OnDestroy(Plugin& /*plugin*/) {}
+  // An issue, on the matrix-worker thread (or the reporting thread when the
+  // plugin has no worker). Must not block for long: it delays other reports.
+  virtual void OnReportIssue(const Issue& issue) = 0;
+};
+
+// What a plugin is given at Init: the clock and the threads it may use.
+struct PluginContext {
+  const TickClock* clock = TickClock::Default();
+  // The monitored looper (the main thread), or null for foreign loops only.
+  Looper* main_looper = nullptr;
+  // matrix-watchdog: deadlines and sampling only, never analysis.
+  Looper* watchdog_looper = nullptr;
+  // matrix-worker: analysis, symbolization, report building, listeners.
+  Looper* worker_looper = nullptr;
+  AppState* app_state = nullptr;
+  std::vector<std::shared_ptr<PluginListener>> listeners;
+};
+
+class Plugin {
+ public:
+  enum class State { kCreated, kInited, kStarted, kStopped, kDestroyed };
+  static const char* StateName(State state);
+
+  explicit Plugin(std::string tag);
+  virtual ~Plugin();
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  // Matrix's getTag(): identifies the plugin (unique per Matrix instance).
+  const std::string& GetTag() const { return tag_; }
+  State state() const { return state_.load(std::memory_order_acquire); }
+  bool IsSupported() const { return supported_.load(); }
+
+  // Lifecycle. See the file comment for the allowed transitions.
+  absl::Status Init(PluginContext context);
+  absl::Status Start();
+  absl::Status Stop();
+  absl::Status Destroy();
+
+  // OnDetectIssue()
+  //
+  // Reports `issue`: fills the tag (the plugin's if empty), plugin, process,
+  // pid and time, lets the plugin add its context (DecorateIssue), and
+  // delivers it to every listener on the worker looper. Any thread.
+  void OnDetectIssue(Issue issue);
+
+  // Called by Matrix when the app goes to the foreground or background.
+  void OnForeground(bool foreground) { OnForegroundChanged(foreground); }
+
+  // The context given at Init (empty before). Stable after Init.
+  const PluginContext& context() const { return context_; }
+
+ protected:
+  virtual absl::Status OnInit() { return absl::OkStatus(); }
+  virtual absl::Status OnStart() { return absl::OkStatus(); }
+  virtual absl::Status OnStop() { return absl::OkStatus(); }
+  virtual absl::Status OnDestroy() { return absl::OkStatus(); }
+  virtual void OnForegroundChanged(bool /*foreground*/) {}
+  // Adds plugin-wide context to every issue (e.g. device info). Runs on the
+  // thread that called OnDetectIssue().
+  virtual void DecorateIssue(Issue& /*issue*/) {}
+  // Marks the plugin unsupported on this platform: Start() then does nothing.
+  void UnSupportPlugin() { supported_.store(false); }
+
+ private:
+  absl::Status Transition(const char* action, State to, std::initializer_list<State> from,
+                          absl::Status (Plugin::*hook)(),
+                          void (PluginListener::*notify)(Plugin&));
+  void Deliver(const Issue& issue);
+
+  const std::string tag_;
+  std::atomic<State> state_{State::kCreated};
+  std::atomic<bool> supported_{true};
+  absl::Mutex lifecycle_mu_;  // Serialises transitions (held across hooks).
+  PluginContext context_;
+  // Posts deliveries to the worker; destroying it drops undelivered issues.
+  std::unique_ptr<Handler> delivery_handler_;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_CORE_PLUGIN_H_

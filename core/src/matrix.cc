@@ -1,0 +1,200 @@
+#include "matrix/core/matrix.h"
+
+#include <mutex>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "matrix/core/check.h"
+#include "matrix/core/handler_thread.h"
+#include "matrix/core/logging.h"
+#include "matrix/core/looper.h"
+
+namespace matrix {
+namespace {
+
+// Matrix's DefaultPluginListener: logs each issue.
+class DefaultPluginListener : public PluginListener {
+ public:
+  void OnReportIssue(const Issue& issue) override { Logger()->info("{}", issue.ToString()); }
+};
+
+absl::Mutex g_mu;
+Matrix* g_instance ABSL_GUARDED_BY(g_mu) = nullptr;
+
+}  // namespace
+
+class Matrix::ForegroundForwarder : public AppStateObserver {
+ public:
+  explicit ForegroundForwarder(Matrix* matrix) : matrix_(matrix) {}
+  void OnForegroundChanged(bool foreground) override {
+    for (const auto& plugin : matrix_->plugins_) plugin->OnForeground(foreground);
+  }
+
+ private:
+  Matrix* const matrix_;
+};
+
+Matrix::Builder::Builder() { context_.app_state = AppState::Get(); }
+
+Matrix::Builder& Matrix::Builder::AddPlugin(std::unique_ptr<Plugin> plugin) {
+  plugins_.push_back(std::move(plugin));
+  return *this;
+}
+
+Matrix::Builder& Matrix::Builder::SetPluginListener(std::shared_ptr<PluginListener> listener) {
+  listeners_.clear();
+  default_listener_ = false;
+  if (listener) listeners_.push_back(std::move(listener));
+  return *this;
+}
+
+Matrix::Builder& Matrix::Builder::AddPluginListener(std::shared_ptr<PluginListener> listener) {
+  default_listener_ = false;
+  if (listener) listeners_.push_back(std::move(listener));
+  return *this;
+}
+
+Matrix::Builder& Matrix::Builder::SetClock(const TickClock* clock) {
+  context_.clock = clock;
+  return *this;
+}
+
+Matrix::Builder& Matrix::Builder::SetMainLooper(Looper* looper) {
+  context_.main_looper = looper;
+  return *this;
+}
+
+Matrix::Builder& Matrix::Builder::SetWatchdogLooper(Looper* looper) {
+  context_.watchdog_looper = looper;
+  return *this;
+}
+
+Matrix::Builder& Matrix::Builder::SetWorkerLooper(Looper* looper) {
+  context_.worker_looper = looper;
+  return *this;
+}
+
+std::unique_ptr<Matrix> Matrix::Builder::Build() {
+  return std::unique_ptr<Matrix>(new Matrix(*this));
+}
+
+Matrix::Matrix(Builder& builder) : plugins_(std::move(builder.plugins_)), context_(builder.context_) {
+  context_.listeners = std::move(builder.listeners_);
+  if (builder.default_listener_) {
+    context_.listeners.push_back(std::make_shared<DefaultPluginListener>());
+  }
+  if (context_.main_looper == nullptr) context_.main_looper = Looper::MainLooper();
+
+  absl::flat_hash_set<std::string> tags;
+  for (const auto& plugin : plugins_) {
+    if (plugin == nullptr) {
+      build_status_ = absl::InvalidArgumentError("Matrix: a null plugin was added");
+      return;
+    }
+    if (!tags.insert(plugin->GetTag()).second) {
+      build_status_ = absl::InvalidArgumentError(
+          absl::StrCat("Matrix: plugin with tag '", plugin->GetTag(), "' added twice"));
+      return;
+    }
+  }
+}
+
+Matrix::~Matrix() {
+  app_state_registration_.Reset();
+  // Plugins first: they hold handlers on the matrix threads.
+  plugins_.clear();
+  if (watchdog_thread_) watchdog_thread_.reset();
+  if (worker_thread_) worker_thread_.reset();
+}
+
+absl::Status Matrix::InitPlugins() {
+  if (context_.watchdog_looper == nullptr) {
+    watchdog_thread_ = std::make_unique<HandlerThread>("matrix-watchdog", context_.clock);
+    watchdog_thread_->Start();
+    context_.watchdog_looper = watchdog_thread_->GetLooper();
+  }
+  if (context_.worker_looper == nullptr) {
+    worker_thread_ = std::make_unique<HandlerThread>("matrix-worker", context_.clock);
+    worker_thread_->Start();
+    context_.worker_looper = worker_thread_->GetLooper();
+  }
+  for (const auto& plugin : plugins_) {
+    if (absl::Status status = plugin->Init(context_); !status.ok()) return status;
+  }
+  foreground_forwarder_ = std::make_unique<ForegroundForwarder>(this);
+  app_state_registration_ = context_.app_state->AddObserver(foreground_forwarder_.get());
+  return absl::OkStatus();
+}
+
+absl::Status Matrix::Init(std::unique_ptr<Matrix> matrix) {
+  if (matrix == nullptr) return absl::InvalidArgumentError("Matrix::Init: null instance");
+  if (!matrix->build_status_.ok()) return matrix->build_status_;
+  {
+    absl::MutexLock lock(&g_mu);
+    if (g_instance != nullptr) {
+      return absl::AlreadyExistsError("Matrix::Init: Matrix is already initialized");
+    }
+    g_instance = matrix.get();
+  }
+  if (absl::Status status = matrix->InitPlugins(); !status.ok()) {
+    absl::MutexLock lock(&g_mu);
+    g_instance = nullptr;
+    return status;
+  }
+  matrix.release();  // Owned through g_instance until Shutdown().
+  return absl::OkStatus();
+}
+
+bool Matrix::IsInstalled() {
+  absl::MutexLock lock(&g_mu);
+  return g_instance != nullptr;
+}
+
+Matrix& Matrix::With() {
+  absl::MutexLock lock(&g_mu);
+  MATRIX_CHECK(g_instance != nullptr, "you must init Matrix sdk first");
+  return *g_instance;
+}
+
+void Matrix::Shutdown() {
+  Matrix* instance;
+  {
+    absl::MutexLock lock(&g_mu);
+    instance = g_instance;
+    g_instance = nullptr;
+  }
+  if (instance == nullptr) return;
+  instance->DestroyAllPlugins().IgnoreError();
+  delete instance;
+}
+
+Plugin* Matrix::GetPluginByTag(std::string_view tag) const {
+  for (const auto& plugin : plugins_) {
+    if (plugin->GetTag() == tag) return plugin.get();
+  }
+  return nullptr;
+}
+
+absl::Status Matrix::StartAllPlugins() {
+  absl::Status first;
+  for (const auto& plugin : plugins_) first.Update(plugin->Start());
+  return first;
+}
+
+absl::Status Matrix::StopAllPlugins() {
+  absl::Status first;
+  for (const auto& plugin : plugins_) {
+    if (plugin->state() == Plugin::State::kStarted) first.Update(plugin->Stop());
+  }
+  return first;
+}
+
+absl::Status Matrix::DestroyAllPlugins() {
+  absl::Status first;
+  for (const auto& plugin : plugins_) {
+    if (plugin->state() != Plugin::State::kDestroyed) first.Update(plugin->Destroy());
+  }
+  return first;
+}
+
+}  // namespace matrix

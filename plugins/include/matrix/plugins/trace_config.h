@@ -1,0 +1,127 @@
+// File: matrix/plugins/trace_config.h
+//
+// TraceConfig holds TracePlugin's switches and thresholds, with Matrix's
+// defaults. Build() validates them and returns a clear error for values that
+// make no sense (negative or zero durations, drop levels out of order, ...).
+//
+//   absl::StatusOr<matrix::TraceConfig> config = matrix::TraceConfig::Builder()
+//       .EnableFps(true)
+//       .EnableAnrTrace(true)
+//       .EnableEvilMethodTrace(true)
+//       .SetEvilThreshold(absl::Milliseconds(500))
+//       .Build();
+//   if (!config.ok()) { std::cerr << config.status() << "\n"; return 1; }
+//
+// Defaults (Matrix's): every tracer off; evil method 700 ms; ANR 5 s; lag 2 s;
+// idle handler 2 s; input (touch) 2 s; startup cold 10 s, warm 4 s; drop levels
+// 3/9/24/42 frames; an FPS report every 10 s of frame time.
+//
+// Thread safety: a value type.
+
+#ifndef MATRIX_PLUGINS_TRACE_CONFIG_H_
+#define MATRIX_PLUGINS_TRACE_CONFIG_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "matrix/trace/frame_stats.h"
+#include "matrix/trace/looper_monitor.h"
+
+namespace matrix {
+
+struct TraceConfig {
+  // Which tracers run.
+  bool fps = false;
+  bool evil_method = false;
+  bool anr = false;
+  bool startup = false;
+  bool idle_handler = false;
+  bool touch_event = false;
+  bool signal_anr = false;
+
+  // Thresholds.
+  absl::Duration evil_threshold = absl::Milliseconds(700);
+  absl::Duration anr_threshold = absl::Seconds(5);
+  absl::Duration lag_threshold = absl::Seconds(2);
+  absl::Duration idle_handler_threshold = absl::Seconds(2);
+  absl::Duration touch_event_threshold = absl::Seconds(2);
+  absl::Duration cold_startup_threshold = absl::Seconds(10);
+  absl::Duration warm_startup_threshold = absl::Seconds(4);
+  DropThresholds drop_thresholds;
+  absl::Duration fps_time_slice = absl::Seconds(10);
+
+  // Frames drawn in the background count towards FPS reports.
+  bool fps_in_background = false;
+  // Scenes shown before the first real scene during a cold start.
+  std::vector<std::string> splash_scenes;
+  // Report ANRs and lags while a debugger is attached.
+  bool anr_with_debugger = false;
+  // How LooperMonitor learns about dispatches.
+  LooperMonitor::Source looper_source = LooperMonitor::Source::kDispatchObserver;
+  // Time frames with the thread's Choreographer (created if missing). Turn
+  // off for a foreign render loop that reports frames itself.
+  bool use_choreographer = true;
+  // The method-trace ring buffer, in bytes (rounded down to a power of two).
+  size_t method_trace_buffer_bytes = size_t{8} << 20;
+  // How often the watchdog samples the looper thread's CPU clock.
+  absl::Duration cpu_sample_period = absl::Milliseconds(50);
+  // SIGQUIT unless changed.
+  int signal_anr_signal = 3;
+  // Matrix's isDebug / isDevEnv: verbose logs.
+  bool debug = false;
+  bool dev_env = false;
+
+  // Method tracing is needed by the evil-method and startup tracers.
+  bool method_trace_enabled() const { return evil_method || startup || anr; }
+
+  class Builder;
+};
+
+class TraceConfig::Builder {
+ public:
+  Builder& EnableFps(bool on) { c_.fps = on; return *this; }
+  Builder& EnableEvilMethodTrace(bool on) { c_.evil_method = on; return *this; }
+  Builder& EnableAnrTrace(bool on) { c_.anr = on; return *this; }
+  Builder& EnableStartup(bool on) { c_.startup = on; return *this; }
+  Builder& EnableIdleHandlerTrace(bool on) { c_.idle_handler = on; return *this; }
+  Builder& EnableTouchEventTrace(bool on) { c_.touch_event = on; return *this; }
+  Builder& EnableSignalAnrTrace(bool on) { c_.signal_anr = on; return *this; }
+  Builder& SetEvilThreshold(absl::Duration d) { c_.evil_threshold = d; return *this; }
+  Builder& SetAnrThreshold(absl::Duration d) { c_.anr_threshold = d; return *this; }
+  Builder& SetLagThreshold(absl::Duration d) { c_.lag_threshold = d; return *this; }
+  Builder& SetIdleHandlerThreshold(absl::Duration d) { c_.idle_handler_threshold = d; return *this; }
+  Builder& SetTouchEventThreshold(absl::Duration d) { c_.touch_event_threshold = d; return *this; }
+  Builder& SetColdStartupThreshold(absl::Duration d) { c_.cold_startup_threshold = d; return *this; }
+  Builder& SetWarmStartupThreshold(absl::Duration d) { c_.warm_startup_threshold = d; return *this; }
+  Builder& SetDropThresholds(int normal, int middle, int high, int frozen) {
+    c_.drop_thresholds = DropThresholds{normal, middle, high, frozen};
+    return *this;
+  }
+  Builder& SetFpsTimeSlice(absl::Duration d) { c_.fps_time_slice = d; return *this; }
+  Builder& EnableFpsInBackground(bool on) { c_.fps_in_background = on; return *this; }
+  Builder& SetSplashScenes(std::vector<std::string> scenes) {
+    c_.splash_scenes = std::move(scenes);
+    return *this;
+  }
+  Builder& ReportAnrWithDebugger(bool on) { c_.anr_with_debugger = on; return *this; }
+  Builder& SetLooperSource(LooperMonitor::Source source) { c_.looper_source = source; return *this; }
+  Builder& UseChoreographer(bool on) { c_.use_choreographer = on; return *this; }
+  Builder& SetMethodTraceBufferBytes(size_t bytes) { c_.method_trace_buffer_bytes = bytes; return *this; }
+  Builder& SetCpuSamplePeriod(absl::Duration d) { c_.cpu_sample_period = d; return *this; }
+  Builder& SetSignalAnrSignal(int signo) { c_.signal_anr_signal = signo; return *this; }
+  Builder& IsDebug(bool on) { c_.debug = on; return *this; }
+  Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
+
+  // Validates and returns the config, or InvalidArgument naming the field.
+  absl::StatusOr<TraceConfig> Build() const;
+
+ private:
+  TraceConfig c_;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_PLUGINS_TRACE_CONFIG_H_

@@ -1,0 +1,78 @@
+// File: matrix/plugins/trace_plugin.h
+//
+// TracePlugin is Matrix's Trace Canary: it owns the monitors of the main
+// looper (LooperMonitor, UIThreadMonitor) and the tracers enabled in its
+// TraceConfig, and reports their issues through the Matrix facade.
+//
+//   auto config = matrix::TraceConfig::Builder().EnableFps(true).EnableAnrTrace(true).Build();
+//   auto trace = std::make_unique<matrix::TracePlugin>(*config);
+//   matrix::TracePlugin* plugin = trace.get();
+//   matrix::Matrix::Init(matrix::Matrix::Builder().AddPlugin(std::move(trace)).Build());
+//   plugin->Start();   // on the main thread: monitors exist when it returns
+//   plugin->GetFrameTracer()->AddListener(&my_frame_listener);
+//
+// Start() and Stop() do their work on the main looper's thread: called there
+// they act at once; called elsewhere they post to it (as Matrix does). For a
+// foreign loop (no main looper; TraceConfig::SetLooperSource(kForeign)), call
+// them on the loop's thread, and feed GetLooperMonitor()'s hooks.
+//
+// Thread safety: lifecycle methods from any thread (see above); the Get*()
+// accessors return objects bound to the main looper thread.
+
+#ifndef MATRIX_PLUGINS_TRACE_PLUGIN_H_
+#define MATRIX_PLUGINS_TRACE_PLUGIN_H_
+
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+#include "matrix/core/handler.h"
+
+#include "matrix/core/plugin.h"
+#include "matrix/plugins/trace_config.h"
+#include "matrix/trace/frame_tracer.h"
+#include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/ui_thread_monitor.h"
+
+namespace matrix {
+
+class TracePlugin : public Plugin {
+ public:
+  static constexpr char kTag[] = "Trace";
+
+  explicit TracePlugin(TraceConfig config);
+  ~TracePlugin() override;
+
+  const TraceConfig& config() const { return config_; }
+  // Null until the first Start() has run on the looper thread.
+  LooperMonitor* GetLooperMonitor() const { return looper_monitor_.get(); }
+  UIThreadMonitor* GetUIThreadMonitor() const { return ui_thread_monitor_.get(); }
+  FrameTracer* GetFrameTracer() const { return frame_tracer_.get(); }
+
+ protected:
+  absl::Status OnInit() override;
+  absl::Status OnStart() override;
+  absl::Status OnStop() override;
+  absl::Status OnDestroy() override;
+  void OnForegroundChanged(bool foreground) override;
+  void DecorateIssue(Issue& issue) override;
+
+ private:
+  // Runs `fn` on the main looper's thread: now if already there (or there is
+  // no main looper, or it is not looping), else posted. With `wait`, blocks
+  // until it ran.
+  void RunOnLooperThread(absl::AnyInvocable<void()> fn, bool wait);
+  void CreateMonitors();
+  void StartTracers();
+  void StopTracers();
+  void DestroyMonitors();
+
+  const TraceConfig config_;
+  std::unique_ptr<Handler> looper_handler_;  // Posts lifecycle work to the main looper.
+  std::unique_ptr<LooperMonitor> looper_monitor_;
+  std::unique_ptr<UIThreadMonitor> ui_thread_monitor_;
+  std::unique_ptr<FrameTracer> frame_tracer_;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_PLUGINS_TRACE_PLUGIN_H_

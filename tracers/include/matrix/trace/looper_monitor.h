@@ -1,0 +1,158 @@
+// File: matrix/trace/looper_monitor.h
+//
+// LooperMonitor turns each message dispatch of a loop into begin/end events
+// for any number of listeners. It takes them from one of three sources:
+//
+//   kDispatchObserver  our Looper's dispatch observers: no strings built, the
+//                      looper's own clock readings (the default, and the
+//                      cheapest: no extra clock read per message).
+//   kPrinter           our Looper's Printer: Android's ">>>>> Dispatching" /
+//                      "<<<<< Finished" lines, as BlockCanary and Matrix hook
+//                      them. Any printer already installed keeps working
+//                      (ours forwards to it), the first line decides whether
+//                      the text is usable, and if another component replaces
+//                      our printer we notice on an idle check (every 60 s by
+//                      default) and re-install ours with theirs chained.
+//   kForeign           a loop that is not ours (Qt, SDL, libuv, GLib, asio, a
+//                      game loop) calls DispatchBegin()/DispatchEnd() itself.
+//
+// Only the outermost dispatch of nested loops is reported.
+//
+//   matrix::LooperMonitor monitor(matrix::Looper::MyLooper());   // observer source
+//   monitor.Start();
+//   auto registration = monitor.AddListener(&my_listener);
+//
+//   // A foreign loop:
+//   matrix::LooperMonitor foreign(matrix::TickClock::Default());
+//   while (running) {
+//     foreign.DispatchBegin("sdl-event");
+//     HandleEvent(event);
+//     foreign.DispatchEnd();
+//   }
+//
+// Thread safety: bound to the loop's thread. Every method must be called on
+// it, and listeners are called on it.
+
+#ifndef MATRIX_TRACE_LOOPER_MONITOR_H_
+#define MATRIX_TRACE_LOOPER_MONITOR_H_
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "matrix/core/check.h"
+#include "matrix/core/looper.h"
+#include "matrix/core/message.h"
+#include "matrix/core/observer_list.h"
+#include "matrix/core/tick_clock.h"
+
+namespace matrix {
+
+// What is being dispatched. Each field is set by the source that knows it and
+// is valid only during the callback.
+struct DispatchInfo {
+  const Message* message = nullptr;  // kDispatchObserver.
+  std::string_view log_line;         // kPrinter: the ">>>>> Dispatching" line.
+  const char* label = nullptr;       // kForeign: the caller's label, if any.
+};
+
+// Receives the outermost dispatches. Called on the loop's thread, for every
+// message: implementations must be extremely fast.
+class LooperDispatchListener {
+ public:
+  virtual ~LooperDispatchListener() = default;
+  virtual void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) = 0;
+  // Always follows an OnDispatchBegin() this listener received.
+  virtual void OnDispatchEnd(TimeTicks begin, TimeTicks end) = 0;
+};
+
+class LooperMonitor {
+ public:
+  enum class Source { kDispatchObserver, kPrinter, kForeign };
+  static const char* SourceName(Source source);
+
+  struct Options {
+    Source source = Source::kDispatchObserver;
+    // How often (at most) an idle looper checks that our printer is still
+    // installed (kPrinter only). Matrix: 60 s.
+    absl::Duration printer_check_interval = absl::Seconds(60);
+  };
+
+  // Monitors `looper` (not owned; must outlive the monitor). Construct and use
+  // on the looper's thread.
+  LooperMonitor(Looper* looper, Options options);
+  explicit LooperMonitor(Looper* looper) : LooperMonitor(looper, Options()) {}
+  // Monitors a foreign loop (source kForeign), timing with `clock`.
+  explicit LooperMonitor(const TickClock* clock);
+  ~LooperMonitor();
+  LooperMonitor(const LooperMonitor&) = delete;
+  LooperMonitor& operator=(const LooperMonitor&) = delete;
+
+  // Start() hooks the source; Stop() unhooks it (restoring the printer that
+  // was installed before ours, when ours is still the installed one).
+  void Start();
+  void Stop();
+  bool is_started() const { return started_; }
+
+  // AddListener()
+  //
+  // Registers `listener` (not owned) until the handle is destroyed. A
+  // listener added during a dispatch first hears the next one.
+  [[nodiscard]] ObserverRegistration AddListener(LooperDispatchListener* listener);
+
+  // Foreign-loop hooks. Without a timestamp they read the clock.
+  void DispatchBegin(TimeTicks begin, const char* label = nullptr);
+  void DispatchBegin(const char* label = nullptr) { DispatchBegin(clock_->NowTicks(), label); }
+  void DispatchEnd(TimeTicks end);
+  void DispatchEnd() { DispatchEnd(clock_->NowTicks()); }
+
+  Source source() const { return options_.source; }
+  Looper* looper() const { return looper_; }
+  const TickClock* clock() const { return clock_; }
+  bool is_dispatching() const { return depth_ > 0; }
+  // kPrinter: false once the first line turned out not to be Android's
+  // format (then no dispatch is reported, as in Matrix).
+  bool printer_valid() const { return printer_valid_; }
+  // kPrinter: how many times our printer was found replaced and re-installed.
+  int printer_reinstall_count() const { return printer_reinstalls_; }
+  // kPrinter: checks now (instead of waiting for the idle check) that our
+  // printer is installed, re-installing it if another replaced it.
+  void CheckPrinter();
+
+ private:
+  class DispatchObserverBridge;
+  class MonitorPrinter;
+  class PrinterCheck;
+
+  void Begin(TimeTicks begin, const DispatchInfo& info);
+  void End(TimeTicks end);
+  void OnPrinterLine(std::string_view line);
+  void InstallPrinter();
+
+  Looper* const looper_;
+  const TickClock* const clock_;
+  const Options options_;
+  bool started_ = false;
+  int depth_ = 0;
+  TimeTicks begin_;
+  ObserverList<LooperDispatchListener> listeners_;
+  std::optional<ObserverList<LooperDispatchListener>::Scope> scope_;
+
+  // kDispatchObserver.
+  std::unique_ptr<DispatchObserverBridge> bridge_;
+  ObserverRegistration bridge_registration_;
+  // kPrinter.
+  MonitorPrinter* printer_ = nullptr;  // Owned by the process-wide printer pool.
+  std::unique_ptr<PrinterCheck> printer_check_;
+  bool printer_checked_ = false;
+  bool printer_valid_ = true;
+  int printer_reinstalls_ = 0;
+  TimeTicks last_printer_check_;
+  MATRIX_THREAD_CHECKER(thread_checker_);
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_LOOPER_MONITOR_H_

@@ -1,0 +1,59 @@
+// File: matrix/trace/tracer.h
+//
+// Tracer is Matrix's base for the detectors (FrameTracer, AnrTracer,
+// EvilMethodTracer, StartupTracer, ...): a LooperObserver with an on/off
+// lifecycle and a channel for the issues it finds.
+//
+//   class MyTracer : public matrix::Tracer {
+//    protected:
+//     void OnAlive() override { registration_ = monitor_->AddObserver(this); }
+//     void OnDead() override { registration_.Reset(); }
+//   };
+//
+// Thread safety: OnStartTrace()/OnCloseTrace() on the looper thread; each
+// tracer documents the rest.
+
+#ifndef MATRIX_TRACE_TRACER_H_
+#define MATRIX_TRACE_TRACER_H_
+
+#include <functional>
+
+#include "matrix/core/issue.h"
+#include "matrix/trace/ui_thread_monitor.h"
+
+namespace matrix {
+
+// Where a tracer sends the issues it finds (TracePlugin::OnDetectIssue).
+using IssueCallback = std::function<void(Issue issue)>;
+
+class Tracer : public LooperObserver {
+ public:
+  ~Tracer() override = default;
+
+  // Turns the tracer on/off. Idempotent. Looper thread.
+  void OnStartTrace() {
+    if (alive_) return;
+    alive_ = true;
+    OnAlive();
+  }
+  void OnCloseTrace() {
+    if (!alive_) return;
+    alive_ = false;
+    OnDead();
+  }
+  bool is_alive() const { return alive_; }
+
+  // The app went to the foreground or background. Any thread.
+  virtual void OnForeground(bool /*foreground*/) {}
+
+ protected:
+  virtual void OnAlive() {}
+  virtual void OnDead() {}
+
+ private:
+  bool alive_ = false;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_TRACER_H_

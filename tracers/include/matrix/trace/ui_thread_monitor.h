@@ -1,0 +1,198 @@
+// File: matrix/trace/ui_thread_monitor.h
+//
+// UIThreadMonitor watches the UI (looper) thread for the tracers. For every
+// dispatch it reports begin and end, and for a dispatch that draws a frame it
+// reports the frame: the intended vsync time, the refresh rate, and how long
+// each Choreographer queue took. It fans these out to LooperObservers
+// (FrameTracer, AnrTracer, EvilMethodTracer, StartupTracer):
+//
+//   DispatchBegin(dispatch) -> [message runs; a frame runs its queues]
+//   -> DoFrame(frame) -> DispatchEnd(dispatch)
+//
+// Frames are timed as Matrix does: a callback at the head of the INPUT queue
+// (inserted without requesting a frame) marks the start of a vsync frame and
+// inserts callbacks at the heads of ANIMATION, TRAVERSAL and COMMIT. Each
+// marker reads the time the Choreographer took when that queue started, so
+// timing a frame costs no extra clock read.
+//
+//   input      = ANIMATION start - INPUT start
+//   animation  = TRAVERSAL start - ANIMATION start (includes INSETS_ANIMATION)
+//   traversal  = COMMIT start - TRAVERSAL start
+//   commit     = dispatch end - COMMIT start
+//
+// A foreign render loop reports its frames through the same monitor: inside a
+// dispatch (see LooperMonitor's foreign hooks) it calls MarkFrame() and
+// MarkPhase() for each phase.
+//
+// CPU time: reading a thread's CPU clock is a syscall, so it is never read per
+// message. A sampler on the watchdog thread polls the heartbeat every
+// `cpu_sample_period` (default 50 ms) and reads the looper thread's CPU clock
+// once when it first sees a dispatch; the looper reads its own CPU clock at the
+// end of those (long) dispatches only. Dispatches shorter than the period
+// usually carry no CPU time; long ones carry thread CPU over the wall time
+// since the sample (covering all but at most one period).
+//
+//   matrix::UIThreadMonitor monitor(&looper_monitor, choreographer, options);
+//   monitor.Start();
+//   auto registration = monitor.AddObserver(&frame_tracer);
+//
+// Thread safety: looper-thread only, except heartbeat() and
+// SnapshotFrame(), which any thread may read.
+
+#ifndef MATRIX_TRACE_UI_THREAD_MONITOR_H_
+#define MATRIX_TRACE_UI_THREAD_MONITOR_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/check.h"
+#include "matrix/core/observer_list.h"
+#include "matrix/core/refresh_rate.h"
+#include "matrix/core/thread_handle.h"
+#include "matrix/core/time_ticks.h"
+#include "matrix/trace/dispatch_heartbeat.h"
+#include "matrix/trace/looper_monitor.h"
+
+namespace matrix {
+
+class Choreographer;
+class Handler;
+class Looper;
+
+// One dispatched message and, when it drew one, its frame.
+struct FrameData {
+  SceneId scene = AppState::kDefaultScene;
+  TimeTicks start;  // Dispatch begin.
+  TimeTicks end;    // Dispatch end.
+  bool is_vsync_frame = false;
+  // The vsync that started the frame (== start for other messages).
+  TimeTicks intended_frame_time;
+  RefreshRate refresh_rate;
+  int64_t frame_number = 0;
+  // Time in each Choreographer queue (zero when not a frame or unknown).
+  absl::Duration input;
+  absl::Duration animation;
+  absl::Duration traversal;
+  absl::Duration commit;
+  // The vsyncs the frame missed (see CountDroppedFrames). Filled by
+  // FrameTracer.
+  int64_t dropped_frames = 0;
+
+  // end - intended vsync.
+  absl::Duration jitter() const { return end - intended_frame_time; }
+};
+
+// A dispatch, as its observers see it.
+struct DispatchData {
+  uint64_t dispatch_number = 0;  // The heartbeat's number for this dispatch.
+  TimeTicks begin;
+  TimeTicks end;  // DispatchEnd only.
+  bool is_vsync_frame = false;  // DispatchEnd only.
+  // Thread CPU time over a window ending at `end`, when the dispatch was long
+  // enough to be sampled (DispatchEnd only).
+  bool cpu_sampled = false;
+  absl::Duration cpu_time;
+  absl::Duration cpu_wall;
+  const DispatchInfo* info = nullptr;  // DispatchBegin only.
+
+  // Thread CPU / wall time in percent, or -1 when not sampled.
+  double CpuUsagePercent() const {
+    if (!cpu_sampled || cpu_wall <= absl::ZeroDuration()) return -1;
+    return 100.0 * absl::FDivDuration(cpu_time, cpu_wall);
+  }
+};
+
+// Matrix's LooperObserver. Callbacks run on the looper thread for every
+// dispatch: keep them cheap (no allocation, lock, syscall or log line).
+class LooperObserver {
+ public:
+  virtual ~LooperObserver() = default;
+  virtual void DispatchBegin(const DispatchData& /*dispatch*/) {}
+  // Every dispatch, frames and other messages (is_vsync_frame tells).
+  virtual void DoFrame(const FrameData& /*frame*/) {}
+  virtual void DispatchEnd(const DispatchData& /*dispatch*/) {}
+};
+
+class UIThreadMonitor : public LooperDispatchListener {
+ public:
+  enum class Phase { kInput = 0, kAnimation = 1, kTraversal = 2, kCommit = 3 };
+  static constexpr int kPhaseCount = 4;
+
+  struct Options {
+    // The watchdog looper for the CPU sampler; null disables CPU sampling.
+    Looper* sampler_looper = nullptr;
+    absl::Duration cpu_sample_period = absl::Milliseconds(50);
+    AppState* app_state = AppState::Get();
+  };
+
+  // `looper_monitor` and `choreographer` (null for a foreign render loop) are
+  // not owned and must outlive the monitor. Construct on the looper thread.
+  UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* choreographer, Options options);
+  ~UIThreadMonitor() override;
+  UIThreadMonitor(const UIThreadMonitor&) = delete;
+  UIThreadMonitor& operator=(const UIThreadMonitor&) = delete;
+
+  void Start();
+  void Stop();
+  bool is_alive() const { return alive_; }
+
+  [[nodiscard]] ObserverRegistration AddObserver(LooperObserver* observer);
+
+  // Foreign render loops, inside a dispatch: this dispatch draws the frame
+  // whose vsync was `intended_vsync`; then each phase as it starts.
+  void MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number = 0);
+  void MarkPhase(Phase phase, TimeTicks start);
+
+  const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
+  const TickClock* clock() const { return looper_monitor_->clock(); }
+  // The looper thread, for stack capture and CPU reads from other threads.
+  const ThreadHandle& looper_thread() const { return looper_thread_; }
+
+  // What the frame being drawn has spent so far, readable from any thread
+  // (for ANR reports): costs of finished phases and the running phase's time
+  // up to `now`. All zero when the current dispatch is not a frame.
+  struct FrameSnapshot {
+    bool in_frame = false;
+    std::array<absl::Duration, kPhaseCount> phase_costs{};
+  };
+  FrameSnapshot SnapshotFrame(TimeTicks now) const;
+
+ private:
+  class CpuSampler;
+  void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
+  void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
+  void ArmInputMarker();
+  void OnInputMarker();
+  void OnPhaseMarker(Phase phase);
+  void BeginPhase(Phase phase, TimeTicks start);
+
+  LooperMonitor* const looper_monitor_;
+  Choreographer* const choreographer_;
+  const Options options_;
+  const ThreadHandle looper_thread_;
+  bool alive_ = false;
+  ObserverRegistration monitor_registration_;
+  ObserverList<LooperObserver> observers_;
+  std::optional<ObserverList<LooperObserver>::Scope> scope_;
+  DispatchHeartbeat heartbeat_;
+  std::unique_ptr<CpuSampler> cpu_sampler_;
+
+  // The dispatch in progress (looper thread).
+  DispatchData dispatch_;
+  FrameData frame_;
+  std::array<TimeTicks, kPhaseCount> phase_start_{};
+  bool input_marker_armed_ = false;
+
+  // For SnapshotFrame() from other threads.
+  std::atomic<bool> snapshot_in_frame_{false};
+  std::array<std::atomic<int64_t>, kPhaseCount> snapshot_phase_start_ns_{};
+  MATRIX_THREAD_CHECKER(thread_checker_);
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_UI_THREAD_MONITOR_H_

@@ -1,0 +1,119 @@
+#include "matrix/trace/frame_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace matrix {
+
+int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
+                           RefreshRate rate) {
+  TimeTicks could_start = intended_vsync;
+  if (previous_frame_end > intended_vsync) {
+    // The vsync (on this frame's grid) during which the previous frame ended.
+    could_start = rate.TickAfter(intended_vsync, rate.IntervalsIn(previous_frame_end - intended_vsync));
+  }
+  return rate.IntervalsIn(end - could_start);
+}
+
+DropLevel ClassifyDroppedFrames(int64_t dropped, RefreshRate rate, const DropThresholds& t) {
+  // dropped >= threshold * rate / 60, exactly: dropped * 60000 >= threshold * mHz.
+  const __int128 scaled = static_cast<__int128>(dropped) * 60'000;
+  auto at_least = [&](int threshold) {
+    return scaled >= static_cast<__int128>(threshold) * rate.millihertz();
+  };
+  if (at_least(t.frozen)) return DropLevel::kFrozen;
+  if (at_least(t.high)) return DropLevel::kHigh;
+  if (at_least(t.middle)) return DropLevel::kMiddle;
+  if (at_least(t.normal)) return DropLevel::kNormal;
+  return DropLevel::kBest;
+}
+
+FrameStatsCollector::FrameStatsCollector(Options options) : options_(options) {}
+
+std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& frame,
+                                                           std::string_view scene_name) {
+  if (!frame.is_vsync_frame) return std::nullopt;
+  SceneStats& s = scenes_[frame.scene];
+  if (s.frames == 0) s.name = std::string(scene_name);
+
+  const int64_t dropped = std::max<int64_t>(frame.dropped_frames, 0);
+  const int level = static_cast<int>(ClassifyDroppedFrames(dropped, frame.refresh_rate,
+                                                           options_.thresholds));
+  ++s.frames;
+  s.dropped += dropped;
+  ++s.level_count[level];
+  s.level_sum[level] += dropped;
+  s.frame_time += frame.refresh_rate.Intervals(dropped + 1);
+  s.jitter_sum += std::max(frame.jitter(), absl::ZeroDuration());
+  s.phase_sum[0] += frame.input;
+  s.phase_sum[1] += frame.animation;
+  s.phase_sum[2] += frame.traversal;
+  s.phase_sum[3] += frame.commit;
+  s.hz_sum += frame.refresh_rate.hz();
+
+  // Smoothness: the share of vsyncs that dropped a frame among the frames of
+  // the last `smoothness_window`.
+  s.window.emplace_back(frame.intended_frame_time, dropped);
+  s.window_dropped += dropped;
+  s.window_frames += 1;
+  while (!s.window.empty() &&
+         frame.intended_frame_time - s.window.front().first >= options_.smoothness_window) {
+    s.window_dropped -= s.window.front().second;
+    s.window_frames -= 1;
+    s.window.pop_front();
+  }
+  s.smoothness.push_back(100.0 * static_cast<double>(s.window_dropped) /
+                         static_cast<double>(s.window_dropped + s.window_frames));
+
+  if (s.frame_time < options_.time_slice) return std::nullopt;
+  proto::FrameReport report = Report(s);
+  scenes_.erase(frame.scene);
+  return report;
+}
+
+std::vector<proto::FrameReport> FrameStatsCollector::Flush() {
+  std::vector<proto::FrameReport> reports;
+  for (auto& [id, stats] : scenes_) {
+    if (stats.frames > 0) reports.push_back(Report(stats));
+  }
+  scenes_.clear();
+  return reports;
+}
+
+proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
+  proto::FrameReport r;
+  const double n = static_cast<double>(s.frames);
+  r.set_scene(s.name);
+  r.set_frames(s.frames);
+  r.set_dropped_frames(s.dropped);
+  r.set_fps(n / absl::ToDoubleSeconds(s.frame_time));
+  auto fill = [](proto::DropLevels* levels, const int64_t (&v)[5]) {
+    levels->set_best(v[0]);
+    levels->set_normal(v[1]);
+    levels->set_middle(v[2]);
+    levels->set_high(v[3]);
+    levels->set_frozen(v[4]);
+  };
+  fill(r.mutable_drop_level(), s.level_count);
+  fill(r.mutable_drop_sum(), s.level_sum);
+  r.set_refresh_rate(s.hz_sum / n);
+  r.set_window_ms(absl::ToDoubleMilliseconds(s.frame_time));
+  r.set_input_ms(absl::ToDoubleMilliseconds(s.phase_sum[0]) / n);
+  r.set_animation_ms(absl::ToDoubleMilliseconds(s.phase_sum[1]) / n);
+  r.set_traversal_ms(absl::ToDoubleMilliseconds(s.phase_sum[2]) / n);
+  r.set_commit_ms(absl::ToDoubleMilliseconds(s.phase_sum[3]) / n);
+  r.set_frame_ms(absl::ToDoubleMilliseconds(s.jitter_sum) / n);
+  if (!s.smoothness.empty()) {
+    std::vector<double> sorted = s.smoothness;
+    std::sort(sorted.begin(), sorted.end());
+    r.set_worst_dropped_percent(sorted.back());
+    // Nearest-rank 95th percentile.
+    const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(sorted.size())));
+    r.set_p95_dropped_percent(sorted[std::max<size_t>(rank, 1) - 1]);
+  }
+  r.set_lost_frames(lost_frames_);
+  lost_frames_ = 0;
+  return r;
+}
+
+}  // namespace matrix

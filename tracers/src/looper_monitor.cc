@@ -1,0 +1,206 @@
+#include "matrix/trace/looper_monitor.h"
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "matrix/core/logging.h"
+
+namespace matrix {
+
+const char* LooperMonitor::SourceName(Source source) {
+  switch (source) {
+    case Source::kDispatchObserver: return "dispatch_observer";
+    case Source::kPrinter: return "printer";
+    case Source::kForeign: return "foreign";
+  }
+  return "unknown";
+}
+
+// Bridges the Looper's string-free dispatch observers to the monitor.
+class LooperMonitor::DispatchObserverBridge : public DispatchObserver {
+ public:
+  explicit DispatchObserverBridge(LooperMonitor* monitor) : monitor_(monitor) {}
+  void OnDispatchBegin(const Message& msg, TimeTicks begin) override {
+    DispatchInfo info;
+    info.message = &msg;
+    monitor_->Begin(begin, info);
+  }
+  void OnDispatchEnd(const Message&, TimeTicks, TimeTicks end) override { monitor_->End(end); }
+
+ private:
+  LooperMonitor* const monitor_;
+};
+
+// Our Printer. It forwards every line to the printer it replaced, then feeds
+// the monitor. Once detached (the monitor stopped, or a third party replaced
+// it and we installed a new one) it only forwards. Third parties may keep a
+// pointer to it forever, so printers live in a process-wide pool and are never
+// freed (at most one per re-install).
+class LooperMonitor::MonitorPrinter : public Printer {
+ public:
+  MonitorPrinter(LooperMonitor* monitor, Printer* origin) : monitor_(monitor), origin_(origin) {}
+  void Println(std::string_view line) override {
+    if (origin_ != nullptr && origin_ != this) origin_->Println(line);
+    if (LooperMonitor* monitor = monitor_.load(std::memory_order_acquire)) {
+      monitor->OnPrinterLine(line);
+    }
+  }
+  void Detach() { monitor_.store(nullptr, std::memory_order_release); }
+  Printer* origin() const { return origin_; }
+
+  static MonitorPrinter* Create(LooperMonitor* monitor, Printer* origin) {
+    static absl::Mutex* mu = new absl::Mutex();
+    static auto* pool = new std::vector<std::unique_ptr<MonitorPrinter>>();
+    absl::MutexLock lock(mu);
+    pool->push_back(std::make_unique<MonitorPrinter>(monitor, origin));
+    return pool->back().get();
+  }
+
+ private:
+  std::atomic<LooperMonitor*> monitor_;
+  Printer* const origin_;
+};
+
+// Re-checks the printer when the looper goes idle, at most once per interval.
+class LooperMonitor::PrinterCheck : public IdleHandler {
+ public:
+  explicit PrinterCheck(LooperMonitor* monitor) : monitor_(monitor) {}
+  bool QueueIdle() override {
+    const TimeTicks now = monitor_->clock_->NowTicks();
+    if (now - monitor_->last_printer_check_ >= monitor_->options_.printer_check_interval) {
+      monitor_->CheckPrinter();
+    }
+    return true;
+  }
+  std::string Name() const override { return "matrix::LooperMonitor$PrinterCheck"; }
+
+ private:
+  LooperMonitor* const monitor_;
+};
+
+LooperMonitor::LooperMonitor(Looper* looper, Options options)
+    : looper_(looper), clock_(looper->clock()), options_(options) {
+}
+
+LooperMonitor::LooperMonitor(const TickClock* clock)
+    : looper_(nullptr), clock_(clock), options_{Source::kForeign, absl::Seconds(60)} {}
+
+LooperMonitor::~LooperMonitor() { Stop(); }
+
+void LooperMonitor::Start() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (started_) return;
+  started_ = true;
+  switch (options_.source) {
+    case Source::kDispatchObserver:
+      MATRIX_CHECK(looper_ != nullptr, "the dispatch-observer source needs a Looper");
+      bridge_ = std::make_unique<DispatchObserverBridge>(this);
+      bridge_registration_ = looper_->AddDispatchObserver(bridge_.get());
+      break;
+    case Source::kPrinter:
+      MATRIX_CHECK(looper_ != nullptr, "the printer source needs a Looper");
+      InstallPrinter();
+      printer_check_ = std::make_unique<PrinterCheck>(this);
+      looper_->queue()->AddIdleHandler(printer_check_.get());
+      break;
+    case Source::kForeign:
+      break;
+  }
+}
+
+void LooperMonitor::Stop() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (!started_) return;
+  started_ = false;
+  bridge_registration_.Reset();
+  bridge_.reset();
+  if (printer_check_ != nullptr) {
+    looper_->queue()->RemoveIdleHandler(printer_check_.get());
+    printer_check_.reset();
+  }
+  if (printer_ != nullptr) {
+    printer_->Detach();
+    // Restore what we replaced, unless someone has replaced us since (then
+    // our printer stays in their chain as a pure forwarder).
+    if (looper_->GetMessageLogging() == printer_) looper_->SetMessageLogging(printer_->origin());
+    printer_ = nullptr;
+  }
+  // A dispatch in progress ends for the listeners now: they never get an
+  // end without a begin, nor a begin without an end.
+  if (depth_ > 0) {
+    depth_ = 1;
+    End(clock_->NowTicks());
+  }
+}
+
+void LooperMonitor::InstallPrinter() {
+  Printer* current = looper_->GetMessageLogging();
+  printer_ = MonitorPrinter::Create(this, current);
+  looper_->SetMessageLogging(printer_);
+  last_printer_check_ = clock_->NowTicks();
+}
+
+void LooperMonitor::CheckPrinter() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (!started_ || options_.source != Source::kPrinter) return;
+  last_printer_check_ = clock_->NowTicks();
+  if (looper_->GetMessageLogging() == printer_) return;
+  Logger()->warn("LooperMonitor: the looper's printer was replaced; re-installing ours");
+  printer_->Detach();
+  InstallPrinter();  // Chains the replacement.
+  ++printer_reinstalls_;
+}
+
+void LooperMonitor::OnPrinterLine(std::string_view line) {
+  if (!printer_checked_) {
+    printer_checked_ = true;
+    printer_valid_ = !line.empty() && (line[0] == '>' || line[0] == '<');
+    if (!printer_valid_) {
+      Logger()->error("LooperMonitor: printer is invalid, first line: {}", std::string(line));
+    }
+  }
+  if (!printer_valid_ || line.empty()) return;
+  const TimeTicks now = clock_->NowTicks();
+  if (line[0] == '>') {
+    DispatchInfo info;
+    info.log_line = line;
+    Begin(now, info);
+  } else if (line[0] == '<') {
+    End(now);
+  }
+}
+
+void LooperMonitor::DispatchBegin(TimeTicks begin, const char* label) {
+  DispatchInfo info;
+  info.label = label;
+  Begin(begin, info);
+}
+
+void LooperMonitor::DispatchEnd(TimeTicks end) { End(end); }
+
+void LooperMonitor::Begin(TimeTicks begin, const DispatchInfo& info) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (depth_++ > 0) return;  // Nested dispatch: only the outermost counts.
+  begin_ = begin;
+  if (listeners_.empty()) return;
+  scope_.emplace(listeners_);
+  scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchBegin(begin, info); });
+}
+
+void LooperMonitor::End(TimeTicks end) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (depth_ == 0) return;  // An end without a begin (hooked mid-dispatch).
+  if (--depth_ > 0) return;
+  if (!scope_.has_value()) return;
+  scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchEnd(begin_, end); });
+  scope_.reset();
+}
+
+ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  return listeners_.Add(listener);
+}
+
+}  // namespace matrix

@@ -1,0 +1,229 @@
+#include "matrix/trace/ui_thread_monitor.h"
+
+#include "matrix/core/choreographer.h"
+#include "matrix/core/handler.h"
+#include "matrix/core/looper.h"
+
+namespace matrix {
+
+// Polls the heartbeat on the sampler (watchdog) looper and reads the looper
+// thread's CPU clock once per dispatch it catches running.
+class UIThreadMonitor::CpuSampler {
+ public:
+  CpuSampler(UIThreadMonitor* monitor, Looper* looper, absl::Duration period)
+      : monitor_(monitor), handler_(looper, "matrix::UIThreadMonitor$CpuSampler"), period_(period) {
+    handler_.PostDelayed([this] { Poll(); }, this, period_);
+  }
+
+  // Looper thread, at the end of dispatch `number`: the CPU sample taken
+  // during it, if any.
+  bool SampleFor(uint64_t number, absl::Duration* cpu, TimeTicks* wall) const {
+    if (sampled_number_.load(std::memory_order_acquire) != number) return false;
+    *cpu = absl::Nanoseconds(sample_cpu_ns_.load(std::memory_order_relaxed));
+    *wall = TimeTicks::FromNanoseconds(sample_wall_ns_.load(std::memory_order_relaxed));
+    return true;
+  }
+
+ private:
+  void Poll() {
+    const DispatchHeartbeat::Snapshot s = monitor_->heartbeat_.Read();
+    if (s.active && s.dispatch_number != sampled_number_.load(std::memory_order_relaxed)) {
+      const TickClock* clock = monitor_->looper_monitor_->clock();
+      const absl::Duration cpu = clock->ThreadCpuTime(monitor_->looper_thread_);
+      const TimeTicks now = clock->NowTicks();
+      // Still the same dispatch? Otherwise the reading belongs to no one.
+      if (monitor_->heartbeat_.dispatch_number() == s.dispatch_number) {
+        sample_cpu_ns_.store(absl::ToInt64Nanoseconds(cpu), std::memory_order_relaxed);
+        sample_wall_ns_.store(now.ToNanoseconds(), std::memory_order_relaxed);
+        sampled_number_.store(s.dispatch_number, std::memory_order_release);
+      }
+    }
+    handler_.PostDelayed([this] { Poll(); }, this, period_);
+  }
+
+  UIThreadMonitor* const monitor_;
+  Handler handler_;
+  const absl::Duration period_;
+  std::atomic<uint64_t> sampled_number_{0};
+  std::atomic<int64_t> sample_cpu_ns_{0};
+  std::atomic<int64_t> sample_wall_ns_{0};
+};
+
+UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* choreographer,
+                                 Options options)
+    : looper_monitor_(looper_monitor),
+      choreographer_(choreographer),
+      options_(options),
+      looper_thread_(ThreadHandle::Current()) {
+  MATRIX_CHECK(looper_monitor_ != nullptr, "UIThreadMonitor needs a LooperMonitor");
+  MATRIX_CHECK(options_.app_state != nullptr, "UIThreadMonitor needs an AppState");
+}
+
+UIThreadMonitor::~UIThreadMonitor() { Stop(); }
+
+void UIThreadMonitor::Start() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (alive_) return;
+  alive_ = true;
+  monitor_registration_ = looper_monitor_->AddListener(this);
+  if (options_.sampler_looper != nullptr) {
+    cpu_sampler_ =
+        std::make_unique<CpuSampler>(this, options_.sampler_looper, options_.cpu_sample_period);
+  }
+  ArmInputMarker();
+}
+
+void UIThreadMonitor::Stop() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (!alive_) return;
+  alive_ = false;
+  monitor_registration_.Reset();
+  cpu_sampler_.reset();
+  if (choreographer_ != nullptr) {
+    for (auto type : {Choreographer::kInput, Choreographer::kAnimation, Choreographer::kTraversal,
+                      Choreographer::kCommit}) {
+      choreographer_->RemoveCallbacks(type, this);
+    }
+  }
+  input_marker_armed_ = false;
+  if (scope_.has_value()) {
+    // Stopped mid-dispatch: end it for the observers that saw it begin.
+    dispatch_.end = looper_monitor_->clock()->NowTicks();
+    scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
+    scope_.reset();
+  }
+}
+
+ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  return observers_.Add(observer);
+}
+
+void UIThreadMonitor::ArmInputMarker() {
+  if (choreographer_ == nullptr || input_marker_armed_ || !alive_) return;
+  input_marker_armed_ = true;
+  // At the head of INPUT, without requesting a frame: it runs first in the
+  // next frame that somebody else asks for.
+  choreographer_->InsertCallbackAtHead(Choreographer::kInput, [this] { OnInputMarker(); }, this);
+}
+
+void UIThreadMonitor::OnInputMarker() {
+  input_marker_armed_ = false;
+  if (!scope_.has_value()) {
+    ArmInputMarker();  // A frame outside a tracked dispatch: wait for the next.
+    return;
+  }
+  const Choreographer::FrameInfo& info = choreographer_->frame_info();
+  MarkFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
+  BeginPhase(Phase::kInput, choreographer_->current_queue_start());
+  choreographer_->InsertCallbackAtHead(
+      Choreographer::kAnimation, [this] { OnPhaseMarker(Phase::kAnimation); }, this);
+  choreographer_->InsertCallbackAtHead(
+      Choreographer::kTraversal, [this] { OnPhaseMarker(Phase::kTraversal); }, this);
+  choreographer_->InsertCallbackAtHead(
+      Choreographer::kCommit, [this] { OnPhaseMarker(Phase::kCommit); }, this);
+}
+
+void UIThreadMonitor::OnPhaseMarker(Phase phase) {
+  BeginPhase(phase, choreographer_->current_queue_start());
+}
+
+void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  frame_.is_vsync_frame = true;
+  frame_.intended_frame_time = intended_vsync;
+  frame_.refresh_rate = rate;
+  frame_.frame_number = frame_number;
+  for (auto& start : snapshot_phase_start_ns_) start.store(0, std::memory_order_relaxed);
+  snapshot_in_frame_.store(true, std::memory_order_relaxed);
+}
+
+void UIThreadMonitor::MarkPhase(Phase phase, TimeTicks start) { BeginPhase(phase, start); }
+
+void UIThreadMonitor::BeginPhase(Phase phase, TimeTicks start) {
+  const int i = static_cast<int>(phase);
+  phase_start_[i] = start;
+  snapshot_phase_start_ns_[i].store(start.ToNanoseconds(), std::memory_order_relaxed);
+}
+
+void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) {
+  heartbeat_.Begin(begin, info);
+  dispatch_.dispatch_number = heartbeat_.dispatch_number();
+  dispatch_.begin = begin;
+  dispatch_.end = TimeTicks();
+  dispatch_.is_vsync_frame = false;
+  dispatch_.cpu_sampled = false;
+  dispatch_.info = &info;
+  frame_.is_vsync_frame = false;
+  phase_start_.fill(TimeTicks());
+  scope_.emplace(observers_);
+  scope_->Notify([&](LooperObserver* o) { o->DispatchBegin(dispatch_); });
+  dispatch_.info = nullptr;
+}
+
+void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
+  heartbeat_.End(end);  // First, so the watchdog sees the end as early as possible.
+  if (!scope_.has_value()) return;
+
+  frame_.scene = options_.app_state->visible_scene_id();
+  frame_.start = begin;
+  frame_.end = end;
+  if (frame_.is_vsync_frame) {
+    // Each phase lasts until the next phase that started, or the dispatch end.
+    TimeTicks next = end;
+    absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
+                                          &frame_.commit};
+    for (int i = kPhaseCount - 1; i >= 0; --i) {
+      if (phase_start_[i].is_null()) {
+        *costs[i] = absl::ZeroDuration();
+      } else {
+        *costs[i] = next - phase_start_[i];
+        next = phase_start_[i];
+      }
+    }
+    snapshot_in_frame_.store(false, std::memory_order_relaxed);
+    ArmInputMarker();
+  } else {
+    frame_.intended_frame_time = begin;
+    frame_.input = frame_.animation = frame_.traversal = frame_.commit = absl::ZeroDuration();
+    frame_.frame_number = 0;
+    if (choreographer_ != nullptr) frame_.refresh_rate = choreographer_->frame_info().refresh_rate;
+  }
+
+  dispatch_.end = end;
+  dispatch_.is_vsync_frame = frame_.is_vsync_frame;
+  TimeTicks sample_wall;
+  absl::Duration sample_cpu;
+  if (cpu_sampler_ != nullptr &&
+      cpu_sampler_->SampleFor(dispatch_.dispatch_number, &sample_cpu, &sample_wall)) {
+    // Only long dispatches get here: one CPU-clock read at their end.
+    const absl::Duration cpu_end =
+        looper_monitor_->clock()->ThreadCpuTime(looper_thread_);
+    dispatch_.cpu_sampled = true;
+    dispatch_.cpu_time = cpu_end - sample_cpu;
+    dispatch_.cpu_wall = end - sample_wall;
+  }
+
+  scope_->Notify([&](LooperObserver* o) { o->DoFrame(frame_); });
+  scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
+  scope_.reset();
+}
+
+UIThreadMonitor::FrameSnapshot UIThreadMonitor::SnapshotFrame(TimeTicks now) const {
+  FrameSnapshot snapshot;
+  snapshot.in_frame = snapshot_in_frame_.load(std::memory_order_relaxed);
+  if (!snapshot.in_frame) return snapshot;
+  int64_t starts[kPhaseCount];
+  for (int i = 0; i < kPhaseCount; ++i) {
+    starts[i] = snapshot_phase_start_ns_[i].load(std::memory_order_relaxed);
+  }
+  int64_t next = now.ToNanoseconds();
+  for (int i = kPhaseCount - 1; i >= 0; --i) {
+    if (starts[i] == 0) continue;
+    snapshot.phase_costs[i] = absl::Nanoseconds(next - starts[i]);
+    next = starts[i];
+  }
+  return snapshot;
+}
+
+}  // namespace matrix
