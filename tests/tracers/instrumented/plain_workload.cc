@@ -10,6 +10,19 @@ __attribute__((noinline)) int PlainLeaf(int x) {
   return x * 3 + 1;
 }
 
+namespace {
+__attribute__((noinline)) void EmptyHook(void* fn, void* site) {
+  asm volatile("" : : "r"(fn), "r"(site) : "memory");
+}
+}  // namespace
+
+__attribute__((noinline)) int LeafWithEmptyHooks(int x) {
+  EmptyHook(reinterpret_cast<void*>(&LeafWithEmptyHooks), __builtin_return_address(0));
+  asm volatile("" : "+r"(x));
+  EmptyHook(reinterpret_cast<void*>(&LeafWithEmptyHooks), __builtin_return_address(0));
+  return x * 3 + 1;
+}
+
 void BurnFor(absl::Duration cost) {
   const matrix::TimeTicks deadline = matrix::MonotonicNow() + cost;
   while (matrix::MonotonicNow() < deadline) {

@@ -28,6 +28,10 @@ int InstrumentedLeaf(int x);
 
 // Not instrumented: the same leaf, and a busy-wait on the monotonic clock.
 int PlainLeaf(int x);
+// Not instrumented, but shaped like an instrumented leaf: calls two empty,
+// out-of-line "hooks" with (function, call site). The floor any
+// -finstrument-functions hook pays, whatever it does.
+int LeafWithEmptyHooks(int x);
 void BurnFor(absl::Duration cost);
 
 }  // namespace matrix_test_workload
