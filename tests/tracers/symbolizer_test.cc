@@ -4,6 +4,7 @@
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -127,9 +128,10 @@ TEST(SymbolizerTest, FunctionStart_HasZeroOffset) {
   EXPECT_EQ(symbolizer.FunctionName(address), "symbolizer_test_ns::PlainFunction(int)");
 }
 
-TEST(SymbolizerTest, SharedLibraryFunction_FromDynsym) {
+TEST(SymbolizerTest, SharedLibraryFunction_IsNamed) {
   Symbolizer symbolizer;
-  // libc ships stripped of .symtab on Debian: this comes from .dynsym.
+  // libc ships stripped of .symtab on Debian: the name comes from .dynsym,
+  // or from libc6-dbg's debug file (found by build id) when installed.
   auto address = reinterpret_cast<uintptr_t>(&gnu_get_libc_version);
   SymbolInfo info = symbolizer.Symbolize(address + 1);
   EXPECT_EQ(info.function, "gnu_get_libc_version");
@@ -137,6 +139,15 @@ TEST(SymbolizerTest, SharedLibraryFunction_FromDynsym) {
   EXPECT_THAT(info.module, HasSubstr("libc.so"));
   EXPECT_THAT(symbolizer.Describe(address + 1),
               StartsWith("gnu_get_libc_version+0x1 (libc.so"));
+}
+
+TEST(SymbolizerTest, VersionedLibcSymbol_HasNoVersionSuffix) {
+  Symbolizer symbolizer;
+  // clock_nanosleep is versioned (clock_nanosleep@@GLIBC_2.17 in libc's
+  // .symtab when a debug file is present).
+  std::string name = symbolizer.FunctionName(reinterpret_cast<uintptr_t>(&clock_nanosleep));
+  EXPECT_EQ(name.find('@'), std::string::npos) << name;
+  EXPECT_THAT(name, HasSubstr("clock_nanosleep"));
 }
 
 TEST(SymbolizerTest, Describe_IsOneLineWithOffsetAndModuleBaseName) {

@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -199,9 +201,29 @@ struct RawSymbol {
   uintptr_t address;
   uintptr_t size;
   uintptr_t section_end;  // End of the containing section; bounds sizeless symbols.
-  int rank;               // Lower wins among symbols at one address.
+  int binding_rank;       // 0 global, 1 weak, 2 local.
   absl::string_view name;
 };
+
+// Drops a symbol version: "clock_nanosleep@@GLIBC_2.17" -> "clock_nanosleep".
+absl::string_view WithoutVersion(absl::string_view name) {
+  size_t at = name.find('@');
+  return at == absl::string_view::npos || at == 0 ? name : name.substr(0, at);
+}
+
+// Among symbols at one address (aliases), the name to show: one with a size,
+// then global over weak over local, then not glibc's internal "__GI_" alias,
+// then the fewest leading underscores ("clone3" over "__clone3"), then the
+// shortest, then alphabetical (for determinism).
+bool BetterAlias(const RawSymbol& a, const RawSymbol& b) {
+  auto key = [](const RawSymbol& s) {
+    size_t underscores = s.name.find_first_not_of('_');
+    return std::make_tuple(s.size == 0, s.binding_rank, absl::StartsWith(s.name, "__GI_"),
+                           underscores == absl::string_view::npos ? s.name.size() : underscores,
+                           s.name.size(), s.name);
+  };
+  return key(a) < key(b);
+}
 
 // Reads the function symbols of one symbol table section.
 std::vector<RawSymbol> ReadSymbols(const ElfView& elf, const Elf64_Shdr& table) {
@@ -219,7 +241,7 @@ std::vector<RawSymbol> ReadSymbols(const ElfView& elf, const Elf64_Shdr& table) 
     int type = ELF64_ST_TYPE(sym.st_info);
     if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
     if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-    absl::string_view name = ElfView::StringAt(string_data, sym.st_name);
+    absl::string_view name = WithoutVersion(ElfView::StringAt(string_data, sym.st_name));
     if (name.empty()) continue;
     uintptr_t section_end = UINTPTR_MAX;
     if (sym.st_shndx < SHN_LORESERVE) {
@@ -228,9 +250,8 @@ std::vector<RawSymbol> ReadSymbols(const ElfView& elf, const Elf64_Shdr& table) 
       }
     }
     int binding = ELF64_ST_BIND(sym.st_info);
-    int rank = (sym.st_size == 0 ? 4 : 0) +
-               (binding == STB_GLOBAL ? 0 : binding == STB_WEAK ? 1 : 2);
-    symbols.push_back({sym.st_value, sym.st_size, section_end, rank, name});
+    int binding_rank = binding == STB_GLOBAL ? 0 : binding == STB_WEAK ? 1 : 2;
+    symbols.push_back({sym.st_value, sym.st_size, section_end, binding_rank, name});
   }
   return symbols;
 }
@@ -352,7 +373,7 @@ ElfSymbolTable ElfSymbolTable::Load(const std::string& path,
 
   std::vector<RawSymbol> raw = ReadSymbols(*source_elf, *source);
   std::sort(raw.begin(), raw.end(), [](const RawSymbol& a, const RawSymbol& b) {
-    return a.address != b.address ? a.address < b.address : a.rank < b.rank;
+    return a.address != b.address ? a.address < b.address : BetterAlias(a, b);
   });
   table.symbols_.reserve(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
