@@ -35,7 +35,10 @@ endif()
 # matrix-cpp's public headers: never instrumented in user code.
 set(_MATRIX_TRACE_OWN_HEADERS
     "${CMAKE_CURRENT_LIST_DIR}/../core/include/matrix/"
-    "${CMAKE_CURRENT_LIST_DIR}/../tracers/include/matrix/")
+    "${CMAKE_CURRENT_LIST_DIR}/../core/testing/include/matrix/"
+    "${CMAKE_CURRENT_LIST_DIR}/../tracers/include/matrix/"
+    "${CMAKE_CURRENT_LIST_DIR}/../plugins/include/matrix/"
+    "${PROJECT_BINARY_DIR}/proto/matrix/")
 
 function(matrix_trace_methods target)
   cmake_parse_arguments(ARG "" "" "EXCLUDE" ${ARGN})
