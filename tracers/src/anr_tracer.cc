@@ -200,8 +200,10 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   anr.set_detection_delay_ms(absl::ToDoubleMilliseconds(c->captured_at - c->threshold_at));
 
   proto::ThreadStack* stack = anr.mutable_thread_stack();
+  SymbolizedStack symbolized;
   if (c->stack_status.ok()) {
-    FillThreadStack(SymbolizeStack(c->stack), stack);
+    symbolized = SymbolizeStack(c->stack);
+    FillThreadStack(symbolized, stack);
   } else {
     stack->set_tid(options_.monitor->looper_thread().tid());
     stack->set_error(c->stack_status.ToString());
@@ -209,23 +211,21 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   stack->set_thread_name(c->thread_name);
   stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
 
-  std::string key;
+  std::optional<CallTree> tree;
   if (c->has_records) {
     CallTree::Options options;
     options.end_time = until;
-    CallTree tree = CallTree::Build(c->records.records, options);
-    if (std::optional<size_t> k = tree.KeyIndex(cost); k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
-      const CallNode& node = tree.nodes()[*k];
-      key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
-                                               : node.name;
-    }
-    tree.Trim();
-    tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
-    FillCallTree(tree, anr.mutable_stack(), anr.mutable_stack_text());
+    tree = CallTree::Build(c->records.records, options);
+    tree->ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+  }
+  // The key uses the whole tree; the report carries the trimmed one.
+  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, cost);
+  anr.set_stack_key(key);
+  if (tree) {
+    tree->Trim();
+    FillCallTree(*tree, anr.mutable_stack(), anr.mutable_stack_text());
     anr.set_stack_truncated(c->records.truncated());
   }
-  if (key.empty()) key = NativeStackKey(*stack);
-  anr.set_stack_key(key);
 
   proto::QueueCosts* queues = anr.mutable_queue_costs();
   queues->set_input_ms(absl::ToDoubleMilliseconds(c->frame.phase_costs[0]));

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,10 +24,8 @@ proto::DeviceInfo::Level ToProtoLevel(DeviceLevel level) {
   }
 }
 
-// Modules whose frames never name the culprit.
-bool IsSystemOrRuntimeFrame(const proto::StackFrame& frame) {
-  const std::string& module = frame.module();
-  const std::string& fn = frame.function();
+// Modules and functions that never name the culprit.
+bool IsSystemOrRuntimeFrame(const std::string& module, const std::string& fn) {
   static constexpr const char* kSystemModules[] = {
       "/libc.so", "/libc-", "/libpthread", "/libstdc++", "/libgcc_s", "/ld-linux",
       "linux-vdso", "/libm.so", "/libdl", "/librt", "/libabsl_", "/libspdlog", "/libfmt",
@@ -120,9 +121,40 @@ void FillMessageInfo(const DispatchHeartbeat::Snapshot& s, proto::MessageInfo* o
   out->set_what(s.what);
 }
 
+std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
+                         absl::Duration total_cost) {
+  absl::flat_hash_map<uintptr_t, absl::Duration> traced;  // Entry address -> largest cost.
+  if (tree != nullptr) {
+    for (const CallNode& node : tree->nodes()) {
+      if (node.kind != MethodKind::kFunction) continue;
+      absl::Duration& cost = traced[node.address];
+      cost = std::max(cost, node.cost);
+    }
+  }
+  const absl::Duration costly = total_cost * CallTree::kKeyCostShare;
+  for (const StackFrame& frame : stack.frames) {
+    const SymbolInfo& sym = frame.symbol;
+    if (sym.function.empty() || IsSystemOrRuntimeFrame(sym.module, sym.function)) continue;
+    auto it = traced.find(frame.pc - sym.function_offset);
+    if (it == traced.end() || it->second >= costly) return sym.function;
+  }
+  if (tree != nullptr) {
+    if (std::optional<size_t> k = tree->KeyIndex(total_cost);
+        k && tree->nodes()[*k].kind != MethodKind::kDispatch) {
+      const CallNode& node = tree->nodes()[*k];
+      if (!node.name.empty()) return node.name;
+    }
+  }
+  proto::ThreadStack proto_stack;
+  FillThreadStack(stack, &proto_stack);
+  return NativeStackKey(proto_stack);
+}
+
 std::string NativeStackKey(const proto::ThreadStack& stack) {
   for (const proto::StackFrame& frame : stack.frames()) {
-    if (!frame.function().empty() && !IsSystemOrRuntimeFrame(frame)) return frame.function();
+    if (!frame.function().empty() && !IsSystemOrRuntimeFrame(frame.module(), frame.function())) {
+      return frame.function();
+    }
   }
   for (const proto::StackFrame& frame : stack.frames()) {
     if (!frame.function().empty()) return frame.function();

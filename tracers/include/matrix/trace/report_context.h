@@ -47,6 +47,19 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
 // The message a dispatch was running, from a heartbeat snapshot.
 void FillMessageInfo(const DispatchHeartbeat::Snapshot& snapshot, proto::MessageInfo* out);
 
+// HangStackKey()
+//
+// The stack key of a hang, from the looper thread's stack at the crossing and
+// the method-trace tree of the dispatch (null without tracing). Walking the
+// stack from its innermost frame and skipping system and runtime frames:
+//   - a frame the tree does not know (code built without tracing) is where
+//     the thread is stuck: it is the key;
+//   - a traced frame is the key when its call costs at least 30% of
+//     `total_cost` (a cheaper one is a passing moment of a longer call);
+// otherwise the tree's own key, then NativeStackKey().
+std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
+                         absl::Duration total_cost);
+
 // NativeStackKey()
 //
 // The stack key of a native stack: the innermost frame that belongs to the
