@@ -117,6 +117,53 @@ void TracePlugin::CreateMonitors() {
     evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
     evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
   }
+  auto report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+  if (config_.startup) {
+    StartupTracer::Options startup_options;
+    startup_options.monitor = ui_thread_monitor_.get();
+    startup_options.worker_looper = context().worker_looper;
+    startup_options.looper = context().main_looper;
+    startup_options.app_state = context().app_state;
+    startup_options.cold_threshold = config_.cold_startup_threshold;
+    startup_options.warm_threshold = config_.warm_startup_threshold;
+    startup_options.splash_scenes = config_.splash_scenes;
+    startup_options.wait_for_frame = choreographer != nullptr;
+    startup_options.report = report;
+    startup_tracer_ = std::make_unique<StartupTracer>(std::move(startup_options));
+  }
+  if (config_.idle_handler && looper != nullptr) {
+    IdleHandlerLagTracer::Options idle_options;
+    idle_options.looper = looper;
+    idle_options.monitor = ui_thread_monitor_.get();
+    idle_options.watchdog_looper = context().watchdog_looper;
+    idle_options.worker_looper = context().worker_looper;
+    idle_options.threshold = config_.idle_handler_threshold;
+    idle_options.app_state = context().app_state;
+    idle_options.report = report;
+    idle_handler_tracer_ = std::make_unique<IdleHandlerLagTracer>(std::move(idle_options));
+  }
+  if (config_.touch_event) {
+    InputLagTracer::Options input_options;
+    input_options.monitor = ui_thread_monitor_.get();
+    input_options.watchdog_looper = context().watchdog_looper;
+    input_options.worker_looper = context().worker_looper;
+    input_options.threshold = config_.touch_event_threshold;
+    input_options.throttle = config_.touch_event_threshold * 2;
+    input_options.frame_tracer = frame_tracer_.get();
+    input_options.app_state = context().app_state;
+    input_options.report = report;
+    input_lag_tracer_ = std::make_unique<InputLagTracer>(std::move(input_options));
+  }
+  if (config_.signal_anr) {
+    SignalAnrTracer::Options signal_options;
+    signal_options.monitor = ui_thread_monitor_.get();
+    signal_options.looper = looper;
+    signal_options.worker_looper = context().worker_looper;
+    signal_options.signal_number = config_.signal_anr_signal;
+    signal_options.app_state = context().app_state;
+    signal_options.report = report;
+    signal_anr_tracer_ = std::make_unique<SignalAnrTracer>(std::move(signal_options));
+  }
 }
 
 void TracePlugin::StartTracers() {
@@ -128,10 +175,18 @@ void TracePlugin::StartTracers() {
   frame_tracer_->OnStartTrace();
   if (anr_tracer_ != nullptr) anr_tracer_->OnStartTrace();
   if (evil_method_tracer_ != nullptr) evil_method_tracer_->OnStartTrace();
+  if (startup_tracer_ != nullptr) startup_tracer_->OnStartTrace();
+  if (idle_handler_tracer_ != nullptr) idle_handler_tracer_->OnStartTrace();
+  if (input_lag_tracer_ != nullptr) input_lag_tracer_->OnStartTrace();
+  if (signal_anr_tracer_ != nullptr) signal_anr_tracer_->OnStartTrace();
 }
 
 void TracePlugin::StopTracers() {
   if (looper_monitor_ == nullptr) return;
+  if (signal_anr_tracer_ != nullptr) signal_anr_tracer_->OnCloseTrace();
+  if (input_lag_tracer_ != nullptr) input_lag_tracer_->OnCloseTrace();
+  if (idle_handler_tracer_ != nullptr) idle_handler_tracer_->OnCloseTrace();
+  if (startup_tracer_ != nullptr) startup_tracer_->OnCloseTrace();
   if (evil_method_tracer_ != nullptr) evil_method_tracer_->OnCloseTrace();
   if (anr_tracer_ != nullptr) anr_tracer_->OnCloseTrace();
   frame_tracer_->OnCloseTrace();
@@ -140,6 +195,10 @@ void TracePlugin::StopTracers() {
 }
 
 void TracePlugin::DestroyMonitors() {
+  signal_anr_tracer_.reset();
+  input_lag_tracer_.reset();
+  idle_handler_tracer_.reset();
+  startup_tracer_.reset();
   evil_method_tracer_.reset();
   anr_tracer_.reset();
   frame_tracer_.reset();

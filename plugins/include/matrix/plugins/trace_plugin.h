@@ -37,7 +37,11 @@
 #include "matrix/trace/anr_tracer.h"
 #include "matrix/trace/evil_method_tracer.h"
 #include "matrix/trace/frame_tracer.h"
+#include "matrix/trace/idle_handler_lag_tracer.h"
+#include "matrix/trace/input_lag_tracer.h"
 #include "matrix/trace/method_tracer.h"
+#include "matrix/trace/signal_anr_tracer.h"
+#include "matrix/trace/startup_tracer.h"
 #include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/ui_thread_monitor.h"
 
@@ -58,6 +62,10 @@ class TracePlugin : public Plugin {
   // Null when the tracer is disabled in the config.
   AnrTracer* GetAnrTracer() const { return anr_tracer_.get(); }
   EvilMethodTracer* GetEvilMethodTracer() const { return evil_method_tracer_.get(); }
+  StartupTracer* GetStartupTracer() const { return startup_tracer_.get(); }
+  IdleHandlerLagTracer* GetIdleHandlerLagTracer() const { return idle_handler_tracer_.get(); }
+  InputLagTracer* GetInputLagTracer() const { return input_lag_tracer_.get(); }
+  SignalAnrTracer* GetSignalAnrTracer() const { return signal_anr_tracer_.get(); }
   // The method tracer in use (the plugin's own, or one the application
   // started before Matrix), or null when no enabled tracer needs one.
   MethodTracer* GetMethodTracer() const { return method_tracer_; }
@@ -87,6 +95,10 @@ class TracePlugin : public Plugin {
   std::unique_ptr<FrameTracer> frame_tracer_;
   std::unique_ptr<AnrTracer> anr_tracer_;
   std::unique_ptr<EvilMethodTracer> evil_method_tracer_;
+  std::unique_ptr<StartupTracer> startup_tracer_;
+  std::unique_ptr<IdleHandlerLagTracer> idle_handler_tracer_;
+  std::unique_ptr<InputLagTracer> input_lag_tracer_;
+  std::unique_ptr<SignalAnrTracer> signal_anr_tracer_;
   std::unique_ptr<MethodTracer> owned_method_tracer_;
   MethodTracer* method_tracer_ = nullptr;
   const ProcReader proc_;
