@@ -239,9 +239,7 @@ void RecordPerCall(benchmark::State& state, Source source) {
 
 void BM_RecordPerCall_Monotonic(benchmark::State& state) { RecordPerCall(state, ReadMonotonic); }
 BENCHMARK(BM_RecordPerCall_Monotonic)->Name("BM_RecordPerCall/clock_gettime_monotonic");
-void BM_RecordPerCall_Coarse(benchmark::State& state) {
-  RecordPerCall(state, ReadMonotonicCoarse);
-}
+void BM_RecordPerCall_Coarse(benchmark::State& state) { RecordPerCall(state, ReadMonotonicCoarse); }
 BENCHMARK(BM_RecordPerCall_Coarse)->Name("BM_RecordPerCall/clock_gettime_monotonic_coarse");
 #if defined(MATRIX_BENCH_HAVE_RDTSC)
 void BM_RecordPerCall_Rdtsc(benchmark::State& state) { RecordPerCall(state, ReadRdtsc); }

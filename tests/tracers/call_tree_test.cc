@@ -26,8 +26,8 @@ constexpr uintptr_t kL = 0x405000;
 constexpr uintptr_t kM = 0x406000;
 
 std::string FakeName(uintptr_t address) {
-  static const std::map<uintptr_t, std::string> names = {
-      {kA, "A()"}, {kB, "B()"}, {kC, "C()"}, {kW, "W()"}, {kL, "L()"}, {kM, "M()"}};
+  static const std::map<uintptr_t, std::string> names = {{kA, "A()"}, {kB, "B()"}, {kC, "C()"},
+                                                         {kW, "W()"}, {kL, "L()"}, {kM, "M()"}};
   auto it = names.find(address);
   return it == names.end() ? "?" : it->second;
 }

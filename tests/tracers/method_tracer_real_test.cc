@@ -2,13 +2,11 @@
 // keeps wrapping the buffer, and the ticker's busy/idle behaviour. Sleeps,
 // hence "real" in the file name; margins are generous.
 
-#include "matrix/trace/method_tracer.h"
-
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -16,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/method_record.h"
+#include "matrix/trace/method_tracer.h"
 
 extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
 
@@ -41,7 +40,6 @@ class Event {
   std::condition_variable cv_;
   bool set_ = false;
 };
-
 
 TEST(MethodTracerRealTest, Copy_WhileWriterWraps_NeverReturnsOverwrittenRecords) {
   std::atomic<MethodTracer*> tracer_ptr{nullptr};
@@ -76,8 +74,8 @@ TEST(MethodTracerRealTest, Copy_WhileWriterWraps_NeverReturnsOverwrittenRecords)
     const uint64_t span = (round % 3 == 0) ? 1000 : (round % 3 == 1) ? 255 : 16;
     const uint64_t from = end > span ? end - span : 1;
     tracer->CopyInto(from, end, &copy);
-    bool ok = copy.records.size() <= tracer->capacity() - 1 &&
-              copy.end_index() == std::max(from, end);
+    bool ok =
+        copy.records.size() <= tracer->capacity() - 1 && copy.end_index() == std::max(from, end);
     for (size_t k = 0; ok && k < copy.records.size(); ++k) {
       ok = GetRecordKind(copy.records[k]) == RecordKind::kEnter &&
            GetRecordAddress(copy.records[k]) == (copy.first_index + k) * 16;

@@ -198,7 +198,8 @@ void Builder::MergeList(std::vector<int>* list, Mode mode) {
     for (const int c : *list) {
       const RawCall& call = calls_[c];
       if (call.kind != MethodKind::kDispatch) {
-        auto [it, inserted] = first.try_emplace(std::make_pair(call.kind, call.address), out.size());
+        auto [it, inserted] =
+            first.try_emplace(std::make_pair(call.kind, call.address), out.size());
         if (!inserted) {
           MergeInto(out[it->second], c);
           continue;
@@ -340,8 +341,8 @@ std::optional<size_t> CallTree::KeyIndex(absl::Duration total_cost) const {
   if (nodes_.empty()) return std::nullopt;
   const absl::Duration total = std::max(total_cost, MaxTopLevelCost());
   const absl::Duration limit = total * kKeyCostShare;
-  std::optional<size_t> best;          // Best above the limit, by (depth+1)*cost.
-  std::optional<size_t> costliest;     // Costliest non-dispatch call.
+  std::optional<size_t> best;       // Best above the limit, by (depth+1)*cost.
+  std::optional<size_t> costliest;  // Costliest non-dispatch call.
   double best_score = -1;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const CallNode& node = nodes_[i];
@@ -398,8 +399,9 @@ std::string CallTree::ToString() const {
 std::string CallTree::ToMachineString() const {
   std::string out;
   for (const CallNode& node : nodes_) {
-    absl::StrAppend(&out, node.depth, ",", node.count, ",", std::llround(absl::ToDoubleMicroseconds(node.cost)),
-                    ",", FlagsString(node), ",", DisplayName(node), "\n");
+    absl::StrAppend(&out, node.depth, ",", node.count, ",",
+                    std::llround(absl::ToDoubleMicroseconds(node.cost)), ",", FlagsString(node),
+                    ",", DisplayName(node), "\n");
   }
   return out;
 }

@@ -5,8 +5,9 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -41,7 +42,6 @@ class Event {
   std::condition_variable cv_;
   bool set_ = false;
 };
-
 
 using ::testing::HasSubstr;
 namespace wl = ::matrix_test_workload;
@@ -117,6 +117,7 @@ TEST_F(MethodTraceInstrumentedRealTest, SlowDispatch_TreeShowsABCAndKeyIsC) {
   tree.Trim();
   tree.ResolveNames(AbslName);
   SCOPED_TRACE(tree.ToString());
+  std::printf("%s\n%s", tree.ToString().c_str(), tree.ToMachineString().c_str());
 
   ASSERT_GE(tree.size(), 5u);
   const CallNode& root = tree.nodes()[0];
