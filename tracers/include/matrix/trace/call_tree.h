@@ -25,8 +25,9 @@
 //   std::optional<size_t> key = tree.KeyIndex(dispatch_cost);
 //   std::string stack = tree.ToString();   // ".A() 1 800ms\n..B() 1 800ms\n"
 //
-// Thread safety: a value type; thread-compatible. Build it off the looper
-// thread (it allocates).
+// Thread safety: a value type; thread-compatible. Every method can be called
+// from any thread, one at a time per instance. Build it off the looper thread
+// (it allocates).
 
 #ifndef MATRIX_TRACE_CALL_TREE_H_
 #define MATRIX_TRACE_CALL_TREE_H_
@@ -57,7 +58,7 @@ struct CallNode {
   int parent = -1;
   MethodKind kind = MethodKind::kFunction;
   uintptr_t address = 0;
-  // Empty until CallTree::ResolveNames() (except dispatch and scope calls).
+  // Empty until CallTree::ResolveNames(), except for dispatches ("dispatch").
   std::string name;
   // Adjacent repeated calls merged into this one.
   int count = 1;

@@ -151,8 +151,9 @@ class MethodTracer {
   // Copies records [from, to) (to is clamped to Mark()). Correct across
   // wrap-around. Records overwritten before or during the copy are dropped
   // from the front and reported by RecordCopy::truncated(); what remains is
-  // exactly what was written. Never blocks the traced thread.
-  // Can be called from any thread.
+  // exactly what was written. At most capacity() - 1 records survive (the
+  // slot the writer may be filling is never trusted). Never blocks the
+  // traced thread. Can be called from any thread.
   RecordCopy Copy(uint64_t from, uint64_t to) const;
 
   // CopyInto()
