@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "matrix/core/tick_clock.h"
+#include "matrix/trace/call_tree.h"
 #include "matrix/trace/method_record.h"
 #include "matrix/trace/method_tracer.h"
 #include "workload.h"
@@ -239,9 +240,7 @@ void RecordPerCall(benchmark::State& state, Source source) {
 
 void BM_RecordPerCall_Monotonic(benchmark::State& state) { RecordPerCall(state, ReadMonotonic); }
 BENCHMARK(BM_RecordPerCall_Monotonic)->Name("BM_RecordPerCall/clock_gettime_monotonic");
-void BM_RecordPerCall_Coarse(benchmark::State& state) {
-  RecordPerCall(state, ReadMonotonicCoarse);
-}
+void BM_RecordPerCall_Coarse(benchmark::State& state) { RecordPerCall(state, ReadMonotonicCoarse); }
 BENCHMARK(BM_RecordPerCall_Coarse)->Name("BM_RecordPerCall/clock_gettime_monotonic_coarse");
 #if defined(MATRIX_BENCH_HAVE_RDTSC)
 void BM_RecordPerCall_Rdtsc(benchmark::State& state) { RecordPerCall(state, ReadRdtsc); }
@@ -252,5 +251,83 @@ void BM_RecordPerCall_Cached(benchmark::State& state) {
   RecordPerCall(state, [&clock] { return clock.Read(); });
 }
 BENCHMARK(BM_RecordPerCall_Cached)->Name("BM_RecordPerCall/cached_1ms_ticker");
+
+}  // namespace
+
+// --- Analysis ---------------------------------------------------------------
+//
+// Building and trimming the call tree of a full default buffer (1 Mi
+// records), on the analysing thread. Budget: an issue for a full buffer in
+// 50 ms (DESIGN.md).
+
+namespace {
+
+// 1 Mi records shaped like a busy UI thread: dispatches of a few hundred
+// calls, nesting up to 8 deep, over 4096 distinct functions.
+std::vector<uint64_t> FullBufferRecords() {
+  constexpr size_t kRecords = size_t{1} << 20;
+  std::vector<uint64_t> records;
+  records.reserve(kRecords + 64);
+  int64_t now = int64_t{1} << 40;
+  uint64_t epoch = matrix::RecordEpoch(now);
+  records.push_back(matrix::EncodeTimeRecord(matrix::record::kTimeSubkindTick, now));
+  uint32_t rng = 12345;
+  auto next = [&rng] { return rng = rng * 1664525u + 1013904223u; };
+  std::vector<uintptr_t> stack;
+  auto emit = [&](uint64_t kind, uintptr_t fn) {
+    now += 20'000 + (next() % 200'000);  // 20-220 us per event.
+    if (matrix::RecordEpoch(now) != epoch) {
+      epoch = matrix::RecordEpoch(now);
+      records.push_back(matrix::EncodeTimeRecord(matrix::record::kTimeSubkindTick, now));
+    }
+    records.push_back(matrix::EncodeFunctionRecord(kind, fn, now));
+  };
+  while (records.size() < kRecords) {
+    records.push_back(matrix::EncodeTimeRecord(matrix::record::kTimeSubkindDispatchBegin, now));
+    epoch = matrix::RecordEpoch(now);
+    for (int i = 0; i < 300 && records.size() < kRecords; ++i) {
+      if (!stack.empty() && (stack.size() >= 8 || next() % 2 == 0)) {
+        emit(matrix::record::kKindExit, stack.back());
+        stack.pop_back();
+      } else {
+        const uintptr_t fn = 0x400000 + (next() % 4096) * 64;
+        emit(matrix::record::kKindEnter, fn);
+        stack.push_back(fn);
+      }
+    }
+    while (!stack.empty()) {
+      emit(matrix::record::kKindExit, stack.back());
+      stack.pop_back();
+    }
+    records.push_back(matrix::EncodeTimeRecord(matrix::record::kTimeSubkindDispatchEnd, now));
+  }
+  return records;
+}
+
+void BM_CallTree_FullBuffer(benchmark::State& state) {
+  const std::vector<uint64_t> records = FullBufferRecords();
+  size_t nodes = 0;
+  for (auto _ : state) {
+    matrix::CallTree tree = matrix::CallTree::Build(records);
+    nodes = tree.size();
+    tree.Trim(matrix::CallTree::kDefaultTargetCount);
+    benchmark::DoNotOptimize(tree.KeyIndex(absl::ZeroDuration()));
+  }
+  state.counters["records"] = static_cast<double>(records.size());
+  state.counters["nodes_before_trim"] = static_cast<double>(nodes);
+}
+BENCHMARK(BM_CallTree_FullBuffer)->Unit(benchmark::kMillisecond);
+
+// The report path: trim while building, so only 30 calls are materialized.
+void BM_CallTree_FullBufferTrimWhileBuilding(benchmark::State& state) {
+  const std::vector<uint64_t> records = FullBufferRecords();
+  matrix::CallTree::Options options;
+  options.trim_to = matrix::CallTree::kDefaultTargetCount;
+  for (auto _ : state) {
+    matrix::CallTree tree = matrix::CallTree::Build(records, options);
+    benchmark::DoNotOptimize(tree.KeyIndex(absl::ZeroDuration()));
+  }
+}
+BENCHMARK(BM_CallTree_FullBufferTrimWhileBuilding)->Unit(benchmark::kMillisecond);
 
 }  // namespace

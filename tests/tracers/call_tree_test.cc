@@ -26,8 +26,8 @@ constexpr uintptr_t kL = 0x405000;
 constexpr uintptr_t kM = 0x406000;
 
 std::string FakeName(uintptr_t address) {
-  static const std::map<uintptr_t, std::string> names = {
-      {kA, "A()"}, {kB, "B()"}, {kC, "C()"}, {kW, "W()"}, {kL, "L()"}, {kM, "M()"}};
+  static const std::map<uintptr_t, std::string> names = {{kA, "A()"}, {kB, "B()"}, {kC, "C()"},
+                                                         {kW, "W()"}, {kL, "L()"}, {kM, "M()"}};
   auto it = names.find(address);
   return it == names.end() ? "?" : it->second;
 }
@@ -361,7 +361,8 @@ Records BigTree() {
   return r;
 }
 
-// Every node's parent precedes it at depth - 1, and depths never jump.
+// Every node's parent precedes it at depth - 1, depths never jump, and no
+// call costs more than its parent (what Trim's selection relies on).
 void ExpectConsistent(const CallTree& tree) {
   const auto& n = tree.nodes();
   for (size_t i = 0; i < n.size(); ++i) {
@@ -372,6 +373,7 @@ void ExpectConsistent(const CallTree& tree) {
     ASSERT_LT(static_cast<size_t>(n[i].parent), i);
     EXPECT_EQ(n[n[i].parent].depth, n[i].depth - 1) << i;
     EXPECT_LE(n[i].depth, n[i - 1].depth + 1) << i;
+    EXPECT_LE(n[i].cost, n[n[i].parent].cost) << i;
   }
 }
 
@@ -393,6 +395,46 @@ TEST(CallTreeTest, Trim_ToTargetCount_KeepsTreeConsistentAndCostliest) {
   EXPECT_EQ(chain, 5);
   EXPECT_EQ(trimmed, static_cast<int>(before - 30));
   EXPECT_EQ(tree.nodes()[0].kind, MethodKind::kDispatch);
+}
+
+TEST(CallTreeTest, Trim_WhileBuilding_SameAsTrimAfterwards) {
+  CallTree trimmed_after = CallTree::Build(BigTree().records());
+  trimmed_after.Trim(30);
+  CallTree::Options options;
+  options.trim_to = 30;
+  CallTree trimmed_while = CallTree::Build(BigTree().records(), options);
+  EXPECT_EQ(trimmed_while.ToMachineString(), trimmed_after.ToMachineString());
+  ASSERT_EQ(trimmed_while.size(), trimmed_after.size());
+  for (size_t i = 0; i < trimmed_while.size(); ++i) {
+    EXPECT_EQ(trimmed_while.nodes()[i].parent, trimmed_after.nodes()[i].parent);
+    EXPECT_EQ(trimmed_while.nodes()[i].trimmed_descendants,
+              trimmed_after.nodes()[i].trimmed_descendants);
+  }
+}
+
+TEST(CallTreeTest, Trim_Twice_AccumulatesTrimmedCounts) {
+  CallTree tree = CallTree::Build(BigTree().records());
+  const size_t before = tree.size();
+  tree.Trim(60);
+  tree.Trim(20);
+  ExpectConsistent(tree);
+  int trimmed = 0;
+  for (const CallNode& node : tree.nodes()) trimmed += node.trimmed_descendants;
+  EXPECT_EQ(trimmed, static_cast<int>(before - 20));
+}
+
+TEST(CallTreeTest, Consistent_ForMergedRunningUnwoundAndWrappedCalls) {
+  Records r;
+  r.Advance(absl::Milliseconds(1)).Call(kL, absl::Milliseconds(2)).Exit(kB);  // Wrapped.
+  r.Enter(kA);
+  for (int i = 0; i < 3; ++i) r.Enter(kB).Call(kL, absl::Milliseconds(1)).Exit(kB);  // Merged.
+  r.Enter(kC).Enter(kM).Advance(absl::Milliseconds(3)).Exit(kC);                     // M unwound.
+  r.Enter(kW).Advance(absl::Milliseconds(4));                                        // Running.
+  CallTree::Options options;
+  options.end_time = r.now() + absl::Milliseconds(10);
+  CallTree tree = CallTree::Build(r.records(), options);
+  ASSERT_GE(tree.size(), 6u);
+  ExpectConsistent(tree);
 }
 
 TEST(CallTreeTest, Trim_RemovesCheapestLeavesFirstThenLatest) {

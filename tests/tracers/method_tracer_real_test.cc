@@ -2,29 +2,49 @@
 // keeps wrapping the buffer, and the ticker's busy/idle behaviour. Sleeps,
 // hence "real" in the file name; margins are generous.
 
-#include "matrix/trace/method_tracer.h"
-
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/method_record.h"
+#include "matrix/trace/method_tracer.h"
 
 extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
 
 namespace matrix {
 namespace {
 
+// A one-shot event on std::mutex, which ThreadSanitizer sees through (the
+// system Abseil is not built with TSan, so absl::Notification is opaque).
+class Event {
+ public:
+  void Notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return set_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
 TEST(MethodTracerRealTest, Copy_WhileWriterWraps_NeverReturnsOverwrittenRecords) {
   std::atomic<MethodTracer*> tracer_ptr{nullptr};
   std::atomic<bool> stop{false};
-  absl::Notification started;
+  Event started;
   std::thread writer([&] {
     MethodTracer::Options options;
     options.buffer_bytes = 256 * 8;
@@ -34,11 +54,11 @@ TEST(MethodTracerRealTest, Copy_WhileWriterWraps_NeverReturnsOverwrittenRecords)
     started.Notify();
     // Record i carries address i * 16, so every copied record can be checked
     // against its absolute index.
-    for (uintptr_t i = 1; !stop.load(std::memory_order_relaxed); ++i) {
+    for (uintptr_t i = 1; !stop.load(std::memory_order_acquire); ++i) {
       __cyg_profile_func_enter(reinterpret_cast<void*>(i * 16), nullptr);
     }
   });
-  started.WaitForNotification();
+  started.Wait();
   MethodTracer* tracer = tracer_ptr.load();
   ASSERT_EQ(tracer->capacity(), 256u);
 
@@ -54,8 +74,8 @@ TEST(MethodTracerRealTest, Copy_WhileWriterWraps_NeverReturnsOverwrittenRecords)
     const uint64_t span = (round % 3 == 0) ? 1000 : (round % 3 == 1) ? 255 : 16;
     const uint64_t from = end > span ? end - span : 1;
     tracer->CopyInto(from, end, &copy);
-    bool ok = copy.records.size() <= tracer->capacity() - 1 &&
-              copy.end_index() == std::max(from, end);
+    bool ok =
+        copy.records.size() <= tracer->capacity() - 1 && copy.end_index() == std::max(from, end);
     for (size_t k = 0; ok && k < copy.records.size(); ++k) {
       ok = GetRecordKind(copy.records[k]) == RecordKind::kEnter &&
            GetRecordAddress(copy.records[k]) == (copy.first_index + k) * 16;
@@ -70,7 +90,7 @@ TEST(MethodTracerRealTest, Copy_WhileWriterWraps_NeverReturnsOverwrittenRecords)
     (copy.truncated() ? truncated : intact)++;
     if (round > 10'000'000) break;  // Never spin forever.
   }
-  stop.store(true);
+  stop.store(true, std::memory_order_release);  // The writer destroys the tracer.
   writer.join();
   EXPECT_GT(truncated, 0);
   EXPECT_GT(intact, 0);
@@ -81,8 +101,9 @@ TEST(MethodTracerRealTest, Ticker_FineWhileBusyOrInDispatch_SlowWhenIdle) {
   int64_t busy_wakeups = 0;
   absl::Duration busy_lag;
   std::atomic<MethodTracer*> tracer_ptr{nullptr};
-  absl::Notification idle_started;
-  absl::Notification dispatch_started;
+  Event idle_started;
+  Event dispatch_started;
+  Event sampled;
   std::thread traced([&] {
     MethodTracer::Options options;
     options.tick_period = absl::Milliseconds(1);
@@ -109,19 +130,21 @@ TEST(MethodTracerRealTest, Ticker_FineWhileBusyOrInDispatch_SlowWhenIdle) {
     dispatch_started.Notify();
     absl::SleepFor(absl::Milliseconds(600));
     tracer->DispatchEnd(MonotonicNow());
+    sampled.Wait();  // Destroy only after the other thread's last read.
   });
   // This thread samples the ticker while the traced thread sleeps.
-  idle_started.WaitForNotification();
+  idle_started.Wait();
   MethodTracer* tracer = tracer_ptr.load();
   absl::SleepFor(absl::Milliseconds(200));  // idle_after plus slack.
   int64_t w0 = tracer->ticker_wakeups();
   absl::SleepFor(absl::Milliseconds(500));
   const int64_t idle_wakeups = tracer->ticker_wakeups() - w0;
-  dispatch_started.WaitForNotification();
+  dispatch_started.Wait();
   absl::SleepFor(absl::Milliseconds(150));  // At most one slow poll.
   w0 = tracer->ticker_wakeups();
   absl::SleepFor(absl::Milliseconds(300));
   const int64_t dispatch_wakeups = tracer->ticker_wakeups() - w0;
+  sampled.Notify();
   traced.join();
 
   // 200 ms at 1 ms would be ~200 wakeups; 500 ms at 100 ms ~5.

@@ -41,6 +41,10 @@ __attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tl
 
 std::atomic<MethodTracer*> g_current{nullptr};
 
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t), "a slot is one 8-byte record");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots must be plain stores");
+static_assert(std::atomic<int64_t>::is_always_lock_free, "the cached time must be a plain load");
+
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Store(WriterState* w,
                                                                       uint64_t record) {
   const uint64_t i = w->next;
@@ -113,8 +117,8 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
   MATRIX_CHECK(g_current.compare_exchange_strong(expected, tracer.get()),
                "only one MethodTracer may exist at a time");
 
-  const int64_t now = std::clamp<int64_t>(tracer->clock_->NowTicks().ToNanoseconds(), 0,
-                                          kMaxRecordTimeNs);
+  const int64_t now =
+      std::clamp<int64_t>(tracer->clock_->NowTicks().ToNanoseconds(), 0, kMaxRecordTimeNs);
   tracer->cached_now_ns_.store(now, std::memory_order_relaxed);
 
   WriterState& w = tls_writer;
@@ -148,6 +152,7 @@ MethodTracer* MethodTracer::Current() { return g_current.load(std::memory_order_
 uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
   WriterState* w = &tls_writer;
   MATRIX_DCHECK(w->published == &write_index_, "DispatchBegin off the traced thread");
+  if (w->published != &write_index_) return Mark();  // Release builds: record nothing.
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
   // A plain load and store (no CAS on the looper thread): a racing ticker
   // store may win with a slightly older time; readers clamp time to be
@@ -165,6 +170,7 @@ uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
 void MethodTracer::DispatchEnd(TimeTicks now) {
   WriterState* w = &tls_writer;
   MATRIX_DCHECK(w->published == &write_index_, "DispatchEnd off the traced thread");
+  if (w->published != &write_index_) return;
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
   if (ns > cached_now_ns_.load(std::memory_order_relaxed)) {
     cached_now_ns_.store(ns, std::memory_order_relaxed);
@@ -238,7 +244,7 @@ void MethodTracer::TickerLoop() {
     }
     if (active) last_activity = now;
     period = (now - last_activity < options_.idle_after) ? options_.tick_period
-                                                          : options_.idle_tick_period;
+                                                         : options_.idle_tick_period;
   }
 }
 

@@ -20,7 +20,9 @@ void RunSlowDispatch(absl::Duration warmup, absl::Duration slow) {
   A(slow);
 }
 
-__attribute__((noinline)) void Thrower() { throw std::runtime_error("thrown through traced frames"); }
+__attribute__((noinline)) void Thrower() {
+  throw std::runtime_error("thrown through traced frames");
+}
 
 __attribute__((noinline)) void Middle() { Thrower(); }
 

@@ -19,14 +19,15 @@
 //   * trimming removes only leaves, so no call ever loses its parent.
 //
 //   matrix::RecordCopy copy = tracer->Copy(mark, tracer->Mark());
-//   matrix::CallTree tree = matrix::CallTree::Build(copy.records, {.end_time = now});
-//   tree.Trim(matrix::CallTree::kDefaultTargetCount);
+//   matrix::CallTree tree = matrix::CallTree::Build(
+//       copy.records, {.end_time = now, .trim_to = matrix::CallTree::kDefaultTargetCount});
 //   tree.ResolveNames([&](uintptr_t pc) { return symbolizer.Name(pc); });
 //   std::optional<size_t> key = tree.KeyIndex(dispatch_cost);
 //   std::string stack = tree.ToString();   // ".A() 1 800ms\n..B() 1 800ms\n"
 //
-// Thread safety: a value type; thread-compatible. Build it off the looper
-// thread (it allocates).
+// Thread safety: a value type; thread-compatible. Every method can be called
+// from any thread, one at a time per instance. Build it off the looper thread
+// (it allocates).
 
 #ifndef MATRIX_TRACE_CALL_TREE_H_
 #define MATRIX_TRACE_CALL_TREE_H_
@@ -57,7 +58,7 @@ struct CallNode {
   int parent = -1;
   MethodKind kind = MethodKind::kFunction;
   uintptr_t address = 0;
-  // Empty until CallTree::ResolveNames() (except dispatch and scope calls).
+  // Empty until CallTree::ResolveNames(), except for dispatches ("dispatch").
   std::string name;
   // Adjacent repeated calls merged into this one.
   int count = 1;
@@ -92,6 +93,10 @@ class CallTree {
     // Merge adjacent repeated calls of the same method under the same
     // parent (count, summed cost). Dispatches are never merged.
     bool merge = true;
+    // If set, Trim(trim_to) is applied before the tree is materialized:
+    // the same result, much cheaper for a full buffer (reports use
+    // kDefaultTargetCount).
+    std::optional<size_t> trim_to;
   };
 
   // What Build() had to work around (for reports and tests).
@@ -134,6 +139,8 @@ class CallTree {
   // at most `target_count` calls remain. Only leaves are removed, so every
   // remaining call keeps its parent and depths stay contiguous; the removed
   // count is added to the nearest remaining ancestor's trimmed_descendants.
+  // O(n) (a call never costs more than its parent, so the survivors are the
+  // `target_count` costliest calls).
   void Trim(size_t target_count = kDefaultTargetCount);
 
   // KeyIndex()

@@ -51,14 +51,14 @@ namespace matrix {
 
 // What a record says.
 enum class RecordKind : uint8_t {
-  kEnter = 0,       // A function was entered (function address).
-  kExit = 1,        // A function returned (function address).
-  kScopeEnter = 2,  // A MATRIX_TRACE_SCOPE began (TraceSite address).
-  kScopeExit = 3,   // A MATRIX_TRACE_SCOPE ended (TraceSite address).
-  kTime = 4,        // The writer's time (epoch change).
+  kEnter = 0,          // A function was entered (function address).
+  kExit = 1,           // A function returned (function address).
+  kScopeEnter = 2,     // A MATRIX_TRACE_SCOPE began (TraceSite address).
+  kScopeExit = 3,      // A MATRIX_TRACE_SCOPE ended (TraceSite address).
+  kTime = 4,           // The writer's time (epoch change).
   kDispatchBegin = 5,  // A looper dispatch began at the exact time carried.
   kDispatchEnd = 6,    // A looper dispatch ended at the exact time carried.
-  kInvalid = 7,     // Reserved encodings and empty (zero) slots.
+  kInvalid = 7,        // Reserved encodings and empty (zero) slots.
 };
 
 namespace record {
@@ -113,7 +113,7 @@ MATRIX_NO_INSTRUMENT constexpr uint64_t RecordEpoch(int64_t now_ns) {
 
 // A function enter (kind kEnter) or exit (kExit) of `address` at `now_ns`.
 MATRIX_NO_INSTRUMENT constexpr uint64_t EncodeFunctionRecord(uint64_t kind, uintptr_t address,
-                                                           int64_t now_ns) {
+                                                             int64_t now_ns) {
   return (kind << record::kKindShift) |
          ((static_cast<uint64_t>(address) & record::kAddressMask) << record::kAddressShift) |
          RecordTimeLow(now_ns);
@@ -121,7 +121,7 @@ MATRIX_NO_INSTRUMENT constexpr uint64_t EncodeFunctionRecord(uint64_t kind, uint
 
 // A scope enter or exit of the TraceSite at `site_address` (16-byte aligned).
 MATRIX_NO_INSTRUMENT constexpr uint64_t EncodeScopeRecord(bool exit, uintptr_t site_address,
-                                                        int64_t now_ns) {
+                                                          int64_t now_ns) {
   return (record::kKindScope << record::kKindShift) |
          (static_cast<uint64_t>(exit) << record::kScopeExitBit) |
          (((static_cast<uint64_t>(site_address) >> record::kSiteAlignShift) & record::kSiteMask)
@@ -144,8 +144,7 @@ MATRIX_NO_INSTRUMENT constexpr RecordKind GetRecordKind(uint64_t r) {
     case record::kKindExit:
       return RecordKind::kExit;
     case record::kKindScope:
-      return ((r >> record::kScopeExitBit) & 1) ? RecordKind::kScopeExit
-                                                 : RecordKind::kScopeEnter;
+      return ((r >> record::kScopeExitBit) & 1) ? RecordKind::kScopeExit : RecordKind::kScopeEnter;
     default:
       switch ((r >> record::kTimeSubkindShift) & 3) {
         case record::kTimeSubkindTick:
@@ -160,7 +159,9 @@ MATRIX_NO_INSTRUMENT constexpr RecordKind GetRecordKind(uint64_t r) {
   }
 }
 
-MATRIX_NO_INSTRUMENT constexpr bool IsTimeRecord(uint64_t r) { return (r >> record::kKindShift) == record::kKindTime; }
+MATRIX_NO_INSTRUMENT constexpr bool IsTimeRecord(uint64_t r) {
+  return (r >> record::kKindShift) == record::kKindTime;
+}
 
 // The function or TraceSite address of an enter/exit/scope record.
 MATRIX_NO_INSTRUMENT constexpr uintptr_t GetRecordAddress(uint64_t r) {
@@ -179,9 +180,8 @@ MATRIX_NO_INSTRUMENT constexpr int64_t GetRecordTimeNs(uint64_t r) {
 // The full time (ns, truncated to 1024 ns) of an enter/exit/scope record,
 // given the time carried by the last time record before it.
 MATRIX_NO_INSTRUMENT constexpr int64_t DecodeRecordTime(uint64_t r, int64_t last_time_record_ns) {
-  return static_cast<int64_t>(
-      (RecordEpoch(last_time_record_ns) << record::kEpochShift) |
-      ((r & record::kTimeLowMask) << record::kTimeLowShift));
+  return static_cast<int64_t>((RecordEpoch(last_time_record_ns) << record::kEpochShift) |
+                              ((r & record::kTimeLowMask) << record::kTimeLowShift));
 }
 
 // Convenience for tests and tools: whole records from TimeTicks.

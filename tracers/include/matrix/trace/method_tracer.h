@@ -129,7 +129,8 @@ class MethodTracer {
   // Writes a dispatch-begin record carrying `now` exactly, makes the cached
   // time at least `now`, and returns the record's index: the mark to copy
   // this dispatch from. No syscall, lock or allocation.
-  // Must be called on the traced thread.
+  // Must be called on the traced thread (a debug check; release builds
+  // record nothing and return Mark() when called elsewhere).
   uint64_t DispatchBegin(TimeTicks now);
 
   // DispatchEnd()
@@ -150,8 +151,9 @@ class MethodTracer {
   // Copies records [from, to) (to is clamped to Mark()). Correct across
   // wrap-around. Records overwritten before or during the copy are dropped
   // from the front and reported by RecordCopy::truncated(); what remains is
-  // exactly what was written. Never blocks the traced thread.
-  // Can be called from any thread.
+  // exactly what was written. At most capacity() - 1 records survive (the
+  // slot the writer may be filling is never trusted). Never blocks the
+  // traced thread. Can be called from any thread.
   RecordCopy Copy(uint64_t from, uint64_t to) const;
 
   // CopyInto()
@@ -252,11 +254,11 @@ class ScopedTraceSite {
 #if defined(MATRIX_TRACE_SCOPES_DISABLED)
 #define MATRIX_TRACE_SCOPE(name) static_assert(true, "")
 #else
-#define MATRIX_TRACE_SCOPE(name)                                                           \
+#define MATRIX_TRACE_SCOPE(name)                                                          \
   static constexpr ::matrix::TraceSite MATRIX_TRACE_CONCAT(matrix_trace_site_, __LINE__){ \
-      name, __FILE__, __LINE__};                                                           \
-  ::matrix::ScopedTraceSite MATRIX_TRACE_CONCAT(matrix_trace_scope_, __LINE__)(            \
-      &MATRIX_TRACE_CONCAT(matrix_trace_site_, __LINE__))
+      name, __FILE__, __LINE__};                                                          \
+  ::matrix::ScopedTraceSite MATRIX_TRACE_CONCAT(                                          \
+      matrix_trace_scope_, __LINE__)(&MATRIX_TRACE_CONCAT(matrix_trace_site_, __LINE__))
 #endif
 
 #endif  // MATRIX_TRACE_METHOD_TRACER_H_
