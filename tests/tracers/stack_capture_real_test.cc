@@ -437,8 +437,8 @@ TEST(StackCaptureRealTest, ConcurrentCapturers_AreSerializedAndAllSucceed) {
 
 // Runs in a fresh child process (death-test machinery), where nothing has
 // installed the handler yet.
-int g_previous_handler_calls = 0;
-void PreviousHandler(int) { ++g_previous_handler_calls; }
+std::atomic<int> g_previous_handler_calls{0};
+void PreviousHandler(int) { g_previous_handler_calls.fetch_add(1); }
 
 void ChainAndCaptureInFreshProcess() {
   const int signal_number = SIGRTMIN + 7;
@@ -447,10 +447,11 @@ void ChainAndCaptureInFreshProcess() {
   // A signal that is not a capture request goes to the previous handler.
   sigval value;
   value.sival_int = 1234;
+  // (Polled: ThreadSanitizer delivers it at the next atomic operation.)
   if (pthread_sigqueue(pthread_self(), signal_number, value) != 0) _exit(11);
-  if (g_previous_handler_calls != 1) _exit(12);
+  if (!WaitFor([] { return g_previous_handler_calls.load() >= 1; })) _exit(12);
   raise(signal_number);
-  if (g_previous_handler_calls != 2) _exit(13);
+  if (!WaitFor([] { return g_previous_handler_calls.load() >= 2; })) _exit(13);
   // Captures still work on that signal.
   std::atomic<bool> started{false};
   std::atomic<bool> stop{false};
@@ -465,7 +466,7 @@ void ChainAndCaptureInFreshProcess() {
   stop.store(true);
   helper.join();
   if (!status.ok() || raw.depth == 0) _exit(15);
-  if (g_previous_handler_calls != 2) _exit(16);
+  if (g_previous_handler_calls.load() != 2) _exit(16);  // Requests are not chained.
   // The signal cannot be changed once installed.
   if (!absl::IsFailedPrecondition(StackCapturer::Get()->Install(SIGRTMIN + 8))) _exit(17);
   _exit(0);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/proc_stats.h"
+#include "tsan_visible_mutex_lock.h"
 
 namespace matrix {
 namespace {
@@ -255,7 +256,7 @@ StackCapturer* StackCapturer::Get() {
 }
 
 absl::Status StackCapturer::Install(int signal_number) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   return InstallLocked(signal_number);
 }
 
@@ -344,7 +345,7 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::CaptureInternal(pid_t tid, R
     asm volatile("" ::: "memory");
     return absl::OkStatus();
   }
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   if (signal_.load(std::memory_order_relaxed) == 0) {
     absl::Status installed = InstallLocked(DefaultSignal());
     if (!installed.ok()) {
@@ -450,6 +451,20 @@ uint64_t StackCapturer::late_signal_count() const {
   return g_late_signals.load(std::memory_order_relaxed);
 }
 
+namespace {
+
+// Functions of a sanitizer runtime (statically linked into the executable,
+// so recognizable only by name).
+bool IsSanitizerRuntimeFunction(const std::string& function) {
+  for (const char* prefix : {"__tsan", "__asan", "__msan", "__ubsan", "__sanitizer",
+                             "__interceptor_"}) {
+    if (function.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
   SymbolizedStack result;
   result.tid = stack.tid;
@@ -470,6 +485,16 @@ SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
       if (!frame.symbol.module.empty()) frame.symbol.module_offset += 1;
     }
     result.frames.push_back(std::move(frame));
+  }
+  if (!stack.exact_top_pc) {
+    // ThreadSanitizer runs a deferred handler from its runtime (at the
+    // thread's next intercepted call or atomic operation), so the stack
+    // starts with runtime frames above the user's code. Drop them.
+    auto user = std::find_if(result.frames.begin(), result.frames.end(),
+                             [](const StackFrame& frame) {
+                               return !IsSanitizerRuntimeFunction(frame.symbol.function);
+                             });
+    result.frames.erase(result.frames.begin(), user);
   }
   return result;
 }

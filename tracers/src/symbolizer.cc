@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "tsan_visible_mutex_lock.h"
 
 namespace matrix {
 namespace internal {
@@ -592,7 +593,7 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
 }
 
 SymbolInfo Symbolizer::Symbolize(uintptr_t pc) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   return SymbolizeLocked(pc);
 }
 
@@ -619,18 +620,18 @@ std::string Symbolizer::Describe(uintptr_t pc) {
 }
 
 void Symbolizer::RegisterName(uintptr_t address, std::string name) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   registered_names_[address] = std::move(name);
 }
 
 void Symbolizer::AddDebugDirectory(std::string directory) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   // User directories come before the system default (/usr/lib/debug).
   debug_directories_.insert(debug_directories_.end() - 1, std::move(directory));
 }
 
 size_t Symbolizer::CacheSizeForTesting() {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   return cache_.size();
 }
 

@@ -112,7 +112,10 @@ struct SymbolizedStack {
 //
 // Names every frame of `stack` with `symbolizer` (return addresses are
 // looked up at pc - 1 so calls at the end of a function name the right
-// function). Allocates and may read files: call it on the worker thread.
+// function). When the top pc is not an exact interrupted pc, leading frames
+// of a sanitizer runtime (__tsan*, __asan*, __sanitizer*, __interceptor_*)
+// are dropped: ThreadSanitizer runs deferred handlers from inside its
+// runtime. Allocates and may read files: call it on the worker thread.
 SymbolizedStack SymbolizeStack(const RawStack& stack,
                                Symbolizer* symbolizer = Symbolizer::Get());
 
