@@ -2,7 +2,8 @@
 //
 //   BM_CaptureOtherThread/<frames>/<spinning>  signal + unwind + wake, target
 //       `frames` deep, either spinning (on CPU) or sleeping in a futex wait
-//   BM_CaptureCurrentThread                    unwind of the calling thread
+//   BM_CaptureCurrentThread/<depth>            unwind of the calling thread (the
+//       share the target thread pays inside the signal handler)
 //   BM_SymbolizeStack_Warm / _Cold             names for a ~35-frame stack,
 //       cached vs a fresh Symbolizer (loads every module's symbol table)
 //   BM_Read*                                   one /proc file read + parse
@@ -98,15 +99,25 @@ BENCHMARK(BM_CaptureOtherThread)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+__attribute__((noinline)) int UnwindAtDepth(int depth, RawStack* raw) {
+  if (depth <= 0) {
+    StackCapturer::CaptureCurrentThread(raw);
+    return raw->depth;
+  }
+  int result = UnwindAtDepth(depth - 1, raw);
+  asm volatile("" ::: "memory");
+  return result;
+}
+
+// The unwind alone, on the calling thread: about what the target thread
+// (the looper) spends inside the capture signal handler.
 void BM_CaptureCurrentThread(benchmark::State& state) {
   RawStack raw;
-  for (auto _ : state) {
-    StackCapturer::CaptureCurrentThread(&raw);
-    benchmark::DoNotOptimize(raw.depth);
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(UnwindAtDepth(static_cast<int>(state.range(0)), &raw));
   state.counters["frames"] = raw.depth;
 }
-BENCHMARK(BM_CaptureCurrentThread)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CaptureCurrentThread)->ArgName("depth")->Arg(0)->Arg(30)->Arg(120)->Unit(
+    benchmark::kMicrosecond);
 
 RawStack CaptureDeepStack() {
   Target target(30, false);
