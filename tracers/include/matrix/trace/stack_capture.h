@@ -159,6 +159,7 @@ class StackCapturer {
   // SIGRTMIN + 5 (39 with glibc). sentry-native uses SIGRTMIN + 4 and
   // Android's debuggerd SIGRTMIN + 3 (bionic); glibc itself reserves the two
   // signals below SIGRTMIN. Change it with Install() if the program uses it.
+  // Any thread.
   static int DefaultSignal();
 
   // Get()
@@ -175,10 +176,10 @@ class StackCapturer {
   // that was installed before it (a default or ignored disposition means
   // the signal is ignored). Installing again with the same signal is a
   // no-op; with another signal, FailedPrecondition. InvalidArgument for a
-  // signal outside the real-time range.
+  // signal outside the real-time range. Any thread.
   absl::Status Install(int signal_number = DefaultSignal()) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The installed signal, 0 before Install().
+  // The installed signal, 0 before Install(). Any thread; async-signal-safe.
   int signal_number() const { return signal_.load(std::memory_order_acquire); }
 
   // Capture()
@@ -193,7 +194,11 @@ class StackCapturer {
   //   ResourceExhausted   the kernel's signal queue is full, or every slot is
   //                       held by a late handler still unwinding.
   // Allocates only on failure (the status message). The calling thread's own
-  // tid is captured directly, without a signal.
+  // tid is captured directly, without a signal. A tid is only a number: if
+  // the thread exited and the kernel gave its tid to a new thread of this
+  // process, that thread is captured (its tid is in RawStack::tid). Any
+  // thread but a signal handler; blocks up to `timeout` (plus 100 ms when the
+  // handler is mid-unwind at the deadline).
   absl::Status Capture(const ThreadHandle& thread, RawStack* out,
                        absl::Duration timeout = kDefaultTimeout) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Capture(pid_t tid, RawStack* out, absl::Duration timeout = kDefaultTimeout)
@@ -203,7 +208,7 @@ class StackCapturer {
   //
   // Captures every thread listed in /proc/self/task, one after another,
   // each with `per_thread_timeout`. Threads that exit meanwhile show
-  // NotFound. Allocates; call it off the looper thread.
+  // NotFound. Allocates; call it off the looper thread. Any other thread.
   std::vector<ThreadStack> CaptureAllThreads(absl::Duration per_thread_timeout = kDefaultTimeout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
