@@ -469,10 +469,35 @@ void ChainAndCaptureInFreshProcess() {
   if (g_previous_handler_calls.load() != 2) _exit(16);  // Requests are not chained.
   // The signal cannot be changed once installed.
   if (!absl::IsFailedPrecondition(StackCapturer::Get()->Install(SIGRTMIN + 8))) _exit(17);
+
+  // Another library replaces our handler: captures fail at once, saying so;
+  // Install() puts ours back in front, chaining to the newcomer.
+  g_previous_handler_calls.store(0);
+  signal(signal_number, &PreviousHandler);
+  std::atomic<bool> started2{false};
+  std::atomic<bool> stop2{false};
+  ThreadHandle helper2_handle;
+  std::thread helper2([&] {
+    helper2_handle = ThreadHandle::Current();
+    capture_test::SpinInNamedFunction(&started2, &stop2);
+  });
+  if (!WaitFor([&] { return started2.load(); })) _exit(18);
+  absl::Time start = absl::Now();
+  absl::Status replaced = StackCapturer::Get()->Capture(helper2_handle, &raw, absl::Seconds(30));
+  if (!absl::IsFailedPrecondition(replaced)) _exit(19);
+  if (std::string(replaced.message()).find("replaced") == std::string::npos) _exit(20);
+  if (absl::Now() - start > absl::Seconds(10)) _exit(21);  // Not the timeout.
+  if (!StackCapturer::Get()->Install(signal_number).ok()) _exit(22);
+  absl::Status again = StackCapturer::Get()->Capture(helper2_handle, &raw, absl::Seconds(10));
+  stop2.store(true);
+  helper2.join();
+  if (!again.ok() || raw.depth == 0) _exit(23);
+  raise(signal_number);  // A foreign signal reaches the newcomer.
+  if (!WaitFor([] { return g_previous_handler_calls.load() >= 1; })) _exit(24);
   _exit(0);
 }
 
-TEST(StackCaptureRealTest, ForeignSignals_ChainToThePreviousHandler) {
+TEST(StackCaptureRealTest, ForeignSignals_ChainToThePreviousHandlerAndReplacementIsDetected) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(ChainAndCaptureInFreshProcess(), ::testing::ExitedWithCode(0), "");
 }

@@ -208,6 +208,13 @@ void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
   errno = saved_errno;
 }
 
+// Whether the current disposition of `signal_number` is our handler.
+bool HandlerIsInstalled(int signal_number) {
+  struct sigaction current;
+  if (sigaction(signal_number, nullptr, &current) != 0) return false;
+  return (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &HandleSignal;
+}
+
 void CopyOut(const Slot& slot, RawStack* out) {
   int available = slot.depth - slot.first;
   int depth = std::min(available, kMaxStackFrames);
@@ -267,11 +274,13 @@ absl::Status StackCapturer::InstallLocked(int signal_number) {
                                                    "..", SIGRTMAX, ")"));
   }
   int installed = signal_.load(std::memory_order_relaxed);
-  if (installed != 0) {
-    if (installed == signal_number) return absl::OkStatus();
+  if (installed != 0 && installed != signal_number) {
     return absl::FailedPreconditionError(absl::StrCat(
         "stack capture already uses signal ", installed, ", cannot switch to ", signal_number));
   }
+  if (installed != 0 && HandlerIsInstalled(signal_number)) return absl::OkStatus();
+  // First installation, or someone replaced our handler since: (re)install,
+  // chaining to whatever is there now.
   // Warm up everything the handler calls: the unwinder's one-time setup and
   // lazy PLT bindings, so the handler itself initializes nothing.
   RawStack scratch;
@@ -360,6 +369,11 @@ absl::Status StackCapturer::CaptureOtherThreadLocked(pid_t tid, RawStack* out,
                                                      absl::Duration timeout) {
   ResetStack(out, tid);
   const int signal_number = signal_.load(std::memory_order_relaxed);
+  if (!HandlerIsInstalled(signal_number)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "another handler replaced the stack capture handler for signal ", signal_number,
+        "; call StackCapturer::Install() again to chain to it"));
+  }
 
   // Pick a slot no late handler is writing into.
   uint64_t generation = 0;

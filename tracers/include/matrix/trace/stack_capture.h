@@ -175,8 +175,10 @@ class StackCapturer {
   // handler passes signals that are not capture requests to the handler
   // that was installed before it (a default or ignored disposition means
   // the signal is ignored). Installing again with the same signal is a
-  // no-op; with another signal, FailedPrecondition. InvalidArgument for a
-  // signal outside the real-time range. Any thread.
+  // no-op, unless another handler has replaced ours since: then ours is
+  // installed again in front of it (chaining to it). With another signal,
+  // FailedPrecondition. InvalidArgument for a signal outside the real-time
+  // range. Any thread.
   absl::Status Install(int signal_number = DefaultSignal()) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The installed signal, 0 before Install(). Any thread; async-signal-safe.
@@ -188,7 +190,8 @@ class StackCapturer {
   // at most `timeout` for the thread to answer. Installs the handler with the
   // default signal if Install() was not called. On failure `out->depth` is 0:
   //   NotFound            the thread does not exist (exited).
-  //   FailedPrecondition  the thread blocks the capture signal.
+  //   FailedPrecondition  the thread blocks the capture signal, or another
+  //                       handler replaced ours (immediately; see Install()).
   //   DeadlineExceeded    no answer in time: the thread is stopped, in an
   //                       uninterruptible sleep, or not scheduled.
   //   ResourceExhausted   the kernel's signal queue is full, or every slot is
