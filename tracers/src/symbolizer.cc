@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "tsan_visible_mutex_lock.h"
 
 namespace matrix {
 namespace internal {
@@ -584,6 +586,12 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
     char buffer[1024];
     if (absl::Symbolize(reinterpret_cast<const void*>(pc), buffer, sizeof(buffer))) {
       info.function = buffer;
+      // The function's start from its unwind info (FDE), when it has one.
+      auto start = reinterpret_cast<uintptr_t>(
+          _Unwind_FindEnclosingFunction(reinterpret_cast<void*>(pc)));
+      if (start != 0 && start <= pc && pc - start < (uintptr_t{1} << 24)) {
+        info.function_offset = pc - start;
+      }
     }
   }
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();
@@ -592,7 +600,7 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
 }
 
 SymbolInfo Symbolizer::Symbolize(uintptr_t pc) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   return SymbolizeLocked(pc);
 }
 
@@ -619,18 +627,18 @@ std::string Symbolizer::Describe(uintptr_t pc) {
 }
 
 void Symbolizer::RegisterName(uintptr_t address, std::string name) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   registered_names_[address] = std::move(name);
 }
 
 void Symbolizer::AddDebugDirectory(std::string directory) {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   // User directories come before the system default (/usr/lib/debug).
   debug_directories_.insert(debug_directories_.end() - 1, std::move(directory));
 }
 
 size_t Symbolizer::CacheSizeForTesting() {
-  absl::MutexLock lock(&mu_);
+  internal::TsanVisibleMutexLock lock(&mu_);
   return cache_.size();
 }
 
