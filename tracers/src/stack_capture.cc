@@ -16,7 +16,6 @@
 #include "absl/strings/str_format.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/proc_stats.h"
-#include "tsan_visible_mutex_lock.h"
 
 namespace matrix {
 namespace {
@@ -263,7 +262,7 @@ StackCapturer* StackCapturer::Get() {
 }
 
 absl::Status StackCapturer::Install(int signal_number) {
-  internal::TsanVisibleMutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   return InstallLocked(signal_number);
 }
 
@@ -354,7 +353,7 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::CaptureInternal(pid_t tid, R
     asm volatile("" ::: "memory");
     return absl::OkStatus();
   }
-  internal::TsanVisibleMutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   if (signal_.load(std::memory_order_relaxed) == 0) {
     absl::Status installed = InstallLocked(DefaultSignal());
     if (!installed.ok()) {

@@ -22,7 +22,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "tsan_visible_mutex_lock.h"
 
 namespace matrix {
 namespace internal {
@@ -600,7 +599,7 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
 }
 
 SymbolInfo Symbolizer::Symbolize(uintptr_t pc) {
-  internal::TsanVisibleMutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   return SymbolizeLocked(pc);
 }
 
@@ -627,18 +626,18 @@ std::string Symbolizer::Describe(uintptr_t pc) {
 }
 
 void Symbolizer::RegisterName(uintptr_t address, std::string name) {
-  internal::TsanVisibleMutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   registered_names_[address] = std::move(name);
 }
 
 void Symbolizer::AddDebugDirectory(std::string directory) {
-  internal::TsanVisibleMutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   // User directories come before the system default (/usr/lib/debug).
   debug_directories_.insert(debug_directories_.end() - 1, std::move(directory));
 }
 
 size_t Symbolizer::CacheSizeForTesting() {
-  internal::TsanVisibleMutexLock lock(&mu_);
+  absl::MutexLock lock(&mu_);
   return cache_.size();
 }
 
