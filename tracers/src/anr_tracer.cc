@@ -212,17 +212,18 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
 
   std::optional<CallTree> tree;
+  absl::flat_hash_set<uintptr_t> traced;
   if (c->has_records) {
     CallTree::Options options;
     options.end_time = until;
+    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
     tree = CallTree::Build(c->records.records, options);
     tree->ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+    traced = TracedFunctions(symbolized, c->records.records);
   }
-  // The key uses the whole tree; the report carries the trimmed one.
-  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, cost);
+  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, traced, cost);
   anr.set_stack_key(key);
   if (tree) {
-    tree->Trim();
     FillCallTree(*tree, anr.mutable_stack(), anr.mutable_stack_text());
     anr.set_stack_truncated(c->records.truncated());
   }

@@ -97,6 +97,7 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
     RecordCopy copy = tracer->Copy(d.method_mark, d.method_end);
     CallTree::Options options;
     options.end_time = d.end;
+    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
     CallTree tree = CallTree::Build(copy.records, options);
     if (std::optional<size_t> k = tree.KeyIndex(cost);
         k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
@@ -104,7 +105,6 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
       key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
                                                : node.name;
     }
-    tree.Trim();
     tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
     FillCallTree(tree, report.mutable_stack(), report.mutable_stack_text());
     report.set_stack_truncated(copy.truncated());

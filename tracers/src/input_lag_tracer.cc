@@ -149,7 +149,7 @@ void InputLagTracer::Check() {
         } else {
           report.mutable_thread_stack()->set_error(status.ToString());
         }
-        report.set_stack_key(HangStackKey(symbolized, nullptr, now - event_time));
+        report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - event_time));
         Issue issue;
         issue.mutable_proto()->set_tag(kTagEvilMethod);
         issue.mutable_proto()->set_key(report.stack_key());

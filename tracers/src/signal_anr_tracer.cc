@@ -178,7 +178,7 @@ void SignalAnrTracer::Dump() {
         looper_stack = std::move(symbolized);
       }
     }
-    report.set_stack_key(HangStackKey(looper_stack, nullptr, absl::ZeroDuration()));
+    report.set_stack_key(HangStackKey(looper_stack, nullptr, {}, absl::ZeroDuration()));
     FillThreadInfo(ProcReader(), looper_tid, report.mutable_thread());
     FillMemoryInfo(ProcReader(), report.mutable_memory());
 

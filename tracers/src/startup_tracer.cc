@@ -273,6 +273,7 @@ void StartupTracer::Analyze(const Startup& s) {
     RecordCopy copy = tracer->Copy(s.mark_begin, s.mark_end);
     CallTree::Options options;
     options.end_time = s.end;
+    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
     CallTree tree = CallTree::Build(copy.records, options);
     if (std::optional<size_t> k = tree.KeyIndex(cost);
         k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
@@ -280,7 +281,6 @@ void StartupTracer::Analyze(const Startup& s) {
       key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
                                                : node.name;
     }
-    tree.Trim();
     tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
     FillCallTree(tree, evil.mutable_stack(), evil.mutable_stack_text());
     evil.set_stack_truncated(copy.truncated());
