@@ -202,9 +202,12 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   dispatch_.is_vsync_frame = frame_.is_vsync_frame;
   TimeTicks sample_wall;
   absl::Duration sample_cpu;
-  if (cpu_sampler_ != nullptr &&
+  // Only a dispatch that lasted at least a sample period reads the CPU clock
+  // (one syscall at its end). A short one that the sampler happened to catch
+  // in flight does not: in a stream of fast messages that would be a syscall
+  // every period on the looper thread, for a useless sample.
+  if (cpu_sampler_ != nullptr && end - begin >= options_.cpu_sample_period &&
       cpu_sampler_->SampleFor(dispatch_.dispatch_number, &sample_cpu, &sample_wall)) {
-    // Only long dispatches get here: one CPU-clock read at their end.
     const absl::Duration cpu_end =
         looper_monitor_->clock()->ThreadCpuTime(looper_thread_);
     dispatch_.cpu_sampled = true;
