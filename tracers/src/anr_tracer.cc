@@ -35,7 +35,7 @@ struct AnrTracer::Crossing {
 };
 
 AnrTracer::AnrTracer(Options options)
-    : options_(std::move(options)), proc_(options_.proc_root) {
+    : Tracer(kDispatchEnd), options_(std::move(options)), proc_(options_.proc_root) {
   MATRIX_CHECK(options_.monitor != nullptr, "AnrTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.watchdog_looper != nullptr, "AnrTracer needs a watchdog looper");
   MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");

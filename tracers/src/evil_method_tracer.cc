@@ -21,7 +21,8 @@ struct EvilMethodTracer::SlowDispatch {
 };
 
 EvilMethodTracer::EvilMethodTracer(Options options)
-    : options_(std::move(options)),
+    : Tracer(kDoFrame | kDispatchEnd),
+      options_(std::move(options)),
       threshold_ns_(absl::ToInt64Nanoseconds(options_.threshold)) {
   MATRIX_CHECK(options_.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.worker_looper != nullptr, "EvilMethodTracer needs a worker looper");
@@ -44,18 +45,13 @@ void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->Add
 
 void EvilMethodTracer::OnDead() { monitor_registration_.Reset(); }
 
-void EvilMethodTracer::DispatchBegin(const DispatchData& /*dispatch*/) { frame_seen_ = false; }
-
-void EvilMethodTracer::DoFrame(const FrameData& frame) {
-  if (frame.is_vsync_frame) {
-    frame_ = frame;
-    frame_seen_ = true;
-  }
-}
+void EvilMethodTracer::DoFrame(const FrameData& frame) { frame_ = frame; }
 
 void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
-  const absl::Duration cost = dispatch.end - dispatch.begin;
-  if (absl::ToInt64Nanoseconds(cost) < threshold_ns_.load(std::memory_order_relaxed)) return;
+  // Plain nanoseconds: absl::Duration arithmetic costs dozens of
+  // instructions per message.
+  const int64_t cost_ns = dispatch.end.ToNanoseconds() - dispatch.begin.ToNanoseconds();
+  if (cost_ns < threshold_ns_.load(std::memory_order_relaxed)) return;
   if (options_.anr_tracer != nullptr &&
       options_.anr_tracer->last_claimed_dispatch() == dispatch.dispatch_number) {
     return;  // Reported as LAG or ANR, with more evidence.
@@ -67,7 +63,8 @@ void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
   slow->dispatch = dispatch;
   slow->dispatch.info = nullptr;
   slow->message = options_.monitor->heartbeat().Read();
-  slow->is_frame = frame_seen_ && dispatch.is_vsync_frame;
+  // DoFrame() ran for this dispatch exactly when it drew a frame.
+  slow->is_frame = dispatch.is_vsync_frame;
   if (slow->is_frame) slow->frame = frame_;
   slow->scene = options_.app_state->visible_scene_id();
   slow->foreground = options_.app_state->is_foreground();
