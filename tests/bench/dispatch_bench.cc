@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
@@ -30,6 +31,9 @@ class NullListener : public matrix::PluginListener {
 class Program {
  public:
   explicit Program(bool monitored) {
+    // Both configurations run as Matrix::Init leaves the process: without
+    // Abseil's mutex deadlock detection (see Matrix::Builder).
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     // A looper that may quit (the main looper cannot), monitored as the main one.
     looper_ = matrix::Looper::Prepare();
     auto source = std::make_unique<matrix::testing::ManualVsyncSource>();

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/looper.h"
@@ -87,6 +88,9 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--messages=", 11) == 0) messages = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--frames=", 9) == 0) frames = std::atoi(argv[i] + 9);
   }
+  // Both configurations run as Matrix::Init leaves the process: without
+  // Abseil's mutex deadlock detection (see Matrix::Builder).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // A looper that may quit (the main looper cannot), monitored as the main one.
   matrix::Looper* looper = matrix::Looper::Prepare();
   auto source = std::make_unique<matrix::testing::ManualVsyncSource>();
