@@ -1,7 +1,5 @@
 #include "matrix/trace/symbolizer.h"
 
-#include "absl/base/options.h"
-#include "absl/base/options.h"
 
 #include <cxxabi.h>
 #include <elf.h>
@@ -19,6 +17,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/base/options.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
