@@ -1,6 +1,5 @@
 #include "matrix/trace/symbolizer.h"
 
-
 #include <cxxabi.h>
 #include <elf.h>
 #include <fcntl.h>
