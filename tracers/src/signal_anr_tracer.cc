@@ -132,6 +132,10 @@ void SignalAnrTracer::Dump() {
   const TickClock* clock = options_.monitor->clock();
   const TimeTicks now = clock->NowTicks();
   const DispatchHeartbeat::Snapshot dispatch = options_.monitor->heartbeat().Read();
+  // Now: the snapshot points into the message's Handler, which may be gone
+  // by the time the worker builds the report.
+  proto::MessageInfo message;
+  if (dispatch.active) FillMessageInfo(dispatch, &message);
   std::optional<MessageQueue::HeadInfo> head;
   if (options_.looper != nullptr) head = options_.looper->queue()->PeekHead();
   auto threads = std::make_shared<std::vector<ThreadStack>>(StackCapturer::Get()->CaptureAllThreads());
@@ -139,7 +143,8 @@ void SignalAnrTracer::Dump() {
   const SceneId scene = options_.app_state->visible_scene_id();
   const pid_t looper_tid = options_.monitor->looper_thread().tid();
 
-  worker_handler_->Post([this, now, dispatch, head, threads, foreground, scene, looper_tid] {
+  worker_handler_->Post([this, now, dispatch, message, head, threads, foreground, scene,
+                         looper_tid] {
     proto::AnrReport report;
     report.set_detail(proto::SIGNAL_ANR);
     report.set_signal(options_.signal_number);
@@ -154,7 +159,7 @@ void SignalAnrTracer::Dump() {
     if (dispatch.active) {
       const absl::Duration running = now - dispatch.begin;
       report.set_cost_ms(absl::ToDoubleMilliseconds(running));
-      FillMessageInfo(dispatch, report.mutable_message());
+      *report.mutable_message() = message;
       overdue = std::max(overdue, running);
     }
     const absl::Duration limit =
