@@ -62,8 +62,15 @@ AnrTracer::~AnrTracer() {
 void AnrTracer::OnAlive() {
   monitor_registration_ = options_.monitor->AddObserver(this);
   alive_.store(true);
-  // The first check: any dispatch running now is watched from its begin.
-  watchdog_handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
+  // The first check: any dispatch running now is watched from its begin. It
+  // was not scheduled, so it cannot be late (the last check before a stop
+  // was scheduled long ago).
+  watchdog_handler_->PostDelayed(
+      [this] {
+        scheduled_for_ = TimeTicks();
+        Check();
+      },
+      this, absl::ZeroDuration());
 }
 
 void AnrTracer::OnDead() {
