@@ -99,12 +99,13 @@ class AnrTracerTest : public ::testing::Test {
   // Creates the monitors and the tracer and starts them. `foreign`: the test
   // drives dispatches with the foreign hooks; otherwise the main looper's
   // messages are the dispatches.
-  void Start(bool foreign = true, bool report_with_debugger = false) {
+  void Start(bool foreign = true, bool report_with_debugger = false, bool cpu_sampler = false) {
     looper_monitor_ = foreign ? std::make_unique<LooperMonitor>(env_.clock())
                               : std::make_unique<LooperMonitor>(env_.looper());
     looper_monitor_->Start();
     UIThreadMonitor::Options monitor_options;
     monitor_options.method_tracer = method_tracer_.get();
+    if (cpu_sampler) monitor_options.sampler_looper = watchdog_;
     monitor_ = std::make_unique<UIThreadMonitor>(looper_monitor_.get(), nullptr, monitor_options);
     monitor_->Start();
     AnrTracer::Options options;
@@ -231,6 +232,19 @@ TEST_F(AnrTracerTest, Anr_FiresExactlyAtThreshold_WithTheCrossingsEvidence) {
   EXPECT_EQ(anr_->last_claimed_dispatch(), monitor_->heartbeat().dispatch_number());
 }
 
+TEST_F(AnrTracerTest, Anr_CpuUsageSinceTheSamplersFirstLook) {
+  Start(/*foreign=*/true, /*report_with_debugger=*/false, /*cpu_sampler=*/true);
+  Begin();
+  // The sampler (every 50 ms on the watchdog) reads the CPU clock once at
+  // +50 ms; then the thread uses 2475 ms of CPU in 4950 ms.
+  env_.FastForwardBy(absl::Milliseconds(50));
+  env_.clock()->AdvanceThreadCpuTime(absl::Milliseconds(2475));
+  env_.FastForwardBy(kAnr - absl::Milliseconds(50));
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cpu_usage(), 50);
+  End();
+}
+
 TEST_F(AnrTracerTest, Anr_FailedCapture_ReportsTheErrorAndFallsBackToUnknownKey) {
   capture_.SetStatus(absl::DeadlineExceededError("thread did not answer"));
   Start();
@@ -308,6 +322,20 @@ TEST_F(AnrTracerTest, Lag_StackFromTheCrossing_ReportedAtDispatchEndWithRealCost
   EXPECT_EQ(capture_.times().size(), 1u);
   EXPECT_EQ(anr_->lag_count(), 1);
   EXPECT_EQ(anr_->anr_count(), 0);
+}
+
+TEST_F(AnrTracerTest, Lag_DispatchEndingWhileTheWatchdogCaptures_IsStillReported) {
+  Start();
+  const TimeTicks begin = env_.Now();
+  Begin();
+  // The looper thread finishes the dispatch while the watchdog is taking the
+  // lag evidence, before it has published the pending LAG.
+  capture_.RunDuringNextCapture([this] { looper_monitor_->DispatchEnd(); });
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_THAT(capture_.times(), ElementsAre(begin + kLag));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cost_ms(), 2000);
 }
 
 TEST_F(AnrTracerTest, Lag_DispatchEndingJustBeforeAnr_YieldsOnlyTheLag) {

@@ -22,9 +22,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -140,11 +142,14 @@ class FakeCapture {
 
   void SetFrames(std::vector<uintptr_t> frames) { frames_ = std::move(frames); }
   void SetStatus(absl::Status status) { status_ = std::move(status); }
+  // Runs inside the next capture (as the looper thread would, meanwhile).
+  void RunDuringNextCapture(std::function<void()> fn) { during_next_ = std::move(fn); }
 
   AnrTracer::CaptureFn AsFunction() {
     return [this](const ThreadHandle& thread, RawStack* out) {
       times_.push_back(clock_->NowTicks());
       tids_.push_back(thread.tid());
+      if (during_next_) std::exchange(during_next_, nullptr)();
       out->depth = 0;
       if (!status_.ok()) return status_;
       out->tid = thread.tid();
@@ -163,6 +168,7 @@ class FakeCapture {
   const TickClock* const clock_;
   std::vector<uintptr_t> frames_;
   absl::Status status_;
+  std::function<void()> during_next_;
   std::vector<TimeTicks> times_;
   std::vector<pid_t> tids_;
 };
