@@ -219,6 +219,14 @@ class BlockCanaryPlugin::Sampler {
     Tick(generation);
   }
 
+  // Reports the blocks that ended and were not yet seen (at Stop()), so a
+  // block that ends just before the program stops monitoring is not lost.
+  void Drain() {
+    const DispatchHeartbeat::Snapshot s = plugin_->monitor_->heartbeat().Read();
+    ConsumeEnds(plugin_->context().clock->NowTicks(), s);
+    ResetCurrent();
+  }
+
   void Tick(uint64_t generation) {
     if (generation != plugin_->live_generation_.load() || expired_) return;
     const TickClock* clock = plugin_->context().clock;
@@ -526,9 +534,11 @@ absl::Status BlockCanaryPlugin::OnStart() {
 
 absl::Status BlockCanaryPlugin::OnStop() {
   RunOnLooperThread([this] { StopOnLooperThread(); }, /*wait=*/false);
-  // A tick already running or posted finds the generation gone and stops.
+  // A tick already running or posted finds the generation gone and stops;
+  // blocks that ended before now are still reported.
   live_generation_.store(0);
   watchdog_handler_->RemoveCallbacks(sampler_.get());
+  watchdog_handler_->Post([this] { sampler_->Drain(); });
   return absl::OkStatus();
 }
 
@@ -554,11 +564,13 @@ absl::Status BlockCanaryPlugin::OnDestroy() {
       },
       /*wait=*/true);
   // No tick or report may run once this returns. Ticks that start from now
-  // on return at once; wait for one that is running (it may post again),
-  // drop everything pending with the handlers, then wait for anything that
-  // was already dequeued.
+  // on return at once. Let the drain posted by OnStop() and the reports it
+  // posts finish (twice for the worker: a report posts its delivery there),
+  // drop everything else pending with the handlers, then wait for anything
+  // that was already dequeued.
   live_generation_.store(0);
   FlushLooper(context().watchdog_looper);
+  FlushLooper(context().worker_looper);
   FlushLooper(context().worker_looper);
   watchdog_handler_.reset();
   worker_handler_.reset();

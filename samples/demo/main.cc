@@ -1,7 +1,9 @@
 // matrix-demo: a small "app" with a main-thread event loop and a 60 Hz
 // Choreographer, monitored by matrix-cpp. It animates two scenes, drops some
 // frames on purpose, and prints what the tracers report. Issues are also
-// written as JSON lines to ./matrix-reports/ (read them with matrix-report).
+// written as JSON lines to ./matrix-reports/ (read them with matrix-report),
+// and BlockCanaryPlugin writes each block as a BlockCanary text file to
+// ./matrix-reports/blockcanary/.
 //
 //   make demo                         # build and run
 //   ./build/samples/demo/matrix-demo --reports=/tmp/r
@@ -19,6 +21,7 @@
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
 #include "matrix/core/matrix.h"
+#include "matrix/plugins/block_canary_plugin.h"
 #include "matrix/plugins/issue_sinks.h"
 #include "matrix/plugins/trace_plugin.h"
 
@@ -161,14 +164,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write reports: %s\n", json_sink.status().ToString().c_str());
     return 1;
   }
+  // BlockCanary beside the Trace Canary: BlockCanary's 1 s threshold, its
+  // text files under <reports>/blockcanary/, a line printed per block.
+  absl::StatusOr<matrix::BlockCanaryContext> block_context =
+      matrix::BlockCanaryContext::Builder()
+          .SetQualifier("matrix-demo")
+          .SetLogPath(reports + "/blockcanary")
+          .DisplayNotification(false)
+          .OnBlock([](const matrix::BlockInfo& block) {
+            std::printf("[block] blocked %lld ms at %s, %zu stack samples -> %s\n",
+                        static_cast<long long>(block.time_cost_ms), block.key.c_str(),
+                        block.samples.size(), block.log_file.c_str());
+            std::fflush(stdout);
+          })
+          .Build();
+  if (!block_context.ok()) {
+    std::fprintf(stderr, "bad config: %s\n", block_context.status().ToString().c_str());
+    return 1;
+  }
+  auto block_canary = std::make_unique<matrix::BlockCanaryPlugin>(*block_context);
+  matrix::BlockCanaryPlugin* block_plugin = block_canary.get();
+
   auto console = std::make_shared<ConsoleListener>();
   auto trace = std::make_unique<matrix::TracePlugin>(*config);
   matrix::TracePlugin* plugin = trace.get();
   absl::Status status = matrix::Matrix::Init(matrix::Matrix::Builder()
                                                  .AddPlugin(std::move(trace))
+                                                 .AddPlugin(std::move(block_canary))
                                                  .AddPluginListener(console)
                                                  .AddPluginListener(*json_sink)
                                                  .Build());
+  if (status.ok()) status = block_plugin->Start();
   if (!status.ok() || !(status = plugin->Start()).ok()) {
     std::fprintf(stderr, "matrix: %s\n", status.ToString().c_str());
     return 1;
