@@ -78,6 +78,17 @@ std::string DescribeMessage(const DispatchHeartbeat::Snapshot& s) {
   return "";
 }
 
+// One tick's evidence: the looper thread's stack and the CPU counters.
+struct BlockCanarySample {
+  TimeTicks at;
+  bool stack_ok = false;
+  RawStack stack;
+  bool cpu_ok = false;
+  SystemCpuTimes system;
+  uint64_t process_ticks = 0;
+  absl::Duration thread_cpu;
+};
+
 }  // namespace
 
 // What the looper thread publishes: the heartbeat (begin and end of every
@@ -173,29 +184,16 @@ class BlockCanaryPlugin::Monitor : public LooperDispatchListener {
   std::atomic<uint64_t> published_{0};
 };
 
-// One tick's evidence: the looper thread's stack and the CPU counters.
-struct BlockCanarySample {
-  TimeTicks at;
-  bool stack_ok = false;
-  RawStack stack;
-  bool cpu_ok = false;
-  SystemCpuTimes system;
-  uint64_t process_ticks = 0;
-  absl::Duration thread_cpu;
-};
-
 struct BlockCanaryPlugin::PendingBlock {
-  uint64_t number = 0;
   TimeTicks begin;
   TimeTicks end;
   absl::Duration thread_cpu_end;
-  std::vector<BlockCanarySample> samples;  // By time; the last may be the end reading.
+  std::vector<BlockCanarySample> samples;  // By capture time.
   BlockCanarySample end_cpu;               // Read when the end was seen.
   TimeTicks mono_anchor;                   // Read together with wall_anchor.
   absl::Time wall_anchor;
   std::string message;
   SceneId scene = AppState::kDefaultScene;
-  absl::Duration interval;
 };
 
 // The sampler: the matrix-watchdog looper's state. Every method runs there.
@@ -360,11 +358,9 @@ class BlockCanaryPlugin::Sampler {
         continue;
       }
       auto block = std::make_shared<PendingBlock>();
-      block->number = end.number;
       block->begin = end.begin;
       block->end = end.end;
       block->thread_cpu_end = end.thread_cpu;
-      block->interval = config_.dump_interval();
       if (ours) {
         block->message = current_.message;
         block->samples.reserve(current_.count + 1);
