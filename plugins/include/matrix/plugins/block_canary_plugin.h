@@ -124,6 +124,7 @@ class BlockCanaryPlugin : public Plugin {
   BlockCanaryPlugin(BlockCanaryContext context, Hooks hooks);
   ~BlockCanaryPlugin() override;
 
+  // The configuration (immutable). Any thread.
   const BlockCanaryContext& block_context() const { return config_; }
 
   // The plugin's LooperMonitor; null until the first Start() has run on the
@@ -138,6 +139,7 @@ class BlockCanaryPlugin : public Plugin {
   // frequent first. Any thread.
   std::vector<BlockGroup> GetBlockGroups() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Any thread.
   Stats stats() const;
 
   // LoadBlockLogs()
@@ -159,7 +161,8 @@ class BlockCanaryPlugin : public Plugin {
   absl::Status Upload(
       const std::function<absl::Status(const std::vector<std::string>& files)>& uploader);
 
-  // The block file writer; null when the log path is empty.
+  // The block file writer; null when the log path is empty. Any thread (its
+  // methods do file I/O: not the looper thread).
   BlockLogWriter* log_writer() const { return log_writer_.get(); }
 
  protected:
