@@ -67,8 +67,9 @@ std::string ReadKernel() {
 // source gave one.
 std::string DescribeMessage(const DispatchHeartbeat::Snapshot& s) {
   if (!s.log_line.empty()) return s.log_line;
-  if (s.target != nullptr || s.posted_from.has_source_info()) {
-    return absl::StrCat(">>>>> Dispatching to ", s.target != nullptr ? *s.target : "null", " ",
+  if (s.target_name != nullptr || s.posted_from.has_source_info()) {
+    const std::string target = s.target_name != nullptr ? s.TargetString() : "null";
+    return absl::StrCat(">>>>> Dispatching to ", target, " ",
                         s.has_callback && s.posted_from.has_source_info()
                             ? s.posted_from.ToString()
                             : std::string(s.has_callback ? "callback" : "null"),

@@ -113,7 +113,7 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
 }
 
 void FillMessageInfo(const DispatchHeartbeat::Snapshot& s, proto::MessageInfo* out) {
-  if (s.target != nullptr) out->set_target(*s.target);
+  if (s.target_name != nullptr) out->set_target(s.TargetString());
   if (s.posted_from.has_source_info()) {
     out->set_callback(s.has_callback ? s.posted_from.ToString() : "null");
   } else if (!s.log_line.empty()) {
