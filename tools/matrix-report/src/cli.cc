@@ -352,8 +352,9 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
       }
       text = RenderGroups(groups, options);
       if (groups.size() < all) {
-        absl::StrAppend(&text, "\n(", all - groups.size(),
-                        " more groups; drop --limit to see them)\n");
+        const size_t more = all - groups.size();
+        absl::StrAppend(&text, "\n(", more, more == 1 ? " more group" : " more groups",
+                        "; drop --limit to see ", more == 1 ? "it" : "them", ")\n");
       }
       break;
     }
@@ -369,8 +370,9 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
         text += RenderIssue(*selected[i], options);
       }
       if (selected.size() < all) {
-        absl::StrAppend(&text, "\n(", all - selected.size(),
-                        " more issues; drop --limit to see them)\n");
+        const size_t more = all - selected.size();
+        absl::StrAppend(&text, "\n(", more, more == 1 ? " more issue" : " more issues",
+                        "; drop --limit to see ", more == 1 ? "it" : "them", ")\n");
       }
       break;
     }
