@@ -117,6 +117,14 @@ TEST(ReadIssueInputsTest, AFileNamedTwiceIsReadOnce) {
   EXPECT_EQ(result.files.size(), 1u);
 }
 
+TEST(ReadIssueInputsTest, NonRegularFilesAreReadAsFiles) {
+  // Pipes such as <(zcat old.jsonl.gz) are not regular files either.
+  ReadResult result = ReadIssueInputs({"/dev/null"}, nullptr);
+  EXPECT_TRUE(result.errors.empty());
+  EXPECT_THAT(result.files, ElementsAre("/dev/null"));
+  EXPECT_TRUE(result.records.empty());
+}
+
 TEST(ReadIssueInputsTest, DashReadsStandardInput) {
   std::istringstream in(Line(FrameIssue("A", 50, kBaseTimeMs)) + "\n" +
                         Line(FrameIssue("B", 50, kBaseTimeMs)) + "\n");

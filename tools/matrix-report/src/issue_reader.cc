@@ -74,10 +74,9 @@ absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path) {
   if (ec || !fs::exists(status)) {
     return absl::NotFoundError(absl::StrCat(path, ": ", ec ? ec.message() : "no such file"));
   }
-  if (fs::is_regular_file(status)) return std::vector<std::string>{path};
-  if (!fs::is_directory(status)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a file or directory"));
-  }
+  // Anything but a directory is read as a file: regular files, and also
+  // pipes such as <(zcat old.jsonl.gz) or /dev/stdin.
+  if (!fs::is_directory(status)) return std::vector<std::string>{path};
   std::vector<std::string> files;
   fs::directory_iterator it(path, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat(path, ": ", ec.message()));

@@ -57,9 +57,9 @@ struct ReadResult {
 // by path. "issues.jsonl" and "issues.3.jsonl" belong to sink "issues".
 std::vector<std::string> OrderIssueFiles(std::vector<std::string> paths);
 
-// The files an input names: a regular file itself, a directory its *.jsonl
-// files ordered by OrderIssueFiles. Errors when the input does not exist,
-// is neither, or is a directory without *.jsonl files.
+// The files an input names: a directory its *.jsonl files ordered by
+// OrderIssueFiles, anything else (a file, a pipe) itself. Errors when the
+// input does not exist or is a directory without *.jsonl files.
 absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path);
 
 // Parses each line of `in` as an issue from `name`, appending to `result`
