@@ -14,6 +14,9 @@ namespace matrix {
 struct EvilMethodTracer::SlowDispatch {
   DispatchData dispatch;
   DispatchHeartbeat::Snapshot message;
+  // Filled at the dispatch's end: the snapshot points into the message's
+  // Handler, which may be gone by the time the worker builds the report.
+  proto::MessageInfo message_info;
   FrameData frame;
   bool is_frame = false;
   SceneId scene = AppState::kDefaultScene;
@@ -63,6 +66,7 @@ void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
   slow->dispatch = dispatch;
   slow->dispatch.info = nullptr;
   slow->message = options_.monitor->heartbeat().Read();
+  FillMessageInfo(slow->message, &slow->message_info);
   // DoFrame() ran for this dispatch exactly when it drew a frame.
   slow->is_frame = dispatch.is_vsync_frame;
   if (slow->is_frame) slow->frame = frame_;
@@ -80,7 +84,7 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   report.set_scene(std::string(options_.app_state->SceneName(slow.scene)));
   report.set_is_process_foreground(slow.foreground);
   report.set_cpu_usage(d.CpuUsagePercent());
-  FillMessageInfo(slow.message, report.mutable_message());
+  *report.mutable_message() = slow.message_info;
   if (slow.is_frame) {
     proto::QueueCosts* q = report.mutable_queue_costs();
     q->set_input_ms(absl::ToDoubleMilliseconds(slow.frame.input));
