@@ -1,12 +1,13 @@
 // Runs the built matrix-report binary on testdata/reports and checks its
 // output and exit codes.
 //
-// The fixture is a real `matrix-demo --reports=...` run (12 issues: a cold
-// startup, its STARTUP slow method, five FPS reports, LAG_IDLE_HANDLER,
-// NORMAL, LAG_TOUCH, ANR and SIGNAL_ANR), with the demo's module path
-// replaced by /opt/matrix-cpp/bin/matrix-demo, split the way the sink
-// rotates (issues.2.jsonl oldest, issues.jsonl newest), and one line cut
-// short at issues.1.jsonl:3.
+// The fixture is a real `matrix-demo --reports=...` run (14 issues: a cold
+// startup, its STARTUP slow method, six FPS reports (one over no frames),
+// LAG_IDLE_HANDLER, NORMAL, LAG_TOUCH, ANR, SIGNAL_ANR and a BlockCanary
+// block), with the demo's module path replaced by
+// /opt/matrix-cpp/bin/matrix-demo and its report directory by
+// ./matrix-reports, split the way the sink rotates (issues.2.jsonl oldest,
+// issues.jsonl newest), and one line cut short at issues.1.jsonl:3.
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -90,17 +91,19 @@ TEST(MatrixReportE2eTest, SummaryOfTheFixtureDirectory) {
   const Result r = RunBinary({"--utc", kReports});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out,
-              HasSubstr(absl::StrCat("issues       12 (3 files: ", kReports, "/issues.2.jsonl, ",
+              HasSubstr(absl::StrCat("issues       14 (3 files: ", kReports, "/issues.2.jsonl, ",
                                      kReports, "/issues.1.jsonl, ", kReports, "/issues.jsonl)\n")));
-  EXPECT_THAT(r.out, HasSubstr("lines        13 read, 1 malformed (skipped; listed on stderr)\n"));
+  EXPECT_THAT(r.out, HasSubstr("lines        15 read, 1 malformed (skipped; listed on stderr)\n"));
   EXPECT_THAT(r.out,
-              HasSubstr("time         2026-11-22 00:37:46.946 .. 2026-11-22 00:37:57.414 UTC "
-                        "(10.47 s)\n"));
-  EXPECT_THAT(r.out, HasSubstr("processes    matrix-demo (pid 5456): 12\n"));
-  EXPECT_THAT(r.out, ContainsRegex("Trace_FPS +5 +3 +50.5 fps +53.6 fps\n"));
+              HasSubstr("time         2026-11-22 01:09:14.029 .. 2026-11-22 01:09:24.735 UTC "
+                        "(10.71 s)\n"));
+  EXPECT_THAT(r.out, HasSubstr("processes    matrix-demo (pid 25457): 14\n"));
+  // Six FPS reports in four scenes; the one over no frames has no FPS.
+  EXPECT_THAT(r.out, ContainsRegex("Trace_FPS +6 +4 +50.5 fps +53.6 fps\n"));
+  EXPECT_THAT(r.out, ContainsRegex("BlockCanary +1 +1 +2603.0 ms +2603.0 ms\n"));
   EXPECT_THAT(r.out, ContainsRegex("Trace_EvilMethod/ANR +1 +1 +2000.1 ms +2000.1 ms\n"));
-  EXPECT_THAT(r.out, ContainsRegex("Trace_EvilMethod/SIGNAL_ANR +1 +1 +2300.9 ms"));
-  EXPECT_THAT(r.out, ContainsRegex("Trace_StartUp +1 +1 +1227.9 ms"));
+  EXPECT_THAT(r.out, ContainsRegex("Trace_EvilMethod/SIGNAL_ANR +1 +1 +2300.5 ms"));
+  EXPECT_THAT(r.out, ContainsRegex("Trace_StartUp +1 +1 +1230.9 ms"));
   EXPECT_THAT(r.err, StartsWith(absl::StrCat("matrix-report: ", kReports,
                                              "/issues.1.jsonl:3: malformed line skipped: not a "
                                              "JSON issue: ")));
@@ -110,26 +113,39 @@ TEST(MatrixReportE2eTest, SummaryOfTheFixtureDirectory) {
 TEST(MatrixReportE2eTest, GroupPutsTheRepeatedScenesFirst) {
   const Result r = RunBinary({"group", "--utc", kReports});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, StartsWith("10 groups of 12 issues"));
+  EXPECT_THAT(r.out, StartsWith("12 groups of 14 issues"));
   EXPECT_THAT(r.out, HasSubstr("#1  Trace_FPS  x2\n"
                                "    key          Settings\n"
                                "    fps          worst 50.5 fps, median 50.6 fps\n"));
-  EXPECT_THAT(r.out, HasSubstr("#3  Trace_EvilMethod/SIGNAL_ANR  x1\n"
+  EXPECT_THAT(r.out, HasSubstr("#3  BlockCanary  x1\n"
                                "    key          (anonymous namespace)::WaitForDiskFlush"
-                               "(absl::debian3::Duration)\n"));
+                               "(absl::Duration)\n"
+                               "    cost         worst 2603.0 ms, median 2603.0 ms\n"));
 }
 
 TEST(MatrixReportE2eTest, ShowAnAnrWithItsStackAndCallTree) {
   const Result r = RunBinary({"show", "--utc", "--detail=anr", kReports});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("== Trace_EvilMethod/ANR ="));
-  EXPECT_THAT(r.out, HasSubstr("thread       matrix-demo (tid 5456): S (sleeping), priority 20"));
-  EXPECT_THAT(r.out,
-              HasSubstr("  #3   (anonymous namespace)::WaitForDiskFlush(absl::debian3::Duration)"
-                        "+0x29  (matrix-demo)\n"));
+  EXPECT_THAT(r.out, HasSubstr("thread       matrix-demo (tid 25457): S (sleeping), priority 20"));
+  EXPECT_THAT(r.out, HasSubstr("  #3   (anonymous namespace)::WaitForDiskFlush(absl::Duration)"
+                               "+0x29  (matrix-demo)\n"));
   EXPECT_THAT(r.out, HasSubstr("  2000.1        (anonymous namespace)::WaitForDiskFlush"
-                               "(absl::debian3::Duration) [running]\n"));
+                               "(absl::Duration) [running]\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("== Trace_FPS")));
+}
+
+TEST(MatrixReportE2eTest, ShowABlockWithItsSamplesMerged) {
+  const Result r = RunBinary({"show", "--utc", "--tag=BlockCanary", kReports});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("== BlockCanary ="));
+  EXPECT_THAT(r.out, HasSubstr("block        2603 ms wall, 2 ms CPU on the looper thread"));
+  EXPECT_THAT(r.out,
+              HasSubstr("key line     (anonymous namespace)::WaitForDiskFlush(absl::Duration) "
+                        "(in 26 of 26 samples)\n"));
+  EXPECT_THAT(r.out, HasSubstr("stack samples (26, 1 distinct stack; most frequent first):\n"
+                               "  26 samples from +84 ms to +2506 ms:\n"
+                               "    #0   clock_nanosleep+0x65  (libc.so.6)\n"));
 }
 
 TEST(MatrixReportE2eTest, ExportCsvHasAHeaderAndOneRowPerIssue) {
@@ -137,9 +153,11 @@ TEST(MatrixReportE2eTest, ExportCsvHasAHeaderAndOneRowPerIssue) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("time,time_ms,tag,detail,key,scene,process,pid,kind,metric,value,"
                                 "unit,file,line\n"));
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 6) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("2026-11-22T00:37:49.003+00:00,1795307869003,Trace_FPS,,Gallery,"
-                               "Gallery,matrix-demo,5456,frame,fps,56.033,fps,"));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("2026-11-22T01:09:15.996+00:00,1795309755996,Trace_FPS,,Gallery,"
+                               "Gallery,matrix-demo,25457,frame,fps,56.033,fps,"));
+  // The report over no frames has no FPS.
+  EXPECT_THAT(r.out, HasSubstr(",Trace_FPS,,default,default,matrix-demo,25457,frame,,,,"));
 }
 
 TEST(MatrixReportE2eTest, UsageErrorExitsTwo) {
@@ -167,7 +185,7 @@ TEST(MatrixReportE2eTest, WithoutArgumentsItReadsMatrixReportsInTheCurrentDirect
   std::filesystem::copy_file(kReports + "/issues.jsonl", cwd + "/matrix-reports/issues.jsonl");
   r = RunBinary({}, cwd);
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("issues       4 (1 file: ./matrix-reports/issues.jsonl)"));
+  EXPECT_THAT(r.out, HasSubstr("issues       6 (1 file: ./matrix-reports/issues.jsonl)"));
   std::filesystem::remove_all(cwd);
 }
 

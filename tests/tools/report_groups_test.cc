@@ -87,6 +87,21 @@ TEST(GroupIssuesTest, FpsWorstIsTheLowest) {
   EXPECT_DOUBLE_EQ(groups[0].median, 55);
 }
 
+TEST(GroupIssuesTest, BlocksGroupByKeyWithTheirCost) {
+  const std::vector<IssueRecord> records = {
+      Parsed(test_util::BlockIssue("app::Decode()", 1500, kBaseTimeMs)),
+      Parsed(test_util::BlockIssue("app::Decode()", 2603, kBaseTimeMs + 1)),
+      Parsed(test_util::BlockIssue("app::Parse()", 900, kBaseTimeMs + 2)),
+  };
+  const std::vector<IssueGroup> groups = GroupIssues(Pointers(records));
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].TagDetail(), "BlockCanary");
+  EXPECT_EQ(groups[0].key, "app::Decode()");
+  EXPECT_EQ(groups[0].count, 2);
+  EXPECT_DOUBLE_EQ(groups[0].worst, 2603);
+  EXPECT_DOUBLE_EQ(groups[0].median, 2051.5);
+}
+
 TEST(GroupIssuesTest, OrderedByCountThenWorstThenName) {
   const std::vector<IssueRecord> records = {
       Parsed(AnrIssue("once-mild", proto::ANR, 5000, kBaseTimeMs)),

@@ -90,6 +90,25 @@ TEST(ParseIssueLineTest, StartupLineUsesFirstSceneAndDuration) {
   EXPECT_DOUBLE_EQ(record->metric.value, 2988.1);
 }
 
+TEST(ParseIssueLineTest, BlockCanaryLineIsMeasuredByItsInt64Cost) {
+  absl::StatusOr<IssueRecord> record =
+      ParseIssueLine(Line(test_util::BlockIssue("app::Decode()", 2603, kBaseTimeMs)), {});
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->kind, "block");
+  EXPECT_EQ(record->tag(), "BlockCanary");
+  EXPECT_EQ(record->TagDetail(), "BlockCanary");
+  EXPECT_EQ(record->key, "app::Decode()");
+  EXPECT_EQ(record->scene, "Gallery");
+  EXPECT_EQ(record->metric.name, "cost_ms");
+  EXPECT_DOUBLE_EQ(record->metric.value, 2603);
+}
+
+TEST(ParseIssueLineTest, FrameReportOverNoFramesHasNoFps) {
+  proto::Issue issue = FrameIssue("default", 0, kBaseTimeMs);
+  issue.mutable_frame()->set_frames(0);
+  EXPECT_FALSE(test_util::Parsed(issue).metric.present());
+}
+
 TEST(ParseIssueLineTest, EmptyKeyFallsBackToStackKeyThenScene) {
   proto::Issue hang = AnrIssue("app::Spin()", proto::LAG, 2100, kBaseTimeMs);
   hang.clear_key();

@@ -179,6 +179,34 @@ TEST(RenderIssueTest, StartupShowsTheTimelineInOrder) {
   EXPECT_THAT(text, HasSubstr("scenes       Splash > Home\n"));
 }
 
+TEST(RenderIssueTest, BlockShowsCpuMachineKeyLineAndMergedSamples) {
+  const std::string text =
+      RenderIssue(Parsed(test_util::BlockIssue("app::Decode()", 2603, kBaseTimeMs)), {});
+  EXPECT_THAT(text, HasSubstr("== BlockCanary ="));
+  EXPECT_THAT(text, HasSubstr("cost         2603.0 ms\n"));
+  EXPECT_THAT(text, HasSubstr("block        2603 ms wall, 2503 ms CPU on the looper thread, "
+                              "2025-11-21 09:59:57.397 .. 2025-11-21 10:00:00.000\n"));
+  EXPECT_THAT(text, HasSubstr("cpu          busy over the block: cpu 91%, app 25%, user 80%, "
+                              "system 11%, iowait 0%\n"));
+  EXPECT_THAT(text, HasSubstr("machine      AMD EPYC, Linux 6.1.0 x86_64, 8 cores, 3145728 of "
+                              "8388608 KiB available, VmRSS 90112 KiB\n"));
+  EXPECT_THAT(text, HasSubstr("app          gallery-1.4.2, version 1.4.2 (142)\n"));
+  EXPECT_THAT(text, HasSubstr("key line     app::Decode() (in 3 of 5 samples)\n"));
+  EXPECT_THAT(text,
+              HasSubstr("log file     /tmp/blockcanary/looper-2025-11-21_10-00-00.000.log\n"));
+  EXPECT_THAT(text, HasSubstr("+100 ms  cpu 90%, app 24%, user 0%, system 0%, iowait 0%\n"));
+  // Samples with the same stack are merged, the most frequent first.
+  EXPECT_TRUE(HasLines(text, {
+                                 "stack samples (5, 2 distinct stacks; most frequent first):",
+                                 "  3 samples from +150 ms to +350 ms:",
+                                 "    #0  app::Decode()+0x11  (gallery)",
+                                 "    #1  app::Load()+0x40  (gallery)",
+                                 "  2 samples from +50 ms to +450 ms:",
+                                 "    #0  app::ParseHeader()+0x10  (gallery)",
+                                 "    #1  app::Load()+0x40  (gallery)",
+                             }));
+}
+
 TEST(RenderIssueTest, UnknownKindIsDumpedRawWithFramesAsFrames) {
   const std::string line =
       R"json({"tag":"FutureCanary","key":"app::Parse()","time_ms":"1763719200000",)json"
@@ -209,6 +237,16 @@ TEST(RenderIssueTest, UnknownKindIsDumpedRawWithFramesAsFrames) {
 // The reflection dump used for report kinds without a dedicated view (such
 // as kinds added to issue.proto after this tool): non-default fields in
 // proto order, enums by name, stacks and call trees drawn as such.
+TEST(RenderMessageFieldsTest, RepeatedMessagesAreNumberedAndNestedStacksDrawn) {
+  const proto::Issue issue = test_util::BlockIssue("app::Decode()", 2603, kBaseTimeMs);
+  const std::string text = RenderMessageFields(issue.block(), 0, {});
+  EXPECT_TRUE(HasLines(text, {"cost_ms: 2603", "thread_time_ms: 2503"}));
+  EXPECT_TRUE(
+      HasLines(text, {"samples (5):", "  [0]", "    time_ms: 1763719197447", "    offset_ms: 50",
+                      "    frames (2 frames):", "      #0  app::ParseHeader()+0x10  (gallery)"}));
+  EXPECT_THAT(text, HasSubstr("cpu_busy: true\n"));
+}
+
 TEST(RenderMessageFieldsTest, DumpsAnyMessageWithStacksAndCallTrees) {
   const proto::Issue issue = AnrIssue("app::Decode()", proto::LAG, 2100, kBaseTimeMs);
   const std::string text = RenderMessageFields(issue.anr(), 2, {});

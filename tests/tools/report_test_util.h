@@ -170,6 +170,49 @@ inline proto::Issue StartupIssue(int64_t time_ms) {
   return issue;
 }
 
+// A BlockCanary block: 5 stack samples, 3 in `key`, 2 elsewhere.
+inline proto::Issue BlockIssue(const std::string& key, int64_t cost_ms, int64_t time_ms) {
+  proto::Issue issue = Envelope(kTagBlockCanary, key, time_ms);
+  issue.set_plugin("BlockCanary");
+  proto::BlockReport* b = issue.mutable_block();
+  b->set_qualifier("gallery-1.4.2");
+  b->set_version_name("1.4.2");
+  b->set_version_code(142);
+  b->set_model("AMD EPYC");
+  b->set_api_level("Linux 6.1.0 x86_64");
+  b->set_cpu_cores(8);
+  b->set_free_memory_kb(3145728);
+  b->set_total_memory_kb(8388608);
+  b->set_vm_rss_kb(90112);
+  b->set_cost_ms(cost_ms);
+  b->set_thread_time_ms(cost_ms - 100);
+  b->set_time_start_ms(time_ms - cost_ms);
+  b->set_time_end_ms(time_ms);
+  b->set_scene("Gallery");
+  b->set_cpu_busy(true);
+  b->mutable_block_cpu()->set_cpu_percent(91);
+  b->mutable_block_cpu()->set_app_percent(25);
+  b->mutable_block_cpu()->set_user_percent(80);
+  b->mutable_block_cpu()->set_system_percent(11);
+  proto::BlockCpuRate* rate = b->add_cpu_rate();
+  rate->set_time_ms(time_ms - cost_ms + 100);
+  rate->set_cpu_percent(90);
+  rate->set_app_percent(24);
+  for (int i = 0; i < 5; ++i) {
+    proto::BlockStackSample* sample = b->add_samples();
+    sample->set_offset_ms(50 + 100 * i);
+    sample->set_time_ms(time_ms - cost_ms + sample->offset_ms());
+    proto::ThreadStack frames;
+    AddFrame(&frames, i == 0 || i == 4 ? "app::ParseHeader()" : key, "/usr/bin/gallery", 16 + i);
+    AddFrame(&frames, "app::Load()", "/usr/bin/gallery", 64);
+    *sample->mutable_frames() = frames.frames();
+  }
+  b->set_key_stack_line(key);
+  b->set_key_sample_count(3);
+  b->set_log_file("/tmp/blockcanary/looper-2025-11-21_10-00-00.000.log");
+  return issue;
+}
+
 // The line JsonLinesIssueSink writes for `issue`.
 inline std::string Line(const proto::Issue& issue) { return Issue(issue).ToJson(); }
 

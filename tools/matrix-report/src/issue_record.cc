@@ -23,15 +23,18 @@ using google::protobuf::Reflection;
 using google::protobuf::Value;
 
 // The main metric of each report kind; kinds not listed use `cost_ms` when
-// they have one (hangs, slow methods, and kinds added later such as block).
+// they have one (hangs, slow methods, BlockCanary blocks, kinds added later).
 struct MetricSpec {
   absl::string_view kind;
   absl::string_view field;
   absl::string_view unit;
   bool higher_is_worse;
+  // When set, the metric exists only if this field is not zero: a frame
+  // report over no frames has no FPS.
+  absl::string_view requires_nonzero = "";
 };
 constexpr MetricSpec kMetricSpecs[] = {
-    {"frame", "fps", "fps", false},
+    {"frame", "fps", "fps", false, "frames"},
     {"startup", "startup_duration_ms", "ms", true},
 };
 constexpr MetricSpec kDefaultMetric = {"", "cost_ms", "ms", true};
@@ -179,7 +182,11 @@ void DeriveFields(IssueRecord& record) {
     }
     stack_key = StringField(*report, "stack_key");
     const MetricSpec& spec = MetricSpecFor(record.kind);
-    if (double value = 0; NumberField(*report, spec.field, &value) && std::isfinite(value)) {
+    double count = 0;
+    const bool counted = spec.requires_nonzero.empty() ||
+                         (NumberField(*report, spec.requires_nonzero, &count) && count != 0);
+    if (double value = 0;
+        counted && NumberField(*report, spec.field, &value) && std::isfinite(value)) {
       record.metric = {std::string(spec.field), std::string(spec.unit), value,
                        spec.higher_is_worse};
     }
@@ -195,7 +202,11 @@ void DeriveFields(IssueRecord& record) {
       }
       stack_key = StructString(value, "stack_key");
       const MetricSpec& spec = MetricSpecFor(record.kind);
-      if (double number = 0; StructNumber(value, spec.field, &number) && std::isfinite(number)) {
+      double count = 0;
+      const bool counted = spec.requires_nonzero.empty() ||
+                           (StructNumber(value, spec.requires_nonzero, &count) && count != 0);
+      if (double number = 0;
+          counted && StructNumber(value, spec.field, &number) && std::isfinite(number)) {
         record.metric = {std::string(spec.field), std::string(spec.unit), number,
                          spec.higher_is_worse};
       }

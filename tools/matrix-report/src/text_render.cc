@@ -316,10 +316,10 @@ void RenderFrame(std::string& out, const proto::FrameReport& f) {
            absl::StrCat("worst 1 s window ", Percent(f.worst_dropped_percent()),
                         " of vsyncs dropped, p95 window ", Percent(f.p95_dropped_percent())));
   if (f.input_events() != 0) {
-    AddField(
-        out, "input",
-        absl::StrCat(f.input_events(), " events: latency median ", Ms(f.input_latency_median_ms()),
-                     ", worst ", Ms(f.input_latency_worst_ms())));
+    AddField(out, "input",
+             absl::StrCat(f.input_events(), f.input_events() == 1 ? " event" : " events",
+                          ": latency median ", Ms(f.input_latency_median_ms()), ", worst ",
+                          Ms(f.input_latency_worst_ms())));
   } else {
     AddField(out, "input", "no input events reported");
   }
@@ -363,6 +363,109 @@ void RenderStartup(std::string& out, const proto::StartupReport& s) {
   }
   AddField(out, "timeline", timeline);
   if (!s.scenes().empty()) AddField(out, "scenes", absl::StrJoin(s.scenes(), " > "));
+}
+
+std::string CpuRateText(const proto::BlockCpuRate& r) {
+  return absl::StrFormat("cpu %d%%, app %d%%, user %d%%, system %d%%, iowait %d%%", r.cpu_percent(),
+                         r.app_percent(), r.user_percent(), r.system_percent(), r.iowait_percent());
+}
+
+// Stack samples with the same frames (function and module), merged: how
+// many, and the first and last offset.
+struct MergedSample {
+  const proto::BlockStackSample* sample = nullptr;
+  int64_t count = 0;
+  int64_t first_offset_ms = 0;
+  int64_t last_offset_ms = 0;
+};
+
+std::vector<MergedSample> MergeSamples(const RepeatedPtrField<proto::BlockStackSample>& samples) {
+  std::vector<MergedSample> merged;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const proto::BlockStackSample& sample : samples) {
+    std::string signature;
+    for (const proto::StackFrame& f : sample.frames()) {
+      absl::StrAppend(&signature, f.function().empty() ? f.pc() : f.function(), "\x1f", f.module(),
+                      "\x1e");
+    }
+    auto [it, inserted] = index.try_emplace(signature, merged.size());
+    if (inserted) {
+      merged.push_back({&sample, 0, sample.offset_ms(), sample.offset_ms()});
+    }
+    MergedSample& m = merged[it->second];
+    ++m.count;
+    m.first_offset_ms = std::min(m.first_offset_ms, sample.offset_ms());
+    m.last_offset_ms = std::max(m.last_offset_ms, sample.offset_ms());
+  }
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const MergedSample& a, const MergedSample& b) { return a.count > b.count; });
+  return merged;
+}
+
+void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOptions& options) {
+  std::string block =
+      absl::StrCat(b.cost_ms(), " ms wall, ", b.thread_time_ms(), " ms CPU on the looper thread");
+  if (b.time_start_ms() != 0 && b.time_end_ms() != 0) {
+    absl::StrAppend(&block, ", ", FormatTimeMs(b.time_start_ms(), options.time_zone), " .. ",
+                    FormatTimeMs(b.time_end_ms(), options.time_zone));
+  }
+  AddField(out, "block", block);
+  if (b.has_message()) AddField(out, "message", MessageText(b.message()));
+  if (b.has_block_cpu()) {
+    AddField(out, "cpu",
+             absl::StrCat(b.cpu_busy() ? "busy" : "not busy",
+                          " over the block: ", CpuRateText(b.block_cpu())));
+  }
+  std::vector<std::string> machine;
+  if (!b.model().empty()) machine.push_back(b.model());
+  if (!b.api_level().empty()) machine.push_back(b.api_level());
+  if (b.cpu_cores() != 0) machine.push_back(absl::StrCat(b.cpu_cores(), " cores"));
+  if (b.total_memory_kb() != 0) {
+    machine.push_back(
+        absl::StrCat(b.free_memory_kb(), " of ", b.total_memory_kb(), " KiB available"));
+  }
+  if (b.vm_rss_kb() != 0) machine.push_back(absl::StrCat("VmRSS ", b.vm_rss_kb(), " KiB"));
+  if (!machine.empty()) AddField(out, "machine", absl::StrJoin(machine, ", "));
+  std::vector<std::string> app;
+  if (!b.qualifier().empty()) app.push_back(b.qualifier());
+  if (!b.version_name().empty() || b.version_code() != 0) {
+    app.push_back(absl::StrCat("version ", b.version_name(), " (", b.version_code(), ")"));
+  }
+  if (!b.uid().empty()) app.push_back(absl::StrCat("uid ", b.uid()));
+  if (!b.network().empty()) app.push_back(absl::StrCat("network ", b.network()));
+  if (!app.empty()) AddField(out, "app", absl::StrJoin(app, ", "));
+  if (!b.key_stack_line().empty()) {
+    AddField(out, "key line",
+             absl::StrCat(b.key_stack_line(), " (in ", b.key_sample_count(), " of ",
+                          b.samples_size(), " samples)"));
+  }
+  if (!b.log_file().empty()) AddField(out, "log file", b.log_file());
+  if (!b.cpu_rate().empty()) {
+    std::string rates;
+    for (const proto::BlockCpuRate& r : b.cpu_rate()) {
+      if (!rates.empty()) rates += "\n";
+      if (b.time_start_ms() != 0 && r.time_ms() != 0) {
+        absl::StrAppendFormat(&rates, "%9s  ",
+                              absl::StrCat("+", r.time_ms() - b.time_start_ms(), " ms"));
+      }
+      rates += CpuRateText(r);
+    }
+    AddField(out, "cpu rate", rates);
+  }
+  if (b.samples().empty()) return;
+  const std::vector<MergedSample> merged = MergeSamples(b.samples());
+  absl::StrAppend(&out, "stack samples (", b.samples_size(), ", ", merged.size(),
+                  merged.size() == 1 ? " distinct stack" : " distinct stacks",
+                  "; most frequent first):\n");
+  for (const MergedSample& m : merged) {
+    if (m.count == 1) {
+      absl::StrAppend(&out, "  1 sample at +", m.first_offset_ms, " ms:\n");
+    } else {
+      absl::StrAppend(&out, "  ", m.count, " samples from +", m.first_offset_ms, " ms to +",
+                      m.last_offset_ms, " ms:\n");
+    }
+    out += StackFramesText(m.sample->frames(), 4, options);
+  }
 }
 
 // One scalar field value as text (index -1 for a singular field).
@@ -605,6 +708,9 @@ std::string RenderIssue(const IssueRecord& record, const RenderOptions& options)
       break;
     case proto::Issue::kStartup:
       RenderStartup(out, issue.startup());
+      break;
+    case proto::Issue::kBlock:
+      RenderBlock(out, issue.block(), options);
       break;
     default:
       if (const Message* report = record.report(); report != nullptr) {

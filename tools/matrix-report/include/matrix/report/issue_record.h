@@ -45,7 +45,7 @@ struct SourceLocation {
 
 // The number a report kind is judged by: a hang's or slow method's cost, a
 // startup's duration, a frame report's FPS. Absent when the report has no
-// such field or its value is not finite.
+// such field, its value is not finite, or (FPS) the report covers no frames.
 struct Metric {
   // The report field it comes from ("cost_ms", "startup_duration_ms",
   // "fps"); empty when the report has none.

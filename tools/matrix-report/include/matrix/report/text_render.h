@@ -12,8 +12,10 @@
 //                  costs, queue costs, thread state and memory; for frame
 //                  reports FPS, the drop-level table, per-phase costs,
 //                  smoothness and input latency; for startups the timeline;
-//                  for any other kind a dump of its fields (with stacks and
-//                  call trees still drawn as such)
+//                  for BlockCanary blocks the CPU, machine and key line, and
+//                  the stack samples with identical stacks merged; for any
+//                  other kind a dump of its fields (with stacks and call
+//                  trees still drawn as such)
 //
 //   RenderOptions options{.time_zone = absl::LocalTimeZone()};
 //   std::cout << matrix::report::RenderIssue(*selected[0], options);
