@@ -33,14 +33,14 @@ stderr with their file and line, skipped and counted.
 Commands:
   summary     counts per tag/detail with worst and median, time range,
               processes, scenes (the default)
-  group       issues grouped by tag + detail + key (the stack key of hangs
-              and slow methods, the scene of FPS reports), most frequent
+  group       issues grouped by tag + detail + key (the stack key of hangs,
+              slow methods and blocks, the scene of FPS reports), most frequent
               first, then worst: count, worst and median cost (FPS for frame
               reports), first/last seen, scenes
   show        each issue in full, oldest first: header, then the evidence
               (native stack, call tree, thread, memory; FPS levels, phases,
-              smoothness, input latency; startup timeline; other kinds'
-              fields)
+              smoothness, input latency; startup timeline; BlockCanary
+              CPU and merged stack samples; other kinds' fields)
   export      CSV (one row per issue: common columns and the main metric of
               its kind) or JSON, to stdout or --output
 
