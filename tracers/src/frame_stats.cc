@@ -80,8 +80,10 @@ void FrameStatsCollector::AddInputLatency(SceneId scene, std::string_view scene_
 
 std::vector<proto::FrameReport> FrameStatsCollector::Flush() {
   std::vector<proto::FrameReport> reports;
+  // A scene that drew no frame has no FPS to report (input handled while it
+  // was visible but nothing was drawn is dropped with it).
   for (auto& [id, stats] : scenes_) {
-    if (stats.frames > 0 || !stats.input_latency_ms.empty()) reports.push_back(Report(stats));
+    if (stats.frames > 0) reports.push_back(Report(stats));
   }
   scenes_.clear();
   return reports;

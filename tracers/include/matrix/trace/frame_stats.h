@@ -75,7 +75,7 @@ class FrameStatsCollector {
   // Adds a vsync frame (others are ignored). Returns the scene's report when
   // its frame time reached the time slice; the scene then starts afresh.
   std::optional<proto::FrameReport> Add(const FrameData& frame, std::string_view scene_name);
-  // Reports every scene with frames so far and starts afresh.
+  // Reports every scene that drew frames so far and starts afresh.
   std::vector<proto::FrameReport> Flush();
   // An input event handled `latency` after it happened, in `scene`.
   void AddInputLatency(SceneId scene, std::string_view scene_name, absl::Duration latency);
