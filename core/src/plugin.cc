@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
@@ -58,6 +59,9 @@ absl::Status Plugin::Init(PluginContext context) {
         delivery_handler_ =
             std::make_unique<Handler>(context_.worker_looper, "matrix::Plugin$Delivery");
       }
+      if (context_.main_looper != nullptr) {
+        main_handler_ = std::make_unique<Handler>(context_.main_looper, "matrix::Plugin$Main");
+      }
     }
   }
   return Transition("init", State::kInited, {State::kCreated}, &Plugin::OnInit,
@@ -92,6 +96,28 @@ const std::string& ProcessName() {
 }
 
 }  // namespace
+
+void Plugin::RunOnMainLooper(absl::AnyInvocable<void()> fn, bool wait) {
+  Looper* looper = context_.main_looper;
+  if (looper == nullptr || main_handler_ == nullptr || looper->IsCurrentThread()) {
+    fn();
+    return;
+  }
+  if (!wait) {
+    main_handler_->Post(std::move(fn));
+    return;
+  }
+  if (!looper->is_looping()) {
+    fn();  // Nobody runs the looper: no thread to race with.
+    return;
+  }
+  absl::Notification done;
+  main_handler_->Post([&] {
+    fn();
+    done.Notify();
+  });
+  done.WaitForNotification();
+}
 
 void Plugin::FlushMatrixThreads() {
   if (context_.watchdog_looper != nullptr) context_.watchdog_looper->Flush();

@@ -13,41 +13,23 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "matrix/trace/proc_stats.h"
+#include "file_util.h"
 
 namespace matrix {
 namespace {
 
+using internal::ErrnoError;
+using internal::MakeDirectories;
+
 constexpr char kPrefix[] = "looper-";
 constexpr char kSuffix[] = ".log";
 
-absl::Status ErrnoError(absl::string_view what, int err) {
-  std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(message);
-  return absl::InternalError(message);
-}
 
 bool IsBlockLogName(absl::string_view name) {
   return absl::StartsWith(name, kPrefix) && absl::EndsWith(name, kSuffix) &&
          name.size() > sizeof(kPrefix) - 1 + sizeof(kSuffix) - 1;
 }
 
-// mkdir -p, creating missing directories 0700.
-absl::Status MakeDirectories(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("empty block log directory");
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    const std::string prefix = path.substr(0, pos);
-    if (prefix.empty()) continue;
-    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError("mkdir " + prefix, errno);
-    }
-  }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return ErrnoError("stat " + path, errno);
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(path + " is not a directory");
-  return absl::OkStatus();
-}
 
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
   while (!data.empty()) {

@@ -455,7 +455,6 @@ absl::Status BlockCanaryPlugin::OnInit() {
   monitor_ = std::make_unique<Monitor>(c.clock, config_.block_threshold());
   if (c.main_looper != nullptr) {
     monitor_->set_thread(c.main_looper->thread());
-    looper_handler_ = std::make_unique<Handler>(c.main_looper, "matrix::BlockCanaryPlugin");
   }
   sampler_ = std::make_unique<Sampler>(this);
   watchdog_handler_ =
@@ -465,26 +464,13 @@ absl::Status BlockCanaryPlugin::OnInit() {
 }
 
 void BlockCanaryPlugin::RunOnLooperThread(absl::AnyInvocable<void()> fn, bool wait) {
-  Looper* looper = context().main_looper;
-  if (looper == nullptr || looper->IsCurrentThread() || looper_handler_ == nullptr ||
-      config_.looper_source() == LooperMonitor::Source::kForeign) {
+  // A foreign loop's components belong to the thread that drives it, which
+  // is the one calling the lifecycle methods.
+  if (config_.looper_source() == LooperMonitor::Source::kForeign) {
     fn();
     return;
   }
-  if (!wait) {
-    looper_handler_->Post(std::move(fn));
-    return;
-  }
-  if (!looper->is_looping()) {
-    fn();  // Nobody runs the looper: no thread to race with.
-    return;
-  }
-  absl::Notification done;
-  looper_handler_->Post([&] {
-    fn();
-    done.Notify();
-  });
-  done.WaitForNotification();
+  RunOnMainLooper(std::move(fn), wait);
 }
 
 void BlockCanaryPlugin::StartOnLooperThread() {
@@ -571,7 +557,6 @@ absl::Status BlockCanaryPlugin::OnDestroy() {
   FlushLooper(context().worker_looper);
   watchdog_handler_.reset();
   worker_handler_.reset();
-  looper_handler_.reset();
   FlushLooper(context().watchdog_looper);
   FlushLooper(context().worker_looper);
   return absl::OkStatus();

@@ -10,32 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "matrix/core/logging.h"
+#include "file_util.h"
 
 namespace matrix {
 namespace {
 
-absl::Status ErrnoError(const std::string& what, int err) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(err)));
-}
+using internal::ErrnoError;
+using internal::MakeDirectories;
 
-// mkdir -p with mode 0700 for the directories it creates.
-absl::Status MakeDirectories(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("empty directory");
-  std::string prefix;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    prefix = path.substr(0, pos);
-    if (prefix.empty()) continue;
-    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return ErrnoError("mkdir " + prefix, errno);
-    }
-  }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return ErrnoError("stat " + path, errno);
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(path + " is not a directory");
-  return absl::OkStatus();
-}
+
 
 }  // namespace
 

@@ -22,33 +22,17 @@ absl::Status TracePlugin::OnInit() {
         "TracePlugin: no main looper. Call Looper::PrepareMainLooper() before Matrix::Init, "
         "or use TraceConfig::SetLooperSource(kForeign) for a foreign loop.");
   }
-  if (context().main_looper != nullptr) {
-    looper_handler_ = std::make_unique<Handler>(context().main_looper, "matrix::TracePlugin");
-  }
   return absl::OkStatus();
 }
 
 void TracePlugin::RunOnLooperThread(absl::AnyInvocable<void()> fn, bool wait) {
-  Looper* looper = context().main_looper;
-  if (looper == nullptr || looper->IsCurrentThread() || looper_handler_ == nullptr) {
+  // A foreign loop's components belong to the thread that drives it, which
+  // is the one calling the lifecycle methods.
+  if (config_.looper_source == LooperMonitor::Source::kForeign) {
     fn();
     return;
   }
-  if (!wait) {
-    looper_handler_->Post(std::move(fn));
-    return;
-  }
-  if (!looper->is_looping()) {
-    // Nobody runs the looper (not started, or quit): no thread to race with.
-    fn();
-    return;
-  }
-  absl::Notification done;
-  looper_handler_->Post([&] {
-    fn();
-    done.Notify();
-  });
-  done.WaitForNotification();
+  RunOnMainLooper(std::move(fn), wait);
 }
 
 void TracePlugin::CreateMonitors() {
@@ -225,7 +209,6 @@ absl::Status TracePlugin::OnDestroy() {
   RunOnLooperThread([this] { StopTracers(); }, /*wait=*/true);
   FlushMatrixThreads();
   RunOnLooperThread([this] { DestroyMonitors(); }, /*wait=*/true);
-  looper_handler_.reset();
   return absl::OkStatus();
 }
 

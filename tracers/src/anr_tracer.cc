@@ -44,11 +44,7 @@ AnrTracer::AnrTracer(Options options)
   MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");
   MATRIX_CHECK(options_.lag_threshold < options_.anr_threshold,
                "the lag threshold must be shorter than the ANR threshold");
-  if (!options_.capture) {
-    options_.capture = [](const ThreadHandle& thread, RawStack* out) {
-      return StackCapturer::Get()->Capture(thread, out);
-    };
-  }
+  if (!options_.capture) options_.capture = CaptureStack;
   watchdog_handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::AnrTracer");
   worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::AnrTracer$Report");
 }
@@ -211,31 +207,22 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   anr.set_detection_delay_ms(absl::ToDoubleMilliseconds(c->captured_at - c->threshold_at));
 
   proto::ThreadStack* stack = anr.mutable_thread_stack();
-  SymbolizedStack symbolized;
-  if (c->stack_status.ok()) {
-    symbolized = SymbolizeStack(c->stack);
-    FillThreadStack(symbolized, stack);
-  } else {
-    stack->set_tid(options_.monitor->looper_thread().tid());
-    stack->set_error(c->stack_status.ToString());
-  }
+  const SymbolizedStack symbolized = FillCapturedStack(
+      c->stack, c->stack_status, options_.monitor->looper_thread().tid(), stack);
   stack->set_thread_name(c->thread_name);
   stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
 
-  std::optional<CallTree> tree;
+  std::optional<TracedCallTree> traced_tree;
   absl::flat_hash_set<uintptr_t> traced;
   if (c->has_records) {
-    CallTree::Options options;
-    options.end_time = until;
-    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
-    tree = CallTree::Build(c->records.records, options);
-    tree->ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+    traced_tree = BuildCallTree(c->records.records, until, cost);
     traced = TracedFunctions(symbolized, c->records.records);
   }
-  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, traced, cost);
+  const std::string key =
+      HangStackKey(symbolized, traced_tree ? &traced_tree->tree : nullptr, traced, cost);
   anr.set_stack_key(key);
-  if (tree) {
-    FillCallTree(*tree, anr.mutable_stack(), anr.mutable_stack_text());
+  if (traced_tree) {
+    FillCallTree(traced_tree->tree, anr.mutable_stack(), anr.mutable_stack_text());
     anr.set_stack_truncated(c->records.truncated());
   }
 

@@ -105,18 +105,9 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   std::string key;
   if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
     RecordCopy copy = tracer->Copy(d.method_mark, d.method_end);
-    CallTree::Options options;
-    options.end_time = d.end;
-    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
-    CallTree tree = CallTree::Build(copy.records, options);
-    if (std::optional<size_t> k = tree.KeyIndex(cost);
-        k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
-      const CallNode& node = tree.nodes()[*k];
-      key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
-                                               : node.name;
-    }
-    tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
-    FillCallTree(tree, report.mutable_stack(), report.mutable_stack_text());
+    TracedCallTree traced = BuildCallTree(copy.records, d.end, cost);
+    key = std::move(traced.key);
+    FillCallTree(traced.tree, report.mutable_stack(), report.mutable_stack_text());
     report.set_stack_truncated(copy.truncated());
   }
   if (key.empty()) {

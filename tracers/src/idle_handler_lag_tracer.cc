@@ -11,11 +11,7 @@ IdleHandlerLagTracer::IdleHandlerLagTracer(Options options) : options_(std::move
   MATRIX_CHECK(options_.monitor != nullptr, "IdleHandlerLagTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.watchdog_looper != nullptr && options_.worker_looper != nullptr,
                "IdleHandlerLagTracer needs watchdog and worker loopers");
-  if (!options_.capture) {
-    options_.capture = [](const ThreadHandle& thread, RawStack* out) {
-      return StackCapturer::Get()->Capture(thread, out);
-    };
-  }
+  if (!options_.capture) options_.capture = CaptureStack;
   watchdog_handler_ =
       std::make_unique<Handler>(options_.watchdog_looper, "matrix::IdleHandlerLagTracer");
   worker_handler_ =
@@ -75,13 +71,8 @@ void IdleHandlerLagTracer::Check() {
         report.set_idle_handler(name != nullptr && !name->empty() ? *name : "unknown");
         report.set_scene(std::string(options_.app_state->SceneName(scene)));
         report.set_is_process_foreground(foreground);
-        SymbolizedStack symbolized;
-        if (status.ok()) {
-          symbolized = SymbolizeStack(*stack);
-          FillThreadStack(symbolized, report.mutable_thread_stack());
-        } else {
-          report.mutable_thread_stack()->set_error(status.ToString());
-        }
+        const SymbolizedStack symbolized = FillCapturedStack(
+            *stack, status, options_.monitor->looper_thread().tid(), report.mutable_thread_stack());
         report.mutable_thread_stack()->set_captured_at_ms(absl::ToDoubleMilliseconds(now - begin));
         report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - begin));
         Issue issue;

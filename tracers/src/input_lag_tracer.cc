@@ -11,11 +11,7 @@ InputLagTracer::InputLagTracer(Options options) : options_(std::move(options)) {
   MATRIX_CHECK(options_.monitor != nullptr, "InputLagTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.watchdog_looper != nullptr && options_.worker_looper != nullptr,
                "InputLagTracer needs watchdog and worker loopers");
-  if (!options_.capture) {
-    options_.capture = [](const ThreadHandle& thread, RawStack* out) {
-      return StackCapturer::Get()->Capture(thread, out);
-    };
-  }
+  if (!options_.capture) options_.capture = CaptureStack;
   watchdog_handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::InputLagTracer");
   worker_handler_ =
       std::make_unique<Handler>(options_.worker_looper, "matrix::InputLagTracer$Report");
@@ -144,13 +140,8 @@ void InputLagTracer::Check() {
         report.set_input_event(description != nullptr ? description : "input");
         report.set_scene(std::string(options_.app_state->SceneName(scene)));
         report.set_is_process_foreground(foreground);
-        SymbolizedStack symbolized;
-        if (status.ok()) {
-          symbolized = SymbolizeStack(*stack);
-          FillThreadStack(symbolized, report.mutable_thread_stack());
-        } else {
-          report.mutable_thread_stack()->set_error(status.ToString());
-        }
+        const SymbolizedStack symbolized = FillCapturedStack(
+            *stack, status, options_.monitor->looper_thread().tid(), report.mutable_thread_stack());
         report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - event_time));
         Issue issue;
         issue.mutable_proto()->set_tag(kTagEvilMethod);

@@ -5,11 +5,12 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
-#include "matrix/trace/method_record.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "matrix/core/handler.h"
+#include "matrix/trace/method_record.h"
+#include "matrix/trace/symbolizer.h"
 
 namespace matrix {
 namespace {
@@ -110,6 +111,39 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
                             call->cost_ms());
     }
   }
+}
+
+TracedCallTree BuildCallTree(absl::Span<const uint64_t> records, TimeTicks end,
+                             absl::Duration total_cost) {
+  TracedCallTree result;
+  CallTree::Options options;
+  options.end_time = end;
+  options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
+  result.tree = CallTree::Build(records, options);
+  result.tree.ResolveNames(
+      [](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+  if (std::optional<size_t> k = result.tree.KeyIndex(total_cost);
+      k && result.tree.nodes()[*k].kind != MethodKind::kDispatch) {
+    result.key = result.tree.nodes()[*k].name;
+  }
+  return result;
+}
+
+absl::Status CaptureStack(const ThreadHandle& thread, RawStack* out) {
+  return StackCapturer::Get()->Capture(thread, out);
+}
+
+SymbolizedStack FillCapturedStack(const RawStack& stack, const absl::Status& status, pid_t tid,
+                                  proto::ThreadStack* out) {
+  SymbolizedStack symbolized;
+  if (status.ok()) {
+    symbolized = SymbolizeStack(stack);
+    FillThreadStack(symbolized, out);
+  } else {
+    out->set_tid(tid);
+    out->set_error(status.ToString());
+  }
+  return symbolized;
 }
 
 void FillMessageInfo(const DispatchHeartbeat::Snapshot& s, proto::MessageInfo* out) {

@@ -186,14 +186,7 @@ void SignalAnrTracer::Dump() {
     SymbolizedStack looper_stack;
     for (const ThreadStack& thread : *threads) {
       proto::ThreadStack* out = report.add_all_threads();
-      SymbolizedStack symbolized;
-      if (thread.status.ok()) {
-        symbolized = SymbolizeStack(thread.stack);
-        FillThreadStack(symbolized, out);
-      } else {
-        out->set_error(thread.status.ToString());
-      }
-      out->set_tid(thread.tid);
+      SymbolizedStack symbolized = FillCapturedStack(thread.stack, thread.status, thread.tid, out);
       out->set_thread_name(thread.name);
       if (thread.tid == looper_tid) {
         *report.mutable_thread_stack() = *out;

@@ -309,18 +309,9 @@ void StartupTracer::Analyze(const Startup& s) {
   std::string key;
   if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr && s.traced) {
     RecordCopy copy = CopyFromMark(*tracer, s.mark_begin, s.mark_begin_time, s.mark_end);
-    CallTree::Options options;
-    options.end_time = s.end;
-    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
-    CallTree tree = CallTree::Build(copy.records, options);
-    if (std::optional<size_t> k = tree.KeyIndex(cost);
-        k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
-      const CallNode& node = tree.nodes()[*k];
-      key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
-                                               : node.name;
-    }
-    tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
-    FillCallTree(tree, evil.mutable_stack(), evil.mutable_stack_text());
+    TracedCallTree traced = BuildCallTree(copy.records, s.end, cost);
+    key = std::move(traced.key);
+    FillCallTree(traced.tree, evil.mutable_stack(), evil.mutable_stack_text());
     evil.set_stack_truncated(copy.truncated());
   }
   if (key.empty()) key = s.warm ? "warm_startup" : "cold_startup";

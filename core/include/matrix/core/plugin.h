@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/issue.h"
@@ -118,6 +119,11 @@ class Plugin {
   virtual void DecorateIssue(Issue& /*issue*/) {}
   // Marks the plugin unsupported on this platform: Start() then does nothing.
   void UnSupportPlugin() { supported_.store(false); }
+  // Runs `fn` on the main looper's thread: at once when already there, when
+  // there is no main looper, or when nobody runs it (not looping yet, or
+  // quit); otherwise posted there. With `wait`, blocks until it has run.
+  // Lifecycle hooks use it to touch looper-bound components from any thread.
+  void RunOnMainLooper(absl::AnyInvocable<void()> fn, bool wait);
   // Waits until the tasks already posted to the watchdog and worker loopers
   // (including ones running now) have finished. Call it between stopping the
   // plugin's components and destroying them. Any thread but those two.
@@ -136,6 +142,8 @@ class Plugin {
   PluginContext context_;
   // Posts deliveries to the worker; destroying it drops undelivered issues.
   std::unique_ptr<Handler> delivery_handler_;
+  // Posts lifecycle work to the main looper.
+  std::unique_ptr<Handler> main_handler_;
 };
 
 }  // namespace matrix

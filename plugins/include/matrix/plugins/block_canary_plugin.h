@@ -196,7 +196,6 @@ class BlockCanaryPlugin : public Plugin {
   std::unique_ptr<LooperMonitor> looper_monitor_;  // Looper thread.
   ObserverRegistration listener_registration_;     // Looper thread.
 
-  std::unique_ptr<Handler> looper_handler_;
   // The sampler's tick chain runs while its generation is the live one
   // (0: stopped). Written by lifecycle methods, read by the watchdog.
   uint64_t generations_ = 0;  // Lifecycle methods only (serialized).

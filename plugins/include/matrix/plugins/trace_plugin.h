@@ -89,7 +89,6 @@ class TracePlugin : public Plugin {
   void DestroyMonitors();
 
   const TraceConfig config_;
-  std::unique_ptr<Handler> looper_handler_;  // Posts lifecycle work to the main looper.
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> ui_thread_monitor_;
   std::unique_ptr<FrameTracer> frame_tracer_;

@@ -48,6 +48,26 @@ void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out);
 void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto::MethodCall>* out,
                   std::string* text);
 
+// A call tree from method-trace records, as the reports use it: trimmed to
+// CallTree::kDefaultTargetCount while it is built, names resolved with the
+// Symbolizer, and its key (Matrix's getTreeKey: the costliest deep call of
+// the work that cost `total_cost`), or "" when no traced call explains it.
+struct TracedCallTree {
+  CallTree tree;
+  std::string key;
+};
+TracedCallTree BuildCallTree(absl::Span<const uint64_t> records, TimeTicks end,
+                             absl::Duration total_cost);
+
+// The default stack capture: StackCapturer::Get()->Capture(thread, out).
+absl::Status CaptureStack(const ThreadHandle& thread, RawStack* out);
+
+// A captured stack into a report: symbolized and filled in when `status` is
+// ok, otherwise the thread id and the reason. Returns the symbolized stack
+// (empty on failure) for the stack key.
+SymbolizedStack FillCapturedStack(const RawStack& stack, const absl::Status& status, pid_t tid,
+                                  proto::ThreadStack* out);
+
 // The message a dispatch was running, from a heartbeat snapshot.
 void FillMessageInfo(const DispatchHeartbeat::Snapshot& snapshot, proto::MessageInfo* out);
 
