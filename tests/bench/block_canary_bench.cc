@@ -14,13 +14,16 @@
 
 namespace {
 
-// A plugin on the calling thread's looper (prepared once for the whole
-// binary: a thread has one looper).
+// A plugin on the calling thread's looper, released again afterwards so the
+// other benchmarks in this binary can prepare their own (a thread has one).
 class Setup {
  public:
   explicit Setup(std::optional<matrix::LooperMonitor::Source> source) {
     looper_ = matrix::Looper::MyLooper();
-    if (looper_ == nullptr) looper_ = matrix::Looper::Prepare();
+    if (looper_ == nullptr) {
+      looper_ = matrix::Looper::Prepare();
+      owns_looper_ = true;
+    }
     if (!source) return;
     watchdog_ = matrix::Looper::Create(matrix::TickClock::Default());
     worker_ = matrix::Looper::Create(matrix::TickClock::Default());
@@ -39,12 +42,14 @@ class Setup {
   }
   ~Setup() {
     if (plugin_) plugin_->Destroy().IgnoreError();
+    if (owns_looper_) matrix::Looper::ReleaseForTesting();
   }
   matrix::Looper* looper() const { return looper_; }
   matrix::BlockCanaryPlugin* plugin() const { return plugin_.get(); }
 
  private:
   matrix::Looper* looper_ = nullptr;
+  bool owns_looper_ = false;
   std::unique_ptr<matrix::Looper> watchdog_;
   std::unique_ptr<matrix::Looper> worker_;
   std::unique_ptr<matrix::BlockCanaryPlugin> plugin_;

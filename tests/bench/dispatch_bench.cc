@@ -107,10 +107,6 @@ class Program {
     }
   }
   benchmark::State* state_ = nullptr;
-
- public:
-
- private:
   matrix::Looper* looper_ = nullptr;
   matrix::testing::ManualVsyncSource* vsync_ = nullptr;
   matrix::Choreographer* choreographer_ = nullptr;

@@ -45,12 +45,15 @@ TEST(MatrixShutdownRealTest, Shutdown_DeliversIssuesAlreadyReported) {
   // Keep the worker busy, so the deliveries are still queued at Shutdown.
   Looper* worker = Matrix::With().context().worker_looper;
   absl::Notification worker_busy;
-  Handler handler(worker);
-  handler.Post([&] {
-    worker_busy.Notify();
-    absl::SleepFor(absl::Milliseconds(300));
-  });
-  worker_busy.WaitForNotification();
+  {
+    // The handler must not outlive the worker looper, which Shutdown destroys.
+    Handler handler(worker);
+    handler.Post([&] {
+      worker_busy.Notify();
+      absl::SleepFor(absl::Milliseconds(300));
+    });
+    worker_busy.WaitForNotification();
+  }
   for (int i = 0; i < 5; ++i) reporting->Report("issue");
   Matrix::Shutdown();
   EXPECT_EQ(listener->count(), 5);
