@@ -60,3 +60,6 @@ function(matrix_cc_binary)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
   _matrix_apply_common(${ARG_NAME})
 endfunction()
+
+# matrix_trace_methods(<target> [EXCLUDE ...]): compiler-instrumented method tracing.
+include(${CMAKE_CURRENT_LIST_DIR}/MatrixTraceMethods.cmake)

@@ -5,6 +5,7 @@
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
+#include "matrix/trace/report_context.h"
 
 namespace matrix {
 
@@ -65,10 +66,21 @@ void TracePlugin::CreateMonitors() {
     choreographer = Choreographer::Peek();
     if (choreographer == nullptr) choreographer = Choreographer::GetInstance();
   }
+  if (config_.method_trace_enabled()) {
+    method_tracer_ = MethodTracer::Current();
+    if (method_tracer_ == nullptr) {
+      MethodTracer::Options options;
+      options.buffer_bytes = config_.method_trace_buffer_bytes;
+      options.clock = context().clock;
+      owned_method_tracer_ = MethodTracer::Start(options);
+      method_tracer_ = owned_method_tracer_.get();
+    }
+  }
   UIThreadMonitor::Options monitor_options;
   monitor_options.sampler_looper = context().watchdog_looper;
   monitor_options.cpu_sample_period = config_.cpu_sample_period;
   monitor_options.app_state = context().app_state;
+  monitor_options.method_tracer = method_tracer_;
   ui_thread_monitor_ =
       std::make_unique<UIThreadMonitor>(looper_monitor_.get(), choreographer, monitor_options);
 
@@ -82,6 +94,76 @@ void TracePlugin::CreateMonitors() {
   frame_options.time_slice = config_.fps_time_slice;
   frame_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
   frame_tracer_ = std::make_unique<FrameTracer>(std::move(frame_options));
+
+  if (config_.anr) {
+    AnrTracer::Options anr_options;
+    anr_options.monitor = ui_thread_monitor_.get();
+    anr_options.watchdog_looper = context().watchdog_looper;
+    anr_options.worker_looper = context().worker_looper;
+    anr_options.anr_threshold = config_.anr_threshold;
+    anr_options.lag_threshold = config_.lag_threshold;
+    anr_options.report_with_debugger = config_.anr_with_debugger;
+    anr_options.app_state = context().app_state;
+    anr_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+    anr_tracer_ = std::make_unique<AnrTracer>(std::move(anr_options));
+  }
+  if (config_.evil_method) {
+    EvilMethodTracer::Options evil_options;
+    evil_options.monitor = ui_thread_monitor_.get();
+    evil_options.worker_looper = context().worker_looper;
+    evil_options.threshold = config_.evil_threshold;
+    evil_options.app_state = context().app_state;
+    evil_options.anr_tracer = anr_tracer_.get();
+    evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+    evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
+  }
+  auto report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+  if (config_.startup) {
+    StartupTracer::Options startup_options;
+    startup_options.monitor = ui_thread_monitor_.get();
+    startup_options.worker_looper = context().worker_looper;
+    startup_options.looper = context().main_looper;
+    startup_options.app_state = context().app_state;
+    startup_options.cold_threshold = config_.cold_startup_threshold;
+    startup_options.warm_threshold = config_.warm_startup_threshold;
+    startup_options.splash_scenes = config_.splash_scenes;
+    startup_options.wait_for_frame = choreographer != nullptr;
+    startup_options.report = report;
+    startup_tracer_ = std::make_unique<StartupTracer>(std::move(startup_options));
+  }
+  if (config_.idle_handler && looper != nullptr) {
+    IdleHandlerLagTracer::Options idle_options;
+    idle_options.looper = looper;
+    idle_options.monitor = ui_thread_monitor_.get();
+    idle_options.watchdog_looper = context().watchdog_looper;
+    idle_options.worker_looper = context().worker_looper;
+    idle_options.threshold = config_.idle_handler_threshold;
+    idle_options.app_state = context().app_state;
+    idle_options.report = report;
+    idle_handler_tracer_ = std::make_unique<IdleHandlerLagTracer>(std::move(idle_options));
+  }
+  if (config_.touch_event) {
+    InputLagTracer::Options input_options;
+    input_options.monitor = ui_thread_monitor_.get();
+    input_options.watchdog_looper = context().watchdog_looper;
+    input_options.worker_looper = context().worker_looper;
+    input_options.threshold = config_.touch_event_threshold;
+    input_options.throttle = config_.touch_event_threshold * 2;
+    input_options.frame_tracer = frame_tracer_.get();
+    input_options.app_state = context().app_state;
+    input_options.report = report;
+    input_lag_tracer_ = std::make_unique<InputLagTracer>(std::move(input_options));
+  }
+  if (config_.signal_anr) {
+    SignalAnrTracer::Options signal_options;
+    signal_options.monitor = ui_thread_monitor_.get();
+    signal_options.looper = looper;
+    signal_options.worker_looper = context().worker_looper;
+    signal_options.signal_number = config_.signal_anr_signal;
+    signal_options.app_state = context().app_state;
+    signal_options.report = report;
+    signal_anr_tracer_ = std::make_unique<SignalAnrTracer>(std::move(signal_options));
+  }
 }
 
 void TracePlugin::StartTracers() {
@@ -91,19 +173,39 @@ void TracePlugin::StartTracers() {
   // The FrameTracer always runs: listeners may be added even without FPS
   // reports (Matrix creates it unconditionally too).
   frame_tracer_->OnStartTrace();
+  if (anr_tracer_ != nullptr) anr_tracer_->OnStartTrace();
+  if (evil_method_tracer_ != nullptr) evil_method_tracer_->OnStartTrace();
+  if (startup_tracer_ != nullptr) startup_tracer_->OnStartTrace();
+  if (idle_handler_tracer_ != nullptr) idle_handler_tracer_->OnStartTrace();
+  if (input_lag_tracer_ != nullptr) input_lag_tracer_->OnStartTrace();
+  if (signal_anr_tracer_ != nullptr) signal_anr_tracer_->OnStartTrace();
 }
 
 void TracePlugin::StopTracers() {
   if (looper_monitor_ == nullptr) return;
+  if (signal_anr_tracer_ != nullptr) signal_anr_tracer_->OnCloseTrace();
+  if (input_lag_tracer_ != nullptr) input_lag_tracer_->OnCloseTrace();
+  if (idle_handler_tracer_ != nullptr) idle_handler_tracer_->OnCloseTrace();
+  if (startup_tracer_ != nullptr) startup_tracer_->OnCloseTrace();
+  if (evil_method_tracer_ != nullptr) evil_method_tracer_->OnCloseTrace();
+  if (anr_tracer_ != nullptr) anr_tracer_->OnCloseTrace();
   frame_tracer_->OnCloseTrace();
   ui_thread_monitor_->Stop();
   looper_monitor_->Stop();
 }
 
 void TracePlugin::DestroyMonitors() {
+  signal_anr_tracer_.reset();
+  input_lag_tracer_.reset();
+  idle_handler_tracer_.reset();
+  startup_tracer_.reset();
+  evil_method_tracer_.reset();
+  anr_tracer_.reset();
   frame_tracer_.reset();
   ui_thread_monitor_.reset();
   looper_monitor_.reset();
+  method_tracer_ = nullptr;
+  owned_method_tracer_.reset();  // On the traced thread, as it requires.
 }
 
 absl::Status TracePlugin::OnStart() {
@@ -131,6 +233,9 @@ void TracePlugin::OnForegroundChanged(bool foreground) {
   if (frame_tracer_ != nullptr) frame_tracer_->OnForeground(foreground);
 }
 
-void TracePlugin::DecorateIssue(Issue& /*issue*/) {}
+void TracePlugin::DecorateIssue(Issue& issue) {
+  // Matrix's device context on every report.
+  FillDeviceInfo(proc_, issue.mutable_proto()->mutable_device());
+}
 
 }  // namespace matrix

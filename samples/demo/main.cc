@@ -24,12 +24,27 @@
 
 namespace {
 
-// Burns CPU for `d` on the calling thread, like real work would.
-void Work(absl::Duration d) {
+// Burns CPU for `d` on the calling thread, like real work would. A helper
+// excluded from method tracing, so reports name its callers.
+__attribute__((no_instrument_function)) void Work(absl::Duration d) {
   const absl::Time end = absl::Now() + d;
   while (absl::Now() < end) {
   }
 }
+
+// A slow method buried in a call chain: the EvilMethod report names
+// DecodeImage as the culprit, with ParseManifest's own cost beside it.
+__attribute__((noinline)) void ParseManifest() { Work(absl::Milliseconds(150)); }
+__attribute__((noinline)) void DecodeImage() { Work(absl::Milliseconds(450)); }
+__attribute__((noinline)) void DecodeAll() { DecodeImage(); }
+__attribute__((noinline)) void LoadGallery() {
+  ParseManifest();
+  DecodeAll();
+}
+
+// A hang: the main thread blocks (not spinning) long enough for an ANR.
+__attribute__((noinline)) void WaitForDiskFlush(absl::Duration d) { absl::SleepFor(d); }
+__attribute__((noinline)) void SaveSettings() { WaitForDiskFlush(absl::Milliseconds(2600)); }
 
 // Prints every issue as it arrives (on the matrix-worker thread).
 class ConsoleListener : public matrix::PluginListener {
@@ -126,9 +141,16 @@ int main(int argc, char** argv) {
   std::printf("[demo] main looper ready, Choreographer at %s\n",
               choreographer->refresh_rate().ToString().c_str());
 
+  // Matrix's thresholds, shortened so the demo stays brief: slow methods at
+  // 300 ms (700 ms by default), lag at 1 s (2 s), ANR at 2 s (5 s).
   absl::StatusOr<matrix::TraceConfig> config = matrix::TraceConfig::Builder()
                                                    .EnableFps(true)
                                                    .SetFpsTimeSlice(absl::Seconds(2))
+                                                   .EnableEvilMethodTrace(true)
+                                                   .SetEvilThreshold(absl::Milliseconds(300))
+                                                   .EnableAnrTrace(true)
+                                                   .SetLagThreshold(absl::Seconds(1))
+                                                   .SetAnrThreshold(absl::Seconds(2))
                                                    .Build();
   if (!config.ok()) {
     std::fprintf(stderr, "bad config: %s\n", config.status().ToString().c_str());
@@ -157,7 +179,7 @@ int main(int argc, char** argv) {
   matrix::ObserverRegistration jank_registration = plugin->GetFrameTracer()->AddListener(&jank);
 
   // The script: Gallery (smooth, one janky frame in 40), then Settings
-  // (heavy: a 60 ms draw every 15 frames), then quit.
+  // (heavy: a 60 ms draw every 15 frames), a slow method, a hang, then quit.
   Scene gallery("Gallery", 180, 40, absl::Milliseconds(70));
   Scene settings("Settings", 150, 15, absl::Milliseconds(60));
   bool running = true;
@@ -166,8 +188,16 @@ int main(int argc, char** argv) {
     gallery.Show([&] {
       settings.Show([&] {
         plugin->GetFrameTracer()->FlushReports();
+        handler.Post([] {
+          std::printf("[demo] a slow method: LoadGallery > DecodeAll > DecodeImage (450 ms)\n");
+          LoadGallery();
+        });
+        handler.Post([] {
+          std::printf("[demo] a hang: SaveSettings blocks the main thread for 2.6 s\n");
+          SaveSettings();
+        });
         // Give the worker a moment to deliver the last reports, then stop.
-        handler.PostDelayed([&] { running = false; }, absl::Milliseconds(300));
+        handler.PostDelayed([&] { running = false; }, absl::Milliseconds(800));
       });
     });
   });

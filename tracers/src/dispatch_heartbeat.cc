@@ -16,7 +16,7 @@ void DispatchHeartbeat::Write(Fn fn) {
   write_seq_.store(seq + 2, std::memory_order_release);
 }
 
-void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info) {
+void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark) {
   constexpr auto r = std::memory_order_relaxed;
   Write([&] {
     dispatch_number_.store(dispatch_number_.load(r) + 1, r);  // Single writer.
@@ -37,6 +37,7 @@ void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info) {
       target_.store(nullptr, r);
     }
     label_.store(info.label, r);
+    method_mark_.store(method_mark, r);
     // Printer source only: keep the first 128 bytes of the line.
     const size_t length = std::min(info.log_line.size(), kLogWords * 8);
     log_length_.store(static_cast<uint32_t>(length), r);
@@ -73,6 +74,7 @@ DispatchHeartbeat::Snapshot DispatchHeartbeat::Read() const {
     s.has_callback = has_callback_.load(r);
     s.target = target_.load(r);
     s.label = label_.load(r);
+    s.method_mark = method_mark_.load(r);
     const uint32_t length = log_length_.load(r);
     s.log_line.resize(length);
     for (size_t i = 0; i * 8 < length; ++i) {

@@ -78,10 +78,17 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
   return report;
 }
 
+void FrameStatsCollector::AddInputLatency(SceneId scene, std::string_view scene_name,
+                                          absl::Duration latency) {
+  SceneStats& s = scenes_[scene];
+  if (s.name.empty()) s.name = std::string(scene_name);
+  s.input_latency_ms.push_back(absl::ToDoubleMilliseconds(latency));
+}
+
 std::vector<proto::FrameReport> FrameStatsCollector::Flush() {
   std::vector<proto::FrameReport> reports;
   for (auto& [id, stats] : scenes_) {
-    if (stats.frames > 0) reports.push_back(Report(stats));
+    if (stats.frames > 0 || !stats.input_latency_ms.empty()) reports.push_back(Report(stats));
   }
   scenes_.clear();
   return reports;
@@ -97,12 +104,12 @@ absl::Duration FrameStatsCollector::SceneStats::FrameTime() const {
 
 proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
   proto::FrameReport r;
-  const double n = static_cast<double>(s.frames);
+  const double n = static_cast<double>(std::max<int64_t>(s.frames, 1));
   const absl::Duration frame_time = s.FrameTime();
   r.set_scene(s.name);
   r.set_frames(s.frames);
   r.set_dropped_frames(s.dropped);
-  r.set_fps(n / absl::ToDoubleSeconds(frame_time));
+  if (s.frames > 0) r.set_fps(n / absl::ToDoubleSeconds(frame_time));
   auto fill = [](proto::DropLevels* levels, const int64_t (&v)[5]) {
     levels->set_best(v[0]);
     levels->set_normal(v[1]);
@@ -126,6 +133,16 @@ proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
     // Nearest-rank 95th percentile.
     const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(sorted.size())));
     r.set_p95_dropped_percent(sorted[std::max<size_t>(rank, 1) - 1]);
+  }
+  if (!s.input_latency_ms.empty()) {
+    std::vector<double> sorted = s.input_latency_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n_in = sorted.size();
+    const double median = n_in % 2 == 1 ? sorted[n_in / 2]
+                                         : (sorted[n_in / 2 - 1] + sorted[n_in / 2]) / 2.0;
+    r.set_input_latency_median_ms(median);
+    r.set_input_latency_worst_ms(sorted.back());
+    r.set_input_events(static_cast<int64_t>(n_in));
   }
   r.set_lost_frames(lost_frames_);
   lost_frames_ = 0;

@@ -24,6 +24,7 @@ struct FrameTracer::AsyncSlot {
 FrameTracer::FrameTracer(Options options)
     : options_(std::move(options)),
       ring_(std::make_unique<internal::SpscRing<FrameData, kRingCapacity>>()),
+      input_ring_(std::make_unique<internal::SpscRing<InputLatency, 256>>()),
       stats_(FrameStatsCollector::Options{options_.thresholds, options_.time_slice,
                                           absl::Seconds(1)}) {
   MATRIX_CHECK(options_.monitor != nullptr, "FrameTracer needs a UIThreadMonitor");
@@ -111,6 +112,11 @@ void FrameTracer::DoFrame(const FrameData& frame) {
   }
 }
 
+void FrameTracer::OnInputHandled(SceneId scene, absl::Duration latency) {
+  if (!options_.fps_report) return;
+  input_ring_->Push(InputLatency{scene, absl::ToInt64Nanoseconds(latency)});
+}
+
 void FrameTracer::ScheduleDrain() {
   worker_handler_->PostDelayed(
       [this] {
@@ -125,6 +131,10 @@ void FrameTracer::Drain() {
   {
     absl::MutexLock lock(&async_mu_);
     slots = async_slots_;
+  }
+  while (std::optional<InputLatency> input = input_ring_->Pop()) {
+    stats_.AddInputLatency(input->scene, options_.app_state->SceneName(input->scene),
+                           absl::Nanoseconds(input->latency_ns));
   }
   while (std::optional<FrameData> frame = ring_->Pop()) {
     if (options_.fps_report) {

@@ -3,6 +3,7 @@
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/looper.h"
+#include "matrix/trace/method_tracer.h"
 
 namespace matrix {
 
@@ -147,7 +148,10 @@ void UIThreadMonitor::BeginPhase(Phase phase, TimeTicks start) {
 }
 
 void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) {
-  heartbeat_.Begin(begin, info);
+  dispatch_.method_mark =
+      options_.method_tracer != nullptr ? options_.method_tracer->DispatchBegin(begin) : 0;
+  dispatch_.method_end = 0;
+  heartbeat_.Begin(begin, info, dispatch_.method_mark);
   dispatch_.dispatch_number = heartbeat_.dispatch_number();
   dispatch_.begin = begin;
   dispatch_.end = TimeTicks();
@@ -163,6 +167,10 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
 
 void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   heartbeat_.End(end);  // First, so the watchdog sees the end as early as possible.
+  if (options_.method_tracer != nullptr) {
+    options_.method_tracer->DispatchEnd(end);
+    dispatch_.method_end = options_.method_tracer->Mark();
+  }
   if (!scope_.has_value()) return;
 
   frame_.scene = options_.app_state->visible_scene_id();
@@ -207,6 +215,16 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   scope_->Notify([&](LooperObserver* o) { o->DoFrame(frame_); });
   scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
   scope_.reset();
+}
+
+std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(
+    uint64_t dispatch_number) const {
+  CpuSample sample;
+  if (cpu_sampler_ == nullptr ||
+      !cpu_sampler_->SampleFor(dispatch_number, &sample.cpu, &sample.wall)) {
+    return std::nullopt;
+  }
+  return sample;
 }
 
 UIThreadMonitor::FrameSnapshot UIThreadMonitor::SnapshotFrame(TimeTicks now) const {

@@ -11,6 +11,11 @@
 //   plugin->Start();   // on the main thread: monitors exist when it returns
 //   plugin->GetFrameTracer()->AddListener(&my_frame_listener);
 //
+// Method tracing (for the evil-method, ANR and startup tracers) uses the
+// MethodTracer the application started (MethodTracer::Start() at the top of
+// main() also traces startup), or one the plugin starts with the looper's
+// clock and the configured buffer size.
+//
 // Start() and Stop() do their work on the main looper's thread: called there
 // they act at once; called elsewhere they post to it (as Matrix does). For a
 // foreign loop (no main looper; TraceConfig::SetLooperSource(kForeign)), call
@@ -29,7 +34,14 @@
 
 #include "matrix/core/plugin.h"
 #include "matrix/plugins/trace_config.h"
+#include "matrix/trace/anr_tracer.h"
+#include "matrix/trace/evil_method_tracer.h"
 #include "matrix/trace/frame_tracer.h"
+#include "matrix/trace/idle_handler_lag_tracer.h"
+#include "matrix/trace/input_lag_tracer.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/signal_anr_tracer.h"
+#include "matrix/trace/startup_tracer.h"
 #include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/ui_thread_monitor.h"
 
@@ -47,6 +59,16 @@ class TracePlugin : public Plugin {
   LooperMonitor* GetLooperMonitor() const { return looper_monitor_.get(); }
   UIThreadMonitor* GetUIThreadMonitor() const { return ui_thread_monitor_.get(); }
   FrameTracer* GetFrameTracer() const { return frame_tracer_.get(); }
+  // Null when the tracer is disabled in the config.
+  AnrTracer* GetAnrTracer() const { return anr_tracer_.get(); }
+  EvilMethodTracer* GetEvilMethodTracer() const { return evil_method_tracer_.get(); }
+  StartupTracer* GetStartupTracer() const { return startup_tracer_.get(); }
+  IdleHandlerLagTracer* GetIdleHandlerLagTracer() const { return idle_handler_tracer_.get(); }
+  InputLagTracer* GetInputLagTracer() const { return input_lag_tracer_.get(); }
+  SignalAnrTracer* GetSignalAnrTracer() const { return signal_anr_tracer_.get(); }
+  // The method tracer in use (the plugin's own, or one the application
+  // started before Matrix), or null when no enabled tracer needs one.
+  MethodTracer* GetMethodTracer() const { return method_tracer_; }
 
  protected:
   absl::Status OnInit() override;
@@ -71,6 +93,15 @@ class TracePlugin : public Plugin {
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> ui_thread_monitor_;
   std::unique_ptr<FrameTracer> frame_tracer_;
+  std::unique_ptr<AnrTracer> anr_tracer_;
+  std::unique_ptr<EvilMethodTracer> evil_method_tracer_;
+  std::unique_ptr<StartupTracer> startup_tracer_;
+  std::unique_ptr<IdleHandlerLagTracer> idle_handler_tracer_;
+  std::unique_ptr<InputLagTracer> input_lag_tracer_;
+  std::unique_ptr<SignalAnrTracer> signal_anr_tracer_;
+  std::unique_ptr<MethodTracer> owned_method_tracer_;
+  MethodTracer* method_tracer_ = nullptr;
+  const ProcReader proc_;
 };
 
 }  // namespace matrix

@@ -46,6 +46,8 @@ class DispatchHeartbeat {
     const std::string* target = nullptr;  // Handler::ToString() of the target.
     std::string log_line;                 // Printer source: the begin line.
     const char* label = nullptr;          // Foreign source: the caller's label.
+    // The method-trace mark of the dispatch's begin record (0 without tracing).
+    uint64_t method_mark = 0;
   };
 
   DispatchHeartbeat() = default;
@@ -53,7 +55,7 @@ class DispatchHeartbeat {
   DispatchHeartbeat& operator=(const DispatchHeartbeat&) = delete;
 
   // Looper thread, at every dispatch begin/end.
-  void Begin(TimeTicks begin, const DispatchInfo& info);
+  void Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark = 0);
   void End(TimeTicks end);
 
   // Any thread. Consistent: all fields come from one published state.
@@ -80,6 +82,7 @@ class DispatchHeartbeat {
   std::atomic<const std::string*> target_{nullptr};
   std::atomic<const char*> label_{nullptr};
   std::atomic<uint32_t> log_length_{0};
+  std::atomic<uint64_t> method_mark_{0};
   std::array<std::atomic<uint64_t>, kLogWords> log_words_{};
 };
 

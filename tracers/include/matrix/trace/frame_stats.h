@@ -78,6 +78,8 @@ class FrameStatsCollector {
   std::optional<proto::FrameReport> Add(const FrameData& frame, std::string_view scene_name);
   // Reports every scene with frames so far and starts afresh.
   std::vector<proto::FrameReport> Flush();
+  // An input event handled `latency` after it happened, in `scene`.
+  void AddInputLatency(SceneId scene, std::string_view scene_name, absl::Duration latency);
   // Frames refused upstream (ring full); reported with the next reports.
   void AddLostFrames(int64_t n) { lost_frames_ += n; }
 
@@ -101,6 +103,7 @@ class FrameStatsCollector {
     int64_t window_dropped = 0;
     int64_t window_frames = 0;
     std::vector<double> smoothness;  // Percent dropped per frame.
+    std::vector<double> input_latency_ms;
   };
   proto::FrameReport Report(SceneStats& stats);
 

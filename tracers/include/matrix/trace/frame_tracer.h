@@ -120,6 +120,10 @@ class FrameTracer : public Tracer {
   // Sync listener calls that exceeded `slow_sync_listener`. Any thread.
   uint64_t slow_sync_listener_calls() const { return slow_sync_calls_.load(); }
 
+  // An input event was handled `latency` after it happened, while `scene`
+  // was visible (InputLagTracer calls this). Looper thread; no allocation.
+  void OnInputHandled(SceneId scene, absl::Duration latency);
+
   void DoFrame(const FrameData& frame) override;
   void OnForeground(bool foreground) override;
 
@@ -137,6 +141,11 @@ class FrameTracer : public Tracer {
 
   Options options_;
   std::unique_ptr<internal::SpscRing<FrameData, kRingCapacity>> ring_;
+  struct InputLatency {
+    SceneId scene = AppState::kDefaultScene;
+    int64_t latency_ns = 0;
+  };
+  std::unique_ptr<internal::SpscRing<InputLatency, 256>> input_ring_;
   ObserverRegistration monitor_registration_;
   ObserverList<IDoFrameListener> sync_listeners_;
   TimeTicks last_frame_end_;  // Looper thread.

@@ -62,6 +62,7 @@ namespace matrix {
 class Choreographer;
 class Handler;
 class Looper;
+class MethodTracer;
 
 // One dispatched message and, when it drew one, its frame.
 struct FrameData {
@@ -98,6 +99,10 @@ struct DispatchData {
   absl::Duration cpu_time;
   absl::Duration cpu_wall;
   const DispatchInfo* info = nullptr;  // DispatchBegin only.
+  // Method tracing, when on: the dispatch's records are [method_mark,
+  // method_end) of the MethodTracer (method_end is set at DispatchEnd).
+  uint64_t method_mark = 0;
+  uint64_t method_end = 0;
 
   // Thread CPU / wall time in percent, or -1 when not sampled.
   double CpuUsagePercent() const {
@@ -127,6 +132,9 @@ class UIThreadMonitor : public LooperDispatchListener {
     Looper* sampler_looper = nullptr;
     absl::Duration cpu_sample_period = absl::Milliseconds(50);
     AppState* app_state = AppState::Get();
+    // Writes each dispatch's begin and end into this method tracer (not
+    // owned; null when method tracing is off).
+    MethodTracer* method_tracer = nullptr;
   };
 
   // `looper_monitor` and `choreographer` (null for a foreign render loop) are
@@ -149,8 +157,18 @@ class UIThreadMonitor : public LooperDispatchListener {
 
   const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
   const TickClock* clock() const { return looper_monitor_->clock(); }
+  MethodTracer* method_tracer() const { return options_.method_tracer; }
   // The looper thread, for stack capture and CPU reads from other threads.
   const ThreadHandle& looper_thread() const { return looper_thread_; }
+
+  // The CPU sample the sampler took during dispatch `dispatch_number`, if it
+  // caught it: the looper thread's CPU time and the wall time of the sample.
+  // Any thread.
+  struct CpuSample {
+    absl::Duration cpu;
+    TimeTicks wall;
+  };
+  std::optional<CpuSample> CpuSampleFor(uint64_t dispatch_number) const;
 
   // What the frame being drawn has spent so far, readable from any thread
   // (for ANR reports): costs of finished phases and the running phase's time

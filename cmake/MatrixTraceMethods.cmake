@@ -1,0 +1,76 @@
+# Method tracing for a user's target (see docs/method-tracing.md).
+#
+#   matrix_trace_methods(<target> [EXCLUDE <path-or-substring>...])
+#
+# Builds <target> with compiler function hooks so that matrix::MethodTracer
+# records every call on the traced (looper) thread, and links matrix::trace,
+# which defines the hooks.
+#
+#   GCC:   -finstrument-functions, with
+#          -finstrument-functions-exclude-file-list= listing the compiler's
+#          system include directories (the C++ standard library, Abseil and
+#          every other package under /usr/include), matrix-cpp's own public
+#          headers, and the EXCLUDE entries. GCC matches each entry as a
+#          substring of the path of the file that defines a function
+#          (inline functions from an excluded header are not instrumented,
+#          even when inlined into your code). Entries cannot contain commas.
+#   Clang: -finstrument-functions-after-inlining: only functions that remain
+#          calls after inlining are instrumented. Clang 14 has no exclude
+#          list: out-of-line template instantiations from the standard
+#          library (std::vector<T>::_M_realloc_insert, ...) emitted in your
+#          objects are traced too, and EXCLUDE is ignored with a warning.
+#          Mark hot helpers with __attribute__((no_instrument_function)) or
+#          move them to a target built without this function.
+#
+# MATRIX_TRACE_SCOPES (ON by default) controls MATRIX_TRACE_SCOPE("name"),
+# the manual scope macro; OFF compiles it to nothing everywhere.
+
+include_guard(GLOBAL)
+
+option(MATRIX_TRACE_SCOPES "Compile MATRIX_TRACE_SCOPE() scopes (OFF: to nothing)" ON)
+if(NOT MATRIX_TRACE_SCOPES)
+  add_compile_definitions(MATRIX_TRACE_SCOPES_DISABLED=1)
+endif()
+
+# matrix-cpp's public headers: never instrumented in user code.
+set(_MATRIX_TRACE_OWN_HEADERS
+    "${CMAKE_CURRENT_LIST_DIR}/../core/include/matrix/"
+    "${CMAKE_CURRENT_LIST_DIR}/../core/testing/include/matrix/"
+    "${CMAKE_CURRENT_LIST_DIR}/../tracers/include/matrix/"
+    "${CMAKE_CURRENT_LIST_DIR}/../plugins/include/matrix/"
+    "${PROJECT_BINARY_DIR}/proto/matrix/")
+
+function(matrix_trace_methods target)
+  cmake_parse_arguments(ARG "" "" "EXCLUDE" ${ARGN})
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "matrix_trace_methods: no target named '${target}'")
+  endif()
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    set(excludes ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES} ${CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES})
+    foreach(dir ${_MATRIX_TRACE_OWN_HEADERS})
+      get_filename_component(dir "${dir}" ABSOLUTE)
+      list(APPEND excludes "${dir}/")
+    endforeach()
+    list(APPEND excludes ${ARG_EXCLUDE})
+    list(REMOVE_DUPLICATES excludes)
+    foreach(entry ${excludes})
+      if(entry MATCHES ",")
+        message(FATAL_ERROR
+                "matrix_trace_methods: GCC exclude entries cannot contain ',': ${entry}")
+      endif()
+    endforeach()
+    list(JOIN excludes "," exclude_list)
+    target_compile_options(${target} PRIVATE
+        -finstrument-functions
+        "-finstrument-functions-exclude-file-list=${exclude_list}")
+  elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE -finstrument-functions-after-inlining)
+    if(ARG_EXCLUDE)
+      message(WARNING "matrix_trace_methods(${target}): clang has no exclude list; "
+                      "EXCLUDE ${ARG_EXCLUDE} ignored (use no_instrument_function)")
+    endif()
+  else()
+    message(FATAL_ERROR "matrix_trace_methods: unsupported compiler ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  target_link_libraries(${target} PRIVATE matrix::trace)
+endfunction()

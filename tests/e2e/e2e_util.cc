@@ -1,0 +1,56 @@
+#include "e2e_util.h"
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "matrix/core/choreographer.h"
+#include "matrix/core/matrix.h"
+
+namespace e2e {
+
+void CollectingListener::OnReportIssue(const matrix::Issue& issue) {
+  absl::MutexLock lock(&mu_);
+  issues_.push_back(issue);
+}
+
+std::vector<matrix::Issue> CollectingListener::issues() const {
+  absl::MutexLock lock(&mu_);
+  return issues_;
+}
+
+bool CollectingListener::WaitFor(
+    const std::function<bool(const std::vector<matrix::Issue>&)>& predicate,
+    absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (predicate(issues())) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return predicate(issues());
+}
+
+TracedProgram::TracedProgram(matrix::TraceConfig config)
+    : listener_(std::make_shared<CollectingListener>()) {
+  looper_ = matrix::Looper::PrepareMainLooper();
+  auto plugin = std::make_unique<matrix::TracePlugin>(std::move(config));
+  plugin_ = plugin.get();
+  absl::Status status = matrix::Matrix::Init(
+      matrix::Matrix::Builder().AddPlugin(std::move(plugin)).SetPluginListener(listener_).Build());
+  EXPECT_TRUE(status.ok()) << status;
+  status = plugin_->Start();
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TracedProgram::~TracedProgram() {
+  matrix::Matrix::Shutdown();
+  matrix::Choreographer::ReleaseForTesting();
+  matrix::Looper::ReleaseForTesting();
+}
+
+void TracedProgram::RunFor(absl::Duration d) {
+  const absl::Time end = absl::Now() + d;
+  for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+    looper_->PollOnce(end - now);
+  }
+}
+
+}  // namespace e2e

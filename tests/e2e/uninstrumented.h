@@ -1,0 +1,16 @@
+// Functions for the end-to-end tests, built without method tracing.
+#ifndef MATRIX_TESTS_E2E_UNINSTRUMENTED_H_
+#define MATRIX_TESTS_E2E_UNINSTRUMENTED_H_
+
+#include "absl/time/time.h"
+
+namespace e2e {
+
+// Blocks the calling thread in nanosleep for `d`.
+void HangInUninstrumentedCode(absl::Duration d);
+// Spins on the CPU for `d`.
+void SpinFor(absl::Duration d);
+
+}  // namespace e2e
+
+#endif  // MATRIX_TESTS_E2E_UNINSTRUMENTED_H_

@@ -1,0 +1,39 @@
+// Test and benchmark workload for method tracing. Functions in
+// instrumented_workload.cc are built with matrix_trace_methods(); those in
+// plain_workload.cc are not.
+
+#ifndef MATRIX_TESTS_TRACERS_INSTRUMENTED_WORKLOAD_H_
+#define MATRIX_TESTS_TRACERS_INSTRUMENTED_WORKLOAD_H_
+
+#include "absl/time/time.h"
+
+namespace matrix_test_workload {
+
+// Instrumented. One dispatch's worth of work: Warmup() burns `warmup`, then
+// A() -> B() -> C(), where C() burns `slow`.
+void RunSlowDispatch(absl::Duration warmup, absl::Duration slow);
+void Warmup(absl::Duration cost);
+void A(absl::Duration cost);
+void B(absl::Duration cost);
+void C(absl::Duration cost);
+
+// Instrumented. Catcher() -> Middle() -> Thrower(), which throws; Catcher()
+// catches. Returns true if the exception was caught.
+bool Catcher();
+void Middle();
+void Thrower();
+
+// Instrumented leaf for the benchmarks (noinline, trivial body).
+int InstrumentedLeaf(int x);
+
+// Not instrumented: the same leaf, and a busy-wait on the monotonic clock.
+int PlainLeaf(int x);
+// Not instrumented, but shaped like an instrumented leaf: calls two empty,
+// out-of-line "hooks" with (function, call site). The floor any
+// -finstrument-functions hook pays, whatever it does.
+int LeafWithEmptyHooks(int x);
+void BurnFor(absl::Duration cost);
+
+}  // namespace matrix_test_workload
+
+#endif  // MATRIX_TESTS_TRACERS_INSTRUMENTED_WORKLOAD_H_

@@ -1,0 +1,142 @@
+// File: matrix/trace/anr_tracer.h
+//
+// AnrTracer reports dispatches that do not finish in time, with the looper
+// thread's native stack captured at the moment the threshold was crossed:
+//
+//   ANR  (5 s)  reported at the crossing: Trace_EvilMethod, detail ANR, key =
+//               the stack key, with the stack, the call tree since the
+//               dispatch began (when methods are traced), the current frame's
+//               queue costs, thread state, priority and nice, memory, scene,
+//               foreground, CPU usage and the message being dispatched.
+//   LAG  (2 s)  the stack is captured at the crossing; the report (detail LAG)
+//               is sent when the dispatch ends, with its real cost, unless the
+//               dispatch goes on to become an ANR: one report per stuck
+//               dispatch (Matrix sends both).
+//
+// How the watchdog decides (on the matrix-watchdog looper; the looper thread
+// only publishes its heartbeat, a few stores per message):
+//   - It sleeps until the next instant a threshold could be crossed: the
+//     running dispatch's begin + threshold, or, when the looper is idle, one
+//     lag threshold from now (a dispatch that begins later cannot cross before
+//     then). Detection is therefore late only by timer slack.
+//   - When the watchdog itself wakes more than `late_tolerance` after it
+//     asked to (the process was stopped, the machine starved or suspended), it
+//     did not watch the gap: it restarts the running dispatch's clock from
+//     now instead of reporting a hang it did not witness. A real hang is then
+//     reported one threshold later. (CLOCK_MONOTONIC does not advance during
+//     system suspend, so a suspend never looks like a hang either.)
+//   - With a debugger attached (TracerPid in /proc) nothing is reported unless
+//     `report_with_debugger` is set.
+//
+//   matrix::AnrTracer anr({.monitor = &ui_monitor, .watchdog_looper = watchdog,
+//                          .worker_looper = worker, .report = publish});
+//   anr.OnStartTrace();
+//
+// Thread safety: OnStartTrace()/OnCloseTrace() and the LooperObserver
+// callbacks on the looper thread; the checks on the watchdog looper; reports
+// are built on the worker looper. Counters can be read from any thread.
+
+#ifndef MATRIX_TRACE_ANR_TRACER_H_
+#define MATRIX_TRACE_ANR_TRACER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/tick_clock.h"
+#include "matrix/trace/proc_stats.h"
+#include "matrix/trace/stack_capture.h"
+#include "matrix/trace/tracer.h"
+
+namespace matrix {
+
+class Handler;
+class Looper;
+
+class AnrTracer : public Tracer {
+ public:
+  using CaptureFn = std::function<absl::Status(const ThreadHandle& thread, RawStack* out)>;
+
+  struct Options {
+    UIThreadMonitor* monitor = nullptr;  // Required.
+    Looper* watchdog_looper = nullptr;   // Required: deadlines only.
+    Looper* worker_looper = nullptr;     // Required: report building.
+    absl::Duration anr_threshold = absl::Seconds(5);
+    absl::Duration lag_threshold = absl::Seconds(2);
+    bool report_with_debugger = false;
+    absl::Duration late_tolerance = absl::Milliseconds(100);
+    AppState* app_state = AppState::Get();
+    // Reads the looper thread's state, memory and the debugger flag.
+    std::string proc_root = "/proc";
+    // Captures the looper thread's stack (default: StackCapturer::Get()).
+    CaptureFn capture;
+    IssueCallback report;  // Receives the issues (worker thread).
+  };
+
+  explicit AnrTracer(Options options);
+  ~AnrTracer() override;
+
+  void DispatchEnd(const DispatchData& dispatch) override;
+
+  // Counters. Any thread.
+  int64_t anr_count() const { return anr_count_.load(); }
+  int64_t lag_count() const { return lag_count_.load(); }
+  // Wake-ups that came later than `late_tolerance` (their gap was not watched).
+  int64_t late_wakeups() const { return late_wakeups_.load(); }
+  int64_t suppressed_by_debugger() const { return debugger_suppressed_.load(); }
+  // The last dispatch this tracer took evidence for (a LAG or an ANR), so
+  // other tracers do not report the same dispatch again. Any thread.
+  uint64_t last_claimed_dispatch() const { return claimed_dispatch_.load(); }
+
+ protected:
+  void OnAlive() override;
+  void OnDead() override;
+
+ private:
+  struct Crossing;
+  void Check();
+  void ScheduleCheck(TimeTicks at);
+  std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
+                                    TimeTicks threshold_at);
+  bool DebuggerSuppresses();
+  void EmitLag(TimeTicks end);
+  void BuildAndReport(const Crossing& crossing);
+
+  Options options_;
+  const ProcReader proc_;
+  ObserverRegistration monitor_registration_;
+  std::unique_ptr<Handler> watchdog_handler_;
+  std::unique_ptr<Handler> worker_handler_;
+  std::atomic<bool> alive_{false};
+
+  // Watchdog-thread state.
+  struct Watch {
+    uint64_t number = 0;
+    TimeTicks begin;
+    TimeTicks watch_from;  // begin, or later if the watchdog missed a gap.
+    bool lag_done = false;
+    bool anr_done = false;
+  };
+  Watch watch_;
+  TimeTicks scheduled_for_;
+  std::unique_ptr<Crossing> pending_lag_;
+
+  // The dispatch whose LAG waits for its end; claimed (set to 0) by whichever
+  // of the looper thread and the watchdog sees the end first.
+  std::atomic<uint64_t> lag_pending_number_{0};
+  std::atomic<int64_t> lag_end_ns_{0};
+
+  std::atomic<uint64_t> claimed_dispatch_{0};
+  std::atomic<int64_t> anr_count_{0};
+  std::atomic<int64_t> lag_count_{0};
+  std::atomic<int64_t> late_wakeups_{0};
+  std::atomic<int64_t> debugger_suppressed_{0};
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_ANR_TRACER_H_

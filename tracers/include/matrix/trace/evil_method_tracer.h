@@ -1,0 +1,90 @@
+// File: matrix/trace/evil_method_tracer.h
+//
+// EvilMethodTracer reports dispatches that take at least the evil-method
+// threshold (700 ms by default; changeable at run time) as Trace_EvilMethod,
+// detail NORMAL: the method-trace call tree of the dispatch, trimmed to 30
+// calls, its stack key (the costliest deep call), cost, CPU usage (thread CPU
+// over wall time), the frame's queue costs, the scene and the message.
+//
+// On the looper thread it only remembers the dispatch; a slow one is handed
+// to the worker, which copies the dispatch's records out of the method-trace
+// ring (while the looper goes on), builds, names and trims the tree.
+//
+//   matrix::EvilMethodTracer evil({.monitor = &ui_monitor, .worker_looper = worker,
+//                                  .report = publish});
+//   evil.OnStartTrace();
+//   evil.ModifyEvilThreshold(absl::Milliseconds(300));   // any thread
+//
+// Without method tracing the report still carries cost, CPU, queue costs and
+// the message, and the key falls back to where the message was posted from.
+//
+// Thread safety: OnStartTrace()/OnCloseTrace() and the LooperObserver
+// callbacks on the looper thread; ModifyEvilThreshold() and counters from any
+// thread; analysis on the worker.
+
+#ifndef MATRIX_TRACE_EVIL_METHOD_TRACER_H_
+#define MATRIX_TRACE_EVIL_METHOD_TRACER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "matrix/core/app_state.h"
+#include "matrix/trace/tracer.h"
+
+namespace matrix {
+
+class AnrTracer;
+class Handler;
+class Looper;
+
+class EvilMethodTracer : public Tracer {
+ public:
+  struct Options {
+    UIThreadMonitor* monitor = nullptr;  // Required.
+    Looper* worker_looper = nullptr;     // Required.
+    absl::Duration threshold = absl::Milliseconds(700);
+    AppState* app_state = AppState::Get();
+    // When set, a dispatch this AnrTracer already reported as LAG or ANR is
+    // not reported again (one report per stuck dispatch). Not owned.
+    const AnrTracer* anr_tracer = nullptr;
+    IssueCallback report;  // Receives the issues (worker thread).
+  };
+
+  explicit EvilMethodTracer(Options options);
+  ~EvilMethodTracer() override;
+
+  // Changes the threshold from the next dispatch on. Any thread.
+  void ModifyEvilThreshold(absl::Duration threshold);
+  absl::Duration evil_threshold() const {
+    return absl::Nanoseconds(threshold_ns_.load(std::memory_order_relaxed));
+  }
+  // Slow dispatches seen. Any thread.
+  int64_t evil_count() const { return evil_count_.load(); }
+
+  void DispatchBegin(const DispatchData& dispatch) override;
+  void DoFrame(const FrameData& frame) override;
+  void DispatchEnd(const DispatchData& dispatch) override;
+
+ protected:
+  void OnAlive() override;
+  void OnDead() override;
+
+ private:
+  struct SlowDispatch;
+  void Analyze(const SlowDispatch& slow);
+
+  Options options_;
+  std::atomic<int64_t> threshold_ns_;
+  std::atomic<int64_t> evil_count_{0};
+  ObserverRegistration monitor_registration_;
+  std::unique_ptr<Handler> worker_handler_;
+  // Looper thread: the frame drawn by the dispatch in progress, if any.
+  FrameData frame_;
+  bool frame_seen_ = false;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_EVIL_METHOD_TRACER_H_

@@ -1,0 +1,88 @@
+// File: matrix/trace/idle_handler_lag_tracer.h
+//
+// IdleHandlerLagTracer reports an IdleHandler that runs longer than its
+// threshold (2 s by default): Trace_EvilMethod, detail LAG_IDLE_HANDLER, with
+// the looper thread's stack captured when the threshold was crossed and the
+// idle handler's class. One report per run.
+//
+// Matrix replaces the MessageQueue's idle-handler list by reflection (and
+// drops the handlers registered before it); here the Looper tells its
+// dispatch observers about every idle-handler run, so nothing is replaced.
+// The watchdog schedules itself like AnrTracer's: at the running handler's
+// begin + threshold, or one threshold from now when none runs.
+//
+//   matrix::IdleHandlerLagTracer idle({.looper = main_looper, .monitor = &ui_monitor,
+//                                      .watchdog_looper = watchdog, .worker_looper = worker,
+//                                      .report = publish});
+//   idle.OnStartTrace();   // on the looper thread
+//
+// Thread safety: OnStartTrace()/OnCloseTrace() on the looper thread; checks
+// on the watchdog looper; reports built on the worker.
+
+#ifndef MATRIX_TRACE_IDLE_HANDLER_LAG_TRACER_H_
+#define MATRIX_TRACE_IDLE_HANDLER_LAG_TRACER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/looper.h"
+#include "matrix/trace/anr_tracer.h"
+#include "matrix/trace/tracer.h"
+
+namespace matrix {
+
+class Handler;
+
+class IdleHandlerLagTracer : public Tracer, private DispatchObserver {
+ public:
+  struct Options {
+    Looper* looper = nullptr;            // Required: the looper whose idle handlers to watch.
+    UIThreadMonitor* monitor = nullptr;  // Required: clock and looper thread.
+    Looper* watchdog_looper = nullptr;   // Required.
+    Looper* worker_looper = nullptr;     // Required.
+    absl::Duration threshold = absl::Seconds(2);
+    AppState* app_state = AppState::Get();
+    AnrTracer::CaptureFn capture;  // Default: StackCapturer::Get().
+    IssueCallback report;
+  };
+
+  explicit IdleHandlerLagTracer(Options options);
+  ~IdleHandlerLagTracer() override;
+
+  int64_t lag_count() const { return lag_count_.load(); }
+
+ protected:
+  void OnAlive() override;
+  void OnDead() override;
+
+ private:
+  // DispatchObserver (looper thread). Only idle-handler runs matter here.
+  void OnDispatchBegin(const Message&, TimeTicks) override {}
+  void OnDispatchEnd(const Message&, TimeTicks, TimeTicks) override {}
+  void OnIdleHandlerBegin(const IdleHandler& handler, TimeTicks begin) override;
+  void OnIdleHandlerEnd(const IdleHandler& handler, TimeTicks begin, TimeTicks end) override;
+
+  void Check();
+
+  Options options_;
+  ObserverRegistration looper_registration_;
+  std::unique_ptr<Handler> watchdog_handler_;
+  std::unique_ptr<Handler> worker_handler_;
+  std::atomic<bool> alive_{false};
+
+  // Published by the looper thread (run number is odd while a handler runs).
+  std::atomic<uint64_t> run_seq_{0};
+  std::atomic<int64_t> run_begin_ns_{0};
+  std::atomic<const char*> run_type_{nullptr};  // typeid(handler).name()
+
+  // Watchdog thread.
+  uint64_t reported_seq_ = 0;
+  std::atomic<int64_t> lag_count_{0};
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_IDLE_HANDLER_LAG_TRACER_H_

@@ -1,0 +1,73 @@
+// File: matrix/trace/report_context.h
+//
+// Fills the evidence shared by every report from what the tracers capture:
+// Matrix's device context, process memory, the looper thread's state, a
+// native stack and a method-trace call tree, in their protobuf forms. Used on
+// the worker thread when a report is built (it reads /proc and symbolizes).
+//
+//   matrix::proto::AnrReport anr;
+//   matrix::FillThreadStack(matrix::SymbolizeStack(raw), anr.mutable_thread_stack());
+//   matrix::FillCallTree(tree, anr.mutable_stack(), anr.mutable_stack_text());
+//   anr.set_stack_key(matrix::NativeStackKey(*anr.mutable_thread_stack()));
+//
+// Thread safety: thread-safe; never call on the looper thread's hot path.
+
+#ifndef MATRIX_TRACE_REPORT_CONTEXT_H_
+#define MATRIX_TRACE_REPORT_CONTEXT_H_
+
+#include <string>
+
+#include "google/protobuf/repeated_field.h"
+#include "matrix/proto/common.pb.h"
+#include "matrix/trace/call_tree.h"
+#include "matrix/trace/dispatch_heartbeat.h"
+#include "matrix/trace/proc_stats.h"
+#include "matrix/trace/stack_capture.h"
+
+namespace matrix {
+
+// Matrix's DeviceUtil.getDeviceInfo: machine level, cpu_app, mem, mem_free,
+// cores. Missing /proc data leaves fields at their defaults.
+void FillDeviceInfo(const ProcReader& proc, proto::DeviceInfo* out);
+
+// VmSize, VmRSS and the malloc heap in use, in KiB.
+void FillMemoryInfo(const ProcReader& proc, proto::MemoryInfo* out);
+
+// The thread's state, priority, nice and CPU time from /proc.
+void FillThreadInfo(const ProcReader& proc, pid_t tid, proto::ThreadInfo* out);
+
+// A symbolized stack as frames with demangled names.
+void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out);
+
+// The call tree (pre-order) and its text form "depth,name,count,cost_ms" per
+// line. Names must have been resolved.
+void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto::MethodCall>* out,
+                  std::string* text);
+
+// The message a dispatch was running, from a heartbeat snapshot.
+void FillMessageInfo(const DispatchHeartbeat::Snapshot& snapshot, proto::MessageInfo* out);
+
+// HangStackKey()
+//
+// The stack key of a hang, from the looper thread's stack at the crossing and
+// the method-trace tree of the dispatch (null without tracing). Walking the
+// stack from its innermost frame and skipping system and runtime frames:
+//   - a frame the tree does not know (code built without tracing) is where
+//     the thread is stuck: it is the key;
+//   - a traced frame is the key when its call costs at least 30% of
+//     `total_cost` (a cheaper one is a passing moment of a longer call);
+// otherwise the tree's own key, then NativeStackKey().
+std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
+                         absl::Duration total_cost);
+
+// NativeStackKey()
+//
+// The stack key of a native stack: the innermost frame that belongs to the
+// application rather than to libc, the C++ runtime, the dynamic loader or
+// matrix-cpp itself, named by its function. Falls back to the innermost
+// named frame, then to "unknown".
+std::string NativeStackKey(const proto::ThreadStack& stack);
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_REPORT_CONTEXT_H_

@@ -1,0 +1,233 @@
+// File: matrix/trace/stack_capture.h
+//
+// Captures the native stack of another thread (the looper thread, from the
+// watchdog or the block sampler), of the calling thread, or of every thread
+// in the process (for SIGQUIT-style dumps), and turns it into symbolized,
+// demangled frames.
+//
+// Capturing another thread sends it a real-time signal carrying a request
+// token (rt_tgsigqueueinfo). The handler unwinds the interrupted stack with
+// the DWARF unwind tables (_Unwind_Backtrace from libgcc; frame pointers are
+// not needed) into a preallocated slot, marks the slot done with an atomic
+// store and wakes the capturing thread through a futex. The capturing thread
+// waits with a bounded timeout. A handler that runs after its capture gave up
+// finds the slot no longer waiting for its token and writes nothing. See
+// docs/stacks.md for the design, the cost (about 50-60 us per capture) and
+// what the monitored binary needs.
+//
+//   // At startup, on any thread (optional: the first capture installs the
+//   // handler with the default signal).
+//   MATRIX_CHECK(matrix::StackCapturer::Get()->Install().ok(), "stack capture");
+//
+//   // On the watchdog thread, when the looper thread is stuck:
+//   matrix::RawStack raw;  // Preallocated; reuse it.
+//   absl::Status status = matrix::StackCapturer::Get()->Capture(looper_thread, &raw);
+//   if (status.ok()) {
+//     // Later, on the worker thread:
+//     matrix::SymbolizedStack stack = matrix::SymbolizeStack(raw);
+//     report.set_thread_stack(stack.ToString());
+//   }
+//
+// Thread safety: StackCapturer is thread-safe; captures from several threads
+// are serialized. RawStack and SymbolizedStack are value types
+// (thread-compatible).
+
+#ifndef MATRIX_TRACE_STACK_CAPTURE_H_
+#define MATRIX_TRACE_STACK_CAPTURE_H_
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "matrix/core/thread_handle.h"
+#include "matrix/core/time_ticks.h"
+#include "matrix/trace/symbolizer.h"
+
+namespace matrix {
+
+// The deepest stack a capture keeps; deeper stacks are cut at the
+// outermost end and marked truncated.
+inline constexpr int kMaxStackFrames = 128;
+
+// RawStack
+//
+// A captured stack as program counters, innermost frame first, in fixed
+// storage (no allocation, about 1 KiB). frames[0] is the exact interrupted
+// instruction when `exact_top_pc` is set (a signal capture); every other
+// entry is a return address, i.e. the instruction after a call.
+struct RawStack {
+  pid_t tid = 0;              // The thread the stack belongs to.
+  int depth = 0;              // Number of valid entries in pcs.
+  bool truncated = false;     // The thread had more than kMaxStackFrames frames.
+  bool exact_top_pc = false;  // pcs[0] is an interrupted pc, not a return address.
+  TimeTicks captured_at;      // CLOCK_MONOTONIC when the unwind ran.
+  std::array<uintptr_t, kMaxStackFrames> pcs{};
+
+  absl::Span<const uintptr_t> frames() const {
+    return absl::Span<const uintptr_t>(pcs.data(), static_cast<size_t>(depth));
+  }
+};
+
+// StackFrame
+//
+// One symbolized frame: `pc` as captured, `symbol` describing the
+// instruction (for return addresses, the call instruction before it; the
+// offsets are those of `pc` itself).
+struct StackFrame {
+  uintptr_t pc = 0;
+  SymbolInfo symbol;
+};
+
+// SymbolizedStack
+//
+// A captured stack with names, innermost frame first. The capture
+// machinery's own frames (signal handler, unwinder, signal trampoline) are
+// not part of it.
+struct SymbolizedStack {
+  pid_t tid = 0;
+  bool truncated = false;
+  TimeTicks captured_at;
+  std::vector<StackFrame> frames;
+
+  // ToString()
+  //
+  // One frame per line:
+  //   #0  0x000055d0c0de1234 app::Widget::Draw(int, char const*)+0x1c (matrix-demo)
+  //   #1  0x00007f5e1a2b3c4d libfoo.so+0x3c4d
+  // followed by "    ... (truncated)" when frames were cut.
+  std::string ToString() const;
+};
+
+// SymbolizeStack()
+//
+// Names every frame of `stack` with `symbolizer` (return addresses are
+// looked up at pc - 1 so calls at the end of a function name the right
+// function). Allocates and may read files: call it on the worker thread.
+SymbolizedStack SymbolizeStack(const RawStack& stack,
+                               Symbolizer* symbolizer = Symbolizer::Get());
+
+// ThreadStack
+//
+// One thread of a whole-process capture.
+struct ThreadStack {
+  pid_t tid = 0;
+  std::string name;   // From /proc/self/task/<tid>/stat, "" if it vanished.
+  char state = '?';   // See ThreadStateName() in proc_stats.h.
+  absl::Status status;  // Why `stack` is empty, when it is.
+  RawStack stack;
+};
+
+// FormatThreadStacks()
+//
+// A text dump of every thread, for logs and SIGQUIT-style reports:
+//   "main" tid=1234 state=S (sleeping)
+//   #0  0x... function+0x1c (module)
+//   ...
+//   (blank line between threads; failed captures print their status)
+std::string FormatThreadStacks(const std::vector<ThreadStack>& threads,
+                               Symbolizer* symbolizer = Symbolizer::Get());
+
+// StackCapturer
+//
+// Process-wide: one signal handler, a few preallocated capture slots.
+//
+// Thread safety: thread-safe. Every method can be called from any thread
+// (but not from a signal handler unless marked async-signal-safe).
+// Capturing the looper thread from the looper thread itself works (it
+// captures directly) but costs the looper thread tens of microseconds.
+class StackCapturer {
+ public:
+  // How long Capture() waits for the target thread by default.
+  static constexpr absl::Duration kDefaultTimeout = absl::Milliseconds(200);
+
+  // DefaultSignal()
+  //
+  // SIGRTMIN + 5 (39 with glibc). sentry-native uses SIGRTMIN + 4 and
+  // Android's debuggerd SIGRTMIN + 3 (bionic); glibc itself reserves the two
+  // signals below SIGRTMIN. Change it with Install() if the program uses it.
+  static int DefaultSignal();
+
+  // Get()
+  //
+  // The process-wide instance. Never destroyed.
+  static StackCapturer* Get();
+
+  // Install()
+  //
+  // Installs the capture handler for `signal_number` (a real-time signal,
+  // SIGRTMIN..SIGRTMAX) with SA_SIGINFO | SA_ONSTACK | SA_RESTART, after
+  // warming up the unwinder so the handler never initializes anything. The
+  // handler passes signals that are not capture requests to the handler
+  // that was installed before it (a default or ignored disposition means
+  // the signal is ignored). Installing again with the same signal is a
+  // no-op; with another signal, FailedPrecondition. InvalidArgument for a
+  // signal outside the real-time range.
+  absl::Status Install(int signal_number = DefaultSignal()) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The installed signal, 0 before Install().
+  int signal_number() const { return signal_.load(std::memory_order_acquire); }
+
+  // Capture()
+  //
+  // Captures the stack of `thread` (by kernel thread id) into `out`, waiting
+  // at most `timeout` for the thread to answer. Installs the handler with the
+  // default signal if Install() was not called. On failure `out->depth` is 0:
+  //   NotFound            the thread does not exist (exited).
+  //   FailedPrecondition  the thread blocks the capture signal.
+  //   DeadlineExceeded    no answer in time: the thread is stopped, in an
+  //                       uninterruptible sleep, or not scheduled.
+  //   ResourceExhausted   the kernel's signal queue is full, or every slot is
+  //                       held by a late handler still unwinding.
+  // Allocates only on failure (the status message). The calling thread's own
+  // tid is captured directly, without a signal.
+  absl::Status Capture(const ThreadHandle& thread, RawStack* out,
+                       absl::Duration timeout = kDefaultTimeout) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Capture(pid_t tid, RawStack* out, absl::Duration timeout = kDefaultTimeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // CaptureAllThreads()
+  //
+  // Captures every thread listed in /proc/self/task, one after another,
+  // each with `per_thread_timeout`. Threads that exit meanwhile show
+  // NotFound. Allocates; call it off the looper thread.
+  std::vector<ThreadStack> CaptureAllThreads(absl::Duration per_thread_timeout = kDefaultTimeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // CaptureCurrentThread()
+  //
+  // Captures the calling thread's stack into `out`, starting at the caller
+  // of this function and skipping `skip_frames` more. Async-signal-safe once
+  // Install() has run (the first use of the unwinder initializes it).
+  static void CaptureCurrentThread(RawStack* out, int skip_frames = 0);
+
+  // Capture signals that arrived after their capture had given up (timed
+  // out), and that were therefore ignored. Any thread.
+  uint64_t late_signal_count() const;
+
+ private:
+  StackCapturer() = default;
+  absl::Status CaptureInternal(pid_t tid, RawStack* out, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CaptureOtherThreadLocked(pid_t tid, RawStack* out, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status InstallLocked(int signal_number) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  std::atomic<int> signal_{0};
+  // Generation of the latest request; its low bits pick the slot.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_STACK_CAPTURE_H_

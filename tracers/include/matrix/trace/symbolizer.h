@@ -1,0 +1,207 @@
+// File: matrix/trace/symbolizer.h
+//
+// Symbolizer turns code addresses (stack frames, instrumented function
+// addresses) into demangled C++ names with parameters, such as
+// "app::Widget::Draw(int, char const*)", plus the ELF module and offsets.
+//
+// It maps an address to its module with dl_iterate_phdr, reads that ELF
+// file's own symbol table (.symtab, else .dynsym; a separate debug file found
+// by build id or .gnu_debuglink when the binary is stripped), and demangles
+// with abi::__cxa_demangle. So static and non-exported functions of a PIE
+// executable get full names without -rdynamic. Addresses its reader cannot
+// name fall back to absl::Symbolize, and then to "module+0xoffset".
+//
+//   matrix::Symbolizer* symbolizer = matrix::Symbolizer::Get();
+//   matrix::SymbolInfo info = symbolizer->Symbolize(pc);
+//   // info.function == "app::Widget::Draw(int, char const*)"
+//   std::string line = symbolizer->Describe(pc);
+//   // "app::Widget::Draw(int, char const*)+0x1c (matrix-demo)"
+//
+// Costs: the first address in a module loads that module's symbol table
+// (milliseconds for a large binary, once); after that a lookup is a binary
+// search plus a demangle (microseconds), and repeated addresses hit a cache.
+// Never call it on the looper thread: it allocates, locks and reads files.
+//
+// Thread safety: thread-safe. Every method can be called from any thread
+// except where noted; calls are serialized on an internal mutex.
+
+#ifndef MATRIX_TRACE_SYMBOLIZER_H_
+#define MATRIX_TRACE_SYMBOLIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace matrix {
+
+namespace internal {
+class SymbolModule;
+}  // namespace internal
+
+// SymbolInfo
+//
+// What is known about one code address.
+struct SymbolInfo {
+  // Demangled, with parameters, e.g. "app::Widget::Draw(int, char const*)";
+  // empty if unknown.
+  std::string function;
+  // Path of the ELF file containing the address ("" if no module maps it).
+  std::string module;
+  // pc - function start (0 when the function is unknown).
+  uintptr_t function_offset = 0;
+  // pc - module load bias: the address in the ELF file's own address space,
+  // which is what addr2line and llvm-symbolizer take. For PIE executables and
+  // shared libraries this is pc minus the address the module is mapped at.
+  uintptr_t module_offset = 0;
+};
+
+// Symbolizer
+//
+// Process-wide symbol lookup with a cache. Thread safety: thread-safe.
+class Symbolizer {
+ public:
+  // A private instance with its own caches; most code uses Get().
+  Symbolizer();
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // Get()
+  //
+  // The process-wide instance. Never destroyed. Any thread.
+  static Symbolizer* Get();
+
+  // Symbolize()
+  //
+  // Everything known about the instruction at `pc`. For a return address
+  // taken from a stack, pass pc - 1 to name the call instruction (a call at
+  // the very end of a function would otherwise name the next function);
+  // SymbolizeStack() in stack_capture.h does this. Results are cached. Any
+  // thread.
+  SymbolInfo Symbolize(uintptr_t pc) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // FunctionName()
+  //
+  // The name registered for `address` with RegisterName(), else the demangled
+  // name of the function containing it, else "module+0x1a2b" (module base
+  // name and module offset), else "0x7f00deadbeef". Any thread.
+  std::string FunctionName(uintptr_t address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Describe()
+  //
+  // A one-line description: "function+0x1c (module)" with the module's base
+  // name, "module+0x1a2b" when the function is unknown, or the hex address
+  // when no module maps it. Any thread.
+  std::string Describe(uintptr_t pc) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // RegisterName()
+  //
+  // Names a synthetic address (a manual trace scope's id, a JIT stub). The
+  // name is returned as-is, without demangling, by Symbolize(),
+  // FunctionName() and Describe() for exactly this address. A later call
+  // replaces the name. Any thread.
+  void RegisterName(uintptr_t address, std::string name) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // AddDebugDirectory()
+  //
+  // Adds a directory searched for separate debug files of stripped modules,
+  // before /usr/lib/debug: both <dir>/.build-id/ab/cdef....debug and
+  // <dir>/<debuglink name>. Modules already loaded are not re-read. Any
+  // thread.
+  void AddDebugDirectory(std::string directory) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Number of cached lookups (for tests and memory accounting). Any thread.
+  size_t CacheSizeForTesting() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Lookups cached before the cache is cleared, bounding its memory.
+  static constexpr size_t kMaxCacheEntries = 1 << 16;
+
+ private:
+  SymbolInfo SymbolizeLocked(uintptr_t pc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The module mapping `pc`, rescanning loaded modules when none does and
+  // the set of loaded objects changed. Null if none.
+  internal::SymbolModule* FindModuleLocked(uintptr_t pc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RescanModulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  // Loaded modules sorted by their lowest mapped address.
+  std::vector<std::unique_ptr<internal::SymbolModule>> modules_ ABSL_GUARDED_BY(mu_);
+  // dl_iterate_phdr's load/unload counters at the last scan.
+  unsigned long long scanned_adds_ ABSL_GUARDED_BY(mu_) = 0;
+  unsigned long long scanned_subs_ ABSL_GUARDED_BY(mu_) = 0;
+  bool scanned_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uintptr_t, SymbolInfo> cache_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uintptr_t, std::string> registered_names_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> debug_directories_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace internal {
+
+// One symbol of an ELF file: [address, address + size) in the file's own
+// address space (add the load bias for the runtime address).
+struct ElfSymbol {
+  uintptr_t address = 0;
+  uintptr_t size = 0;  // 0 when the symbol table gives none; see ElfSymbolTable.
+  std::string name;    // Mangled, as in the symbol table.
+};
+
+// ElfSymbolTable
+//
+// The function symbols of one ELF file, sorted by address. Exposed for
+// tests; production code goes through Symbolizer. Thread-compatible.
+class ElfSymbolTable {
+ public:
+  // Which table the symbols came from.
+  enum class Source { kNone, kSymtab, kDynsym };
+
+  // Load()
+  //
+  // Reads the function symbols of the 64-bit ELF file at `path`: .symtab if
+  // present, else .dynsym. If the file has no .symtab, it first looks for a
+  // separate debug file with a .symtab (and the same build id): by build id,
+  // <dir>/.build-id/xx/yyyy.debug for each of `debug_directories`; then by
+  // the .gnu_debuglink name, next to the file, in its .debug/ subdirectory,
+  // and at <dir>/<the file's directory>/ and <dir>/ for each directory.
+  // Never fails: an unreadable or non-ELF file gives an empty table.
+  static ElfSymbolTable Load(const std::string& path,
+                             const std::vector<std::string>& debug_directories);
+
+  // Lookup()
+  //
+  // The symbol containing file address `address`, or null. A symbol with a
+  // size contains [address, address + size); one without (hand-written
+  // assembly) extends to the next symbol or the end of its section.
+  const ElfSymbol* Lookup(uintptr_t address) const;
+
+  Source source() const { return source_; }
+  // The file the symbols were read from (the debug file when one was used).
+  const std::string& symbol_file() const { return symbol_file_; }
+  size_t size() const { return symbols_.size(); }
+
+ private:
+  std::vector<ElfSymbol> symbols_;  // Sorted by address, one per address.
+  Source source_ = Source::kNone;
+  std::string symbol_file_;
+};
+
+// Demangles an Itanium C++ ABI name ("_ZN3app6Widget4DrawEiPKc" ->
+// "app::Widget::Draw(int, char const*)") after dropping compiler clone
+// suffixes (".isra.0", ".constprop.1", ".part.2", ".cold", ".llvm.123", ...),
+// so a specialized copy reads and groups like its source function. Other
+// names are returned without the clone suffixes.
+std::string Demangle(const std::string& symbol);
+
+// Drops trailing compiler clone suffixes: "_Z3fooi.isra.0.cold" -> "_Z3fooi".
+std::string StripCloneSuffixes(absl::string_view name);
+
+}  // namespace internal
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_SYMBOLIZER_H_

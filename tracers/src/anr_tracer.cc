@@ -1,0 +1,252 @@
+#include "matrix/trace/anr_tracer.h"
+
+#include <algorithm>
+
+#include "matrix/core/handler.h"
+#include "matrix/core/logging.h"
+#include "matrix/core/looper.h"
+#include "matrix/trace/call_tree.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/report_context.h"
+#include "matrix/trace/symbolizer.h"
+
+namespace matrix {
+
+// Everything taken at a threshold crossing, on the watchdog thread, and
+// turned into a report on the worker.
+struct AnrTracer::Crossing {
+  proto::Detail detail = proto::ANR;
+  DispatchHeartbeat::Snapshot snapshot;
+  TimeTicks captured_at;   // When the watchdog took the evidence.
+  TimeTicks threshold_at;  // When the threshold was crossed.
+  TimeTicks end;           // LAG: when the dispatch ended.
+  RawStack stack;
+  absl::Status stack_status;
+  std::string thread_name;
+  bool has_records = false;
+  RecordCopy records;
+  UIThreadMonitor::FrameSnapshot frame;
+  proto::ThreadInfo thread;
+  proto::MemoryInfo memory;
+  std::optional<UIThreadMonitor::CpuSample> cpu_sample;
+  absl::Duration cpu_now;
+  SceneId scene = AppState::kDefaultScene;
+  bool foreground = true;
+};
+
+AnrTracer::AnrTracer(Options options)
+    : options_(std::move(options)), proc_(options_.proc_root) {
+  MATRIX_CHECK(options_.monitor != nullptr, "AnrTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.watchdog_looper != nullptr, "AnrTracer needs a watchdog looper");
+  MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");
+  MATRIX_CHECK(options_.lag_threshold < options_.anr_threshold,
+               "the lag threshold must be shorter than the ANR threshold");
+  if (!options_.capture) {
+    options_.capture = [](const ThreadHandle& thread, RawStack* out) {
+      return StackCapturer::Get()->Capture(thread, out);
+    };
+  }
+  watchdog_handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::AnrTracer");
+  worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::AnrTracer$Report");
+}
+
+AnrTracer::~AnrTracer() {
+  OnCloseTrace();
+  watchdog_handler_.reset();  // No check runs after this.
+  worker_handler_.reset();
+}
+
+void AnrTracer::OnAlive() {
+  monitor_registration_ = options_.monitor->AddObserver(this);
+  alive_.store(true);
+  // The first check: any dispatch running now is watched from its begin.
+  watchdog_handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
+}
+
+void AnrTracer::OnDead() {
+  monitor_registration_.Reset();
+  alive_.store(false);
+  watchdog_handler_->RemoveCallbacks(this);
+  lag_pending_number_.store(0);
+}
+
+void AnrTracer::ScheduleCheck(TimeTicks at) {
+  scheduled_for_ = at;
+  watchdog_handler_->RemoveCallbacks(this);
+  watchdog_handler_->PostAtTime([this] { Check(); }, this, at);
+}
+
+bool AnrTracer::DebuggerSuppresses() {
+  if (options_.report_with_debugger) return false;
+  absl::StatusOr<bool> attached = proc_.IsDebuggerAttached();
+  if (!attached.ok() || !*attached) return false;
+  debugger_suppressed_.fetch_add(1);
+  return true;
+}
+
+std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat::Snapshot& s,
+                                                        TimeTicks now, TimeTicks threshold_at) {
+  claimed_dispatch_.store(s.dispatch_number);
+  auto crossing = std::make_unique<Crossing>();
+  crossing->snapshot = s;
+  crossing->captured_at = now;
+  crossing->threshold_at = threshold_at;
+  const ThreadHandle& looper_thread = options_.monitor->looper_thread();
+  crossing->stack_status = options_.capture(looper_thread, &crossing->stack);
+  // The rest of the evidence, as close to the crossing as possible.
+  crossing->frame = options_.monitor->SnapshotFrame(now);
+  FillThreadInfo(proc_, looper_thread.tid(), &crossing->thread);
+  FillMemoryInfo(proc_, &crossing->memory);
+  crossing->thread_name = crossing->thread.name();
+  crossing->cpu_sample = options_.monitor->CpuSampleFor(s.dispatch_number);
+  crossing->cpu_now = options_.monitor->clock()->ThreadCpuTime(looper_thread);
+  crossing->scene = options_.app_state->visible_scene_id();
+  crossing->foreground = options_.app_state->is_foreground();
+  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
+    crossing->records = tracer->Copy(s.method_mark, tracer->Mark());
+    crossing->has_records = true;
+  }
+  return crossing;
+}
+
+void AnrTracer::Check() {
+  if (!alive_.load()) return;
+  const TickClock* clock = options_.monitor->clock();
+  const TimeTicks now = clock->NowTicks();
+  const bool late =
+      !scheduled_for_.is_null() && now - scheduled_for_ > options_.late_tolerance;
+  if (late) late_wakeups_.fetch_add(1);
+
+  const DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
+  TimeTicks next = now + options_.lag_threshold;
+  if (s.active) {
+    if (s.dispatch_number != watch_.number) watch_ = Watch{s.dispatch_number, s.begin, s.begin};
+    // A late wake-up did not watch the gap: do not count it against the
+    // dispatch (the process may have been stopped, not hung).
+    if (late) watch_.watch_from = std::max(watch_.watch_from, now);
+    const absl::Duration watched = now - watch_.watch_from;
+
+    if (!watch_.anr_done && watched >= options_.anr_threshold) {
+      watch_.anr_done = watch_.lag_done = true;
+      lag_pending_number_.store(0);  // The ANR replaces the pending LAG.
+      pending_lag_.reset();
+      if (!DebuggerSuppresses()) {
+        auto crossing = Capture(s, now, watch_.watch_from + options_.anr_threshold);
+        crossing->detail = proto::ANR;
+        anr_count_.fetch_add(1);
+        worker_handler_->Post([this, c = std::shared_ptr<Crossing>(std::move(crossing))] {
+          BuildAndReport(*c);
+        });
+      }
+    } else if (!watch_.lag_done && watched >= options_.lag_threshold) {
+      watch_.lag_done = true;
+      if (!DebuggerSuppresses()) {
+        pending_lag_ = Capture(s, now, watch_.watch_from + options_.lag_threshold);
+        pending_lag_->detail = proto::LAG;
+        lag_pending_number_.store(s.dispatch_number);
+        // If the dispatch ended before the looper could see the pending
+        // number, report it from here.
+        const DispatchHeartbeat::Snapshot after = options_.monitor->heartbeat().Read();
+        if (after.dispatch_number != s.dispatch_number || !after.active) {
+          uint64_t expected = s.dispatch_number;
+          if (lag_pending_number_.compare_exchange_strong(expected, 0)) {
+            EmitLag(after.dispatch_number == s.dispatch_number ? after.last_end : now);
+          }
+        }
+      }
+    }
+    if (!watch_.lag_done) {
+      next = watch_.watch_from + options_.lag_threshold;
+    } else if (!watch_.anr_done) {
+      next = watch_.watch_from + options_.anr_threshold;
+    }
+  }
+  ScheduleCheck(next);
+}
+
+void AnrTracer::DispatchEnd(const DispatchData& dispatch) {
+  // Looper thread: one atomic load per dispatch; the post happens only for a
+  // dispatch that already lagged (>= the lag threshold).
+  uint64_t pending = lag_pending_number_.load();
+  if (pending != dispatch.dispatch_number || pending == 0) return;
+  if (!lag_pending_number_.compare_exchange_strong(pending, 0)) return;
+  const int64_t end_ns = dispatch.end.ToNanoseconds();
+  watchdog_handler_->Post([this, end_ns] { EmitLag(TimeTicks::FromNanoseconds(end_ns)); });
+}
+
+void AnrTracer::EmitLag(TimeTicks end) {
+  if (pending_lag_ == nullptr) return;
+  std::unique_ptr<Crossing> crossing = std::move(pending_lag_);
+  crossing->end = end;
+  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
+    // The whole dispatch is known now.
+    crossing->records = tracer->Copy(crossing->snapshot.method_mark, tracer->Mark());
+    crossing->has_records = true;
+  }
+  lag_count_.fetch_add(1);
+  worker_handler_->Post(
+      [this, c = std::shared_ptr<Crossing>(std::move(crossing))] { BuildAndReport(*c); });
+}
+
+void AnrTracer::BuildAndReport(const Crossing& crossing) {
+  const Crossing* c = &crossing;
+  proto::AnrReport anr;
+  anr.set_detail(c->detail);
+  const TimeTicks until = c->detail == proto::LAG && !c->end.is_null() ? c->end : c->captured_at;
+  const absl::Duration cost = until - c->snapshot.begin;
+  anr.set_cost_ms(absl::ToDoubleMilliseconds(cost));
+  anr.set_scene(std::string(options_.app_state->SceneName(c->scene)));
+  anr.set_is_process_foreground(c->foreground);
+  anr.set_detection_delay_ms(absl::ToDoubleMilliseconds(c->captured_at - c->threshold_at));
+
+  proto::ThreadStack* stack = anr.mutable_thread_stack();
+  SymbolizedStack symbolized;
+  if (c->stack_status.ok()) {
+    symbolized = SymbolizeStack(c->stack);
+    FillThreadStack(symbolized, stack);
+  } else {
+    stack->set_tid(options_.monitor->looper_thread().tid());
+    stack->set_error(c->stack_status.ToString());
+  }
+  stack->set_thread_name(c->thread_name);
+  stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
+
+  std::optional<CallTree> tree;
+  if (c->has_records) {
+    CallTree::Options options;
+    options.end_time = until;
+    tree = CallTree::Build(c->records.records, options);
+    tree->ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+  }
+  // The key uses the whole tree; the report carries the trimmed one.
+  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, cost);
+  anr.set_stack_key(key);
+  if (tree) {
+    tree->Trim();
+    FillCallTree(*tree, anr.mutable_stack(), anr.mutable_stack_text());
+    anr.set_stack_truncated(c->records.truncated());
+  }
+
+  proto::QueueCosts* queues = anr.mutable_queue_costs();
+  queues->set_input_ms(absl::ToDoubleMilliseconds(c->frame.phase_costs[0]));
+  queues->set_animation_ms(absl::ToDoubleMilliseconds(c->frame.phase_costs[1]));
+  queues->set_traversal_ms(absl::ToDoubleMilliseconds(c->frame.phase_costs[2]));
+  queues->set_commit_ms(absl::ToDoubleMilliseconds(c->frame.phase_costs[3]));
+  *anr.mutable_thread() = c->thread;
+  *anr.mutable_memory() = c->memory;
+  FillMessageInfo(c->snapshot, anr.mutable_message());
+  if (c->cpu_sample && c->captured_at > c->cpu_sample->wall) {
+    anr.set_cpu_usage(100.0 * absl::FDivDuration(c->cpu_now - c->cpu_sample->cpu,
+                                                 c->captured_at - c->cpu_sample->wall));
+  } else {
+    anr.set_cpu_usage(-1);
+  }
+
+  Issue issue;
+  issue.mutable_proto()->set_tag(kTagEvilMethod);
+  issue.mutable_proto()->set_key(key);
+  *issue.mutable_proto()->mutable_anr() = std::move(anr);
+  if (options_.report) options_.report(std::move(issue));
+}
+
+}  // namespace matrix

@@ -1,0 +1,126 @@
+#include "matrix/trace/evil_method_tracer.h"
+
+#include "matrix/core/handler.h"
+#include "matrix/core/looper.h"
+#include "matrix/trace/anr_tracer.h"
+#include "matrix/trace/call_tree.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/report_context.h"
+#include "matrix/trace/symbolizer.h"
+
+namespace matrix {
+
+// What the worker needs to explain one slow dispatch.
+struct EvilMethodTracer::SlowDispatch {
+  DispatchData dispatch;
+  DispatchHeartbeat::Snapshot message;
+  FrameData frame;
+  bool is_frame = false;
+  SceneId scene = AppState::kDefaultScene;
+  bool foreground = true;
+};
+
+EvilMethodTracer::EvilMethodTracer(Options options)
+    : options_(std::move(options)),
+      threshold_ns_(absl::ToInt64Nanoseconds(options_.threshold)) {
+  MATRIX_CHECK(options_.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.worker_looper != nullptr, "EvilMethodTracer needs a worker looper");
+  MATRIX_CHECK(options_.threshold > absl::ZeroDuration(), "the evil threshold must be positive");
+  worker_handler_ =
+      std::make_unique<Handler>(options_.worker_looper, "matrix::EvilMethodTracer");
+}
+
+EvilMethodTracer::~EvilMethodTracer() {
+  OnCloseTrace();
+  worker_handler_.reset();
+}
+
+void EvilMethodTracer::ModifyEvilThreshold(absl::Duration threshold) {
+  if (threshold <= absl::ZeroDuration()) return;
+  threshold_ns_.store(absl::ToInt64Nanoseconds(threshold), std::memory_order_relaxed);
+}
+
+void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->AddObserver(this); }
+
+void EvilMethodTracer::OnDead() { monitor_registration_.Reset(); }
+
+void EvilMethodTracer::DispatchBegin(const DispatchData& /*dispatch*/) { frame_seen_ = false; }
+
+void EvilMethodTracer::DoFrame(const FrameData& frame) {
+  if (frame.is_vsync_frame) {
+    frame_ = frame;
+    frame_seen_ = true;
+  }
+}
+
+void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
+  const absl::Duration cost = dispatch.end - dispatch.begin;
+  if (absl::ToInt64Nanoseconds(cost) < threshold_ns_.load(std::memory_order_relaxed)) return;
+  if (options_.anr_tracer != nullptr &&
+      options_.anr_tracer->last_claimed_dispatch() == dispatch.dispatch_number) {
+    return;  // Reported as LAG or ANR, with more evidence.
+  }
+  // A slow dispatch (>= the threshold): allocating here costs nothing that
+  // matters next to it. Everything else happens on the worker.
+  evil_count_.fetch_add(1);
+  auto slow = std::make_shared<SlowDispatch>();
+  slow->dispatch = dispatch;
+  slow->dispatch.info = nullptr;
+  slow->message = options_.monitor->heartbeat().Read();
+  slow->is_frame = frame_seen_ && dispatch.is_vsync_frame;
+  if (slow->is_frame) slow->frame = frame_;
+  slow->scene = options_.app_state->visible_scene_id();
+  slow->foreground = options_.app_state->is_foreground();
+  worker_handler_->Post([this, slow] { Analyze(*slow); });
+}
+
+void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
+  const DispatchData& d = slow.dispatch;
+  const absl::Duration cost = d.end - d.begin;
+  proto::EvilMethodReport report;
+  report.set_detail(proto::NORMAL);
+  report.set_cost_ms(absl::ToDoubleMilliseconds(cost));
+  report.set_scene(std::string(options_.app_state->SceneName(slow.scene)));
+  report.set_is_process_foreground(slow.foreground);
+  report.set_cpu_usage(d.CpuUsagePercent());
+  FillMessageInfo(slow.message, report.mutable_message());
+  if (slow.is_frame) {
+    proto::QueueCosts* q = report.mutable_queue_costs();
+    q->set_input_ms(absl::ToDoubleMilliseconds(slow.frame.input));
+    q->set_animation_ms(absl::ToDoubleMilliseconds(slow.frame.animation));
+    q->set_traversal_ms(absl::ToDoubleMilliseconds(slow.frame.traversal));
+    q->set_commit_ms(absl::ToDoubleMilliseconds(slow.frame.commit));
+  }
+
+  std::string key;
+  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
+    RecordCopy copy = tracer->Copy(d.method_mark, d.method_end);
+    CallTree::Options options;
+    options.end_time = d.end;
+    CallTree tree = CallTree::Build(copy.records, options);
+    if (std::optional<size_t> k = tree.KeyIndex(cost);
+        k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
+      const CallNode& node = tree.nodes()[*k];
+      key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
+                                               : node.name;
+    }
+    tree.Trim();
+    tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+    FillCallTree(tree, report.mutable_stack(), report.mutable_stack_text());
+    report.set_stack_truncated(copy.truncated());
+  }
+  if (key.empty()) {
+    // No traced call explains it: name the message instead.
+    key = slow.message.posted_from.has_source_info() ? slow.message.posted_from.ToString()
+                                                    : "dispatch";
+  }
+  report.set_stack_key(key);
+
+  Issue issue;
+  issue.mutable_proto()->set_tag(kTagEvilMethod);
+  issue.mutable_proto()->set_key(key);
+  *issue.mutable_proto()->mutable_evil_method() = std::move(report);
+  if (options_.report) options_.report(std::move(issue));
+}
+
+}  // namespace matrix

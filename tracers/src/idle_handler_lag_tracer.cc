@@ -1,0 +1,118 @@
+#include "matrix/trace/idle_handler_lag_tracer.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <typeinfo>
+
+#include "matrix/core/handler.h"
+#include "matrix/trace/report_context.h"
+#include "matrix/trace/symbolizer.h"
+
+namespace matrix {
+namespace {
+
+std::string Demangle(const char* mangled) {
+  if (mangled == nullptr) return "unknown";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = (status == 0 && demangled != nullptr) ? demangled : mangled;
+  std::free(demangled);
+  return name;
+}
+
+}  // namespace
+
+IdleHandlerLagTracer::IdleHandlerLagTracer(Options options) : options_(std::move(options)) {
+  MATRIX_CHECK(options_.looper != nullptr, "IdleHandlerLagTracer needs a Looper");
+  MATRIX_CHECK(options_.monitor != nullptr, "IdleHandlerLagTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.watchdog_looper != nullptr && options_.worker_looper != nullptr,
+               "IdleHandlerLagTracer needs watchdog and worker loopers");
+  if (!options_.capture) {
+    options_.capture = [](const ThreadHandle& thread, RawStack* out) {
+      return StackCapturer::Get()->Capture(thread, out);
+    };
+  }
+  watchdog_handler_ =
+      std::make_unique<Handler>(options_.watchdog_looper, "matrix::IdleHandlerLagTracer");
+  worker_handler_ =
+      std::make_unique<Handler>(options_.worker_looper, "matrix::IdleHandlerLagTracer$Report");
+}
+
+IdleHandlerLagTracer::~IdleHandlerLagTracer() {
+  OnCloseTrace();
+  watchdog_handler_.reset();
+  worker_handler_.reset();
+}
+
+void IdleHandlerLagTracer::OnAlive() {
+  looper_registration_ = options_.looper->AddDispatchObserver(this);
+  alive_.store(true);
+  watchdog_handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
+}
+
+void IdleHandlerLagTracer::OnDead() {
+  looper_registration_.Reset();
+  alive_.store(false);
+  watchdog_handler_->RemoveCallbacks(this);
+}
+
+void IdleHandlerLagTracer::OnIdleHandlerBegin(const IdleHandler& handler, TimeTicks begin) {
+  // A few relaxed stores; the type name is static storage (no allocation).
+  run_begin_ns_.store(begin.ToNanoseconds(), std::memory_order_relaxed);
+  run_type_.store(typeid(handler).name(), std::memory_order_relaxed);
+  run_seq_.fetch_add(1, std::memory_order_release);  // Odd: running.
+}
+
+void IdleHandlerLagTracer::OnIdleHandlerEnd(const IdleHandler&, TimeTicks, TimeTicks) {
+  run_seq_.fetch_add(1, std::memory_order_release);  // Even: idle.
+}
+
+void IdleHandlerLagTracer::Check() {
+  if (!alive_.load()) return;
+  const TimeTicks now = options_.monitor->clock()->NowTicks();
+  const uint64_t seq = run_seq_.load(std::memory_order_acquire);
+  const TimeTicks begin = TimeTicks::FromNanoseconds(run_begin_ns_.load(std::memory_order_relaxed));
+  const char* type = run_type_.load(std::memory_order_relaxed);
+  TimeTicks next = now + options_.threshold;
+  if ((seq & 1) && seq != reported_seq_ && run_seq_.load(std::memory_order_acquire) == seq) {
+    if (now - begin >= options_.threshold) {
+      reported_seq_ = seq;
+      auto stack = std::make_shared<RawStack>();
+      const absl::Status status = options_.capture(options_.monitor->looper_thread(), stack.get());
+      lag_count_.fetch_add(1);
+      const SceneId scene = options_.app_state->visible_scene_id();
+      const bool foreground = options_.app_state->is_foreground();
+      worker_handler_->Post([this, stack, status, type, begin, now, scene, foreground] {
+        proto::AnrReport report;
+        report.set_detail(proto::LAG_IDLE_HANDLER);
+        report.set_cost_ms(absl::ToDoubleMilliseconds(now - begin));
+        report.set_detection_delay_ms(
+            absl::ToDoubleMilliseconds(now - (begin + options_.threshold)));
+        report.set_idle_handler(Demangle(type));
+        report.set_scene(std::string(options_.app_state->SceneName(scene)));
+        report.set_is_process_foreground(foreground);
+        SymbolizedStack symbolized;
+        if (status.ok()) {
+          symbolized = SymbolizeStack(*stack);
+          FillThreadStack(symbolized, report.mutable_thread_stack());
+        } else {
+          report.mutable_thread_stack()->set_error(status.ToString());
+        }
+        report.mutable_thread_stack()->set_captured_at_ms(absl::ToDoubleMilliseconds(now - begin));
+        report.set_stack_key(HangStackKey(symbolized, nullptr, now - begin));
+        Issue issue;
+        issue.mutable_proto()->set_tag(kTagEvilMethod);
+        issue.mutable_proto()->set_key(report.stack_key());
+        *issue.mutable_proto()->mutable_anr() = std::move(report);
+        if (options_.report) options_.report(std::move(issue));
+      });
+    } else {
+      next = begin + options_.threshold;
+    }
+  }
+  watchdog_handler_->RemoveCallbacks(this);
+  watchdog_handler_->PostAtTime([this] { Check(); }, this, next);
+}
+
+}  // namespace matrix

@@ -1,0 +1,265 @@
+// Method tracing runtime: the -finstrument-functions hooks, the ring buffer
+// writer (traced thread only), the ticker thread and the copier.
+//
+// This file must never be built with -finstrument-functions; every function
+// on the hook path is also marked MATRIX_NO_INSTRUMENT, so it stays correct
+// if someone instruments the whole program by hand.
+//
+// Memory ordering. The single writer stores slot i (release) and then
+// publishes write_index_ = i + 1 (release). A copier loads the index
+// (acquire), loads the slots it wants (acquire) and loads the index again.
+// If a slot load saw a value written for index j, the writer had already
+// published index j (program order, made visible by the release/acquire
+// pair), so the second index load returns at least j. Records with index
+// below (second load + 1 - capacity) may have been overwritten while we read
+// them (the writer may be storing the record it has not published yet) and
+// are dropped; the rest are exact. On x86-64 every one of these atomics is a
+// plain mov.
+
+#include "matrix/trace/method_tracer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "matrix/core/check.h"
+
+namespace matrix {
+namespace {
+
+// Per-thread writer state. Only the traced thread has slots != nullptr, so
+// on every other thread a hook is one initial-exec TLS load and a branch.
+struct WriterState {
+  std::atomic<uint64_t>* slots = nullptr;
+  uint64_t mask = 0;
+  uint64_t next = 0;   // Absolute index of the next record.
+  uint64_t epoch = 0;  // RecordEpoch() of the last time record written.
+  const std::atomic<int64_t>* now_ns = nullptr;
+  std::atomic<uint64_t>* published = nullptr;
+};
+
+__attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tls_writer;
+
+std::atomic<MethodTracer*> g_current{nullptr};
+
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t), "a slot is one 8-byte record");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots must be plain stores");
+static_assert(std::atomic<int64_t>::is_always_lock_free, "the cached time must be a plain load");
+
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Store(WriterState* w,
+                                                                      uint64_t record) {
+  const uint64_t i = w->next;
+  w->slots[i & w->mask].store(record, std::memory_order_release);
+  w->next = i + 1;
+  w->published->store(i + 1, std::memory_order_release);
+}
+
+// Cold: runs once per 16.78 ms epoch of activity.
+MATRIX_NO_INSTRUMENT __attribute__((noinline, cold)) void StoreTime(WriterState* w,
+                                                                    int64_t now_ns) {
+  w->epoch = RecordEpoch(now_ns);
+  Store(w, EncodeTimeRecord(record::kTimeSubkindTick, now_ns));
+}
+
+// `base` is a record without its time bits.
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterState* w,
+                                                                       uint64_t base) {
+  const int64_t now = w->now_ns->load(std::memory_order_relaxed);
+  if (__builtin_expect(RecordEpoch(now) != w->epoch, 0)) StoreTime(w, now);
+  Store(w, base | RecordTimeLow(now));
+}
+
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendFunction(uint64_t kind,
+                                                                               void* fn) {
+  WriterState* w = &tls_writer;
+  if (w->slots == nullptr) return;
+  Append(w, EncodeFunctionRecord(kind, reinterpret_cast<uintptr_t>(fn), 0));
+}
+
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendScope(bool exit,
+                                                                            const TraceSite* site) {
+  WriterState* w = &tls_writer;
+  if (w->slots == nullptr) return;
+  Append(w, EncodeScopeRecord(exit, reinterpret_cast<uintptr_t>(site), 0));
+}
+
+// Rounds down to a power of two, at least 64.
+size_t CapacityFor(size_t buffer_bytes) {
+  size_t records = std::max<size_t>(buffer_bytes / sizeof(uint64_t), 64);
+  size_t capacity = 1;
+  while (capacity * 2 <= records) capacity *= 2;
+  return capacity;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Hooks.
+
+void ScopedTraceSite::Enter(const TraceSite* site) { AppendScope(false, site); }
+void ScopedTraceSite::Exit(const TraceSite* site) { AppendScope(true, site); }
+
+// ---------------------------------------------------------------------------
+// MethodTracer.
+
+MethodTracer::MethodTracer(const Options& options)
+    : options_(options),
+      clock_(options.clock != nullptr ? options.clock : TickClock::Default()),
+      capacity_(CapacityFor(options.buffer_bytes)),
+      thread_(ThreadHandle::Current()),
+      // Value-initialized: the whole buffer is zeroed (touched) now, so the
+      // traced thread never page-faults on a fresh page later.
+      slots_(new std::atomic<uint64_t>[capacity_]()) {}
+
+std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
+  MATRIX_CHECK(tls_writer.slots == nullptr, "this thread is already traced");
+  std::unique_ptr<MethodTracer> tracer(new MethodTracer(options));
+  MethodTracer* expected = nullptr;
+  MATRIX_CHECK(g_current.compare_exchange_strong(expected, tracer.get()),
+               "only one MethodTracer may exist at a time");
+
+  const int64_t now =
+      std::clamp<int64_t>(tracer->clock_->NowTicks().ToNanoseconds(), 0, kMaxRecordTimeNs);
+  tracer->cached_now_ns_.store(now, std::memory_order_relaxed);
+
+  WriterState& w = tls_writer;
+  w.slots = tracer->slots_.get();
+  w.mask = tracer->capacity_ - 1;
+  w.next = 0;
+  w.now_ns = &tracer->cached_now_ns_;
+  w.published = &tracer->write_index_;
+  StoreTime(&w, now);  // The stream always starts timed.
+
+  if (options.tick_period > absl::ZeroDuration()) {
+    tracer->ticker_ = std::thread([t = tracer.get()] { t->TickerLoop(); });
+  }
+  return tracer;
+}
+
+MethodTracer::~MethodTracer() {
+  MATRIX_CHECK(tls_writer.published == &write_index_,
+               "a MethodTracer must be destroyed on the thread it traces");
+  tls_writer = WriterState();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (ticker_.joinable()) ticker_.join();
+  g_current.store(nullptr, std::memory_order_release);
+}
+
+MethodTracer* MethodTracer::Current() { return g_current.load(std::memory_order_acquire); }
+
+uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
+  WriterState* w = &tls_writer;
+  MATRIX_DCHECK(w->published == &write_index_, "DispatchBegin off the traced thread");
+  if (w->published != &write_index_) return Mark();  // Release builds: record nothing.
+  const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
+  // A plain load and store (no CAS on the looper thread): a racing ticker
+  // store may win with a slightly older time; readers clamp time to be
+  // monotonic and the next tick repairs it.
+  if (ns > cached_now_ns_.load(std::memory_order_relaxed)) {
+    cached_now_ns_.store(ns, std::memory_order_relaxed);
+  }
+  const uint64_t index = w->next;
+  w->epoch = RecordEpoch(ns);
+  Store(w, EncodeTimeRecord(record::kTimeSubkindDispatchBegin, ns));
+  in_dispatch_.store(true, std::memory_order_relaxed);
+  return index;
+}
+
+void MethodTracer::DispatchEnd(TimeTicks now) {
+  WriterState* w = &tls_writer;
+  MATRIX_DCHECK(w->published == &write_index_, "DispatchEnd off the traced thread");
+  if (w->published != &write_index_) return;
+  const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
+  if (ns > cached_now_ns_.load(std::memory_order_relaxed)) {
+    cached_now_ns_.store(ns, std::memory_order_relaxed);
+  }
+  w->epoch = RecordEpoch(ns);
+  Store(w, EncodeTimeRecord(record::kTimeSubkindDispatchEnd, ns));
+  in_dispatch_.store(false, std::memory_order_relaxed);
+}
+
+void MethodTracer::UpdateTime(TimeTicks now) {
+  const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
+  int64_t current = cached_now_ns_.load(std::memory_order_relaxed);
+  while (ns > current &&
+         !cached_now_ns_.compare_exchange_weak(current, ns, std::memory_order_relaxed)) {
+  }
+}
+
+RecordCopy MethodTracer::Copy(uint64_t from, uint64_t to) const {
+  RecordCopy copy;
+  CopyInto(from, to, &copy);
+  return copy;
+}
+
+void MethodTracer::CopyInto(uint64_t from, uint64_t to, RecordCopy* out) const {
+  out->records.clear();
+  out->requested_first = from;
+  const uint64_t written = write_index_.load(std::memory_order_acquire);
+  to = std::min(to, written);
+  if (from >= to) {
+    out->first_index = from;
+    return;
+  }
+  // Whatever is more than capacity_ behind `to` is gone already.
+  uint64_t first = (to - from > capacity_) ? to - capacity_ : from;
+  const uint64_t mask = capacity_ - 1;
+  out->records.resize(to - first);
+  for (uint64_t i = first; i < to; ++i) {
+    out->records[i - first] = slots_[i & mask].load(std::memory_order_acquire);
+  }
+  // Validate: anything the writer may have overwritten while we read.
+  const uint64_t after = write_index_.load(std::memory_order_acquire);
+  const uint64_t first_valid = after + 1 > capacity_ ? after + 1 - capacity_ : 0;
+  if (first_valid > first) {
+    const uint64_t drop = std::min<uint64_t>(first_valid - first, out->records.size());
+    out->records.erase(out->records.begin(), out->records.begin() + drop);
+    first += drop;
+  }
+  out->first_index = first;
+}
+
+void MethodTracer::TickerLoop() {
+  SetCurrentThreadName("matrix-ticker");
+  absl::Duration period = options_.tick_period;
+  TimeTicks last_activity = clock_->NowTicks();
+  uint64_t last_index = Mark();
+  absl::Duration last_cpu = thread_.CpuTime();
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), period)) {
+    ticker_wakeups_.fetch_add(1, std::memory_order_relaxed);
+    const TimeTicks now = clock_->NowTicks();
+    UpdateTime(now);
+    // Busy: records were written, a dispatch is open, or the thread used
+    // CPU (it may be running uninstrumented code between two records).
+    const uint64_t index = Mark();
+    bool active = index != last_index || in_dispatch();
+    last_index = index;
+    if (!active) {
+      const absl::Duration cpu = thread_.CpuTime();
+      active = cpu != last_cpu;
+      last_cpu = cpu;
+    }
+    if (active) last_activity = now;
+    period = (now - last_activity < options_.idle_after) ? options_.tick_period
+                                                         : options_.idle_tick_period;
+  }
+}
+
+}  // namespace matrix
+
+// The compiler's function hooks (-finstrument-functions). Global C symbols:
+// linking matrix::trace provides them to every instrumented object.
+extern "C" {
+
+MATRIX_NO_INSTRUMENT void __cyg_profile_func_enter(void* this_fn, void* /*call_site*/) {
+  matrix::AppendFunction(matrix::record::kKindEnter, this_fn);
+}
+
+MATRIX_NO_INSTRUMENT void __cyg_profile_func_exit(void* this_fn, void* /*call_site*/) {
+  matrix::AppendFunction(matrix::record::kKindExit, this_fn);
+}
+
+}  // extern "C"

@@ -1,0 +1,165 @@
+#include "matrix/trace/report_context.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "matrix/core/handler.h"
+
+namespace matrix {
+namespace {
+
+proto::DeviceInfo::Level ToProtoLevel(DeviceLevel level) {
+  switch (level) {
+    case DeviceLevel::kBest: return proto::DeviceInfo::BEST;
+    case DeviceLevel::kHigh: return proto::DeviceInfo::HIGH;
+    case DeviceLevel::kMiddle: return proto::DeviceInfo::MIDDLE;
+    case DeviceLevel::kLow: return proto::DeviceInfo::LOW;
+    case DeviceLevel::kBad: return proto::DeviceInfo::BAD;
+    default: return proto::DeviceInfo::LEVEL_UNKNOWN;
+  }
+}
+
+// Modules and functions that never name the culprit.
+bool IsSystemOrRuntimeFrame(const std::string& module, const std::string& fn) {
+  static constexpr const char* kSystemModules[] = {
+      "/libc.so", "/libc-", "/libpthread", "/libstdc++", "/libgcc_s", "/ld-linux",
+      "linux-vdso", "/libm.so", "/libdl", "/librt", "/libabsl_", "/libspdlog", "/libfmt",
+      "/libprotobuf"};
+  for (const char* m : kSystemModules) {
+    if (absl::StrContains(module, m)) return true;
+  }
+  if (fn.empty()) return false;
+  // matrix-cpp's own runtime and the C++ standard library.
+  return absl::StartsWith(fn, "matrix::") || absl::StartsWith(fn, "std::") ||
+         absl::StartsWith(fn, "absl::") || absl::StartsWith(fn, "void std::") ||
+         absl::StartsWith(fn, "__");
+}
+
+}  // namespace
+
+void FillDeviceInfo(const ProcReader& proc, proto::DeviceInfo* out) {
+  const int cores = NumCpuCores();
+  out->set_cpu_cores(cores);
+  if (auto mem = proc.ReadSystemMemory(); mem.ok()) {
+    out->set_mem(mem->mem_total_kb * 1024);
+    out->set_mem_free(mem->mem_available_kb);
+    out->set_machine(ToProtoLevel(ComputeDeviceLevel(mem->mem_total_kb * 1024, cores)));
+  }
+  auto process = proc.ReadProcessStat();
+  auto system = proc.ReadSystemCpuTimes();
+  if (process.ok() && system.ok() && system->Total() > 0) {
+    const double app = static_cast<double>(process->utime + process->stime) +
+                       static_cast<double>(process->cutime + process->cstime);
+    out->set_cpu_app(100.0 * app / static_cast<double>(system->Total()));
+  }
+}
+
+void FillMemoryInfo(const ProcReader& proc, proto::MemoryInfo* out) {
+  if (auto mem = proc.ReadProcessMemory(); mem.ok()) {
+    out->set_vm_size_kb(mem->vm_size_kb);
+    out->set_vm_rss_kb(mem->vm_rss_kb);
+  }
+  out->set_heap_in_use_kb(static_cast<int64_t>(HeapInUseBytes() / 1024));
+}
+
+void FillThreadInfo(const ProcReader& proc, pid_t tid, proto::ThreadInfo* out) {
+  out->set_tid(tid);
+  if (auto stat = proc.ReadThreadStat(tid); stat.ok()) {
+    out->set_name(stat->comm);
+    out->set_state(absl::StrCat(std::string(1, stat->state), " (",
+                                std::string(ThreadStateName(stat->state)), ")"));
+    out->set_priority(static_cast<int32_t>(stat->priority));
+    out->set_nice(static_cast<int32_t>(stat->nice));
+    const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    out->set_cpu_time_ms(1000.0 * static_cast<double>(stat->utime + stat->stime) / hz);
+  }
+}
+
+void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out) {
+  out->set_tid(stack.tid);
+  for (const StackFrame& frame : stack.frames) {
+    proto::StackFrame* f = out->add_frames();
+    f->set_pc(absl::StrFormat("0x%x", frame.pc));
+    f->set_function(frame.symbol.function);
+    f->set_module(frame.symbol.module);
+    f->set_offset(frame.symbol.function.empty() ? frame.symbol.module_offset
+                                                : frame.symbol.function_offset);
+  }
+  if (stack.truncated) out->set_error("truncated: deeper frames were not captured");
+}
+
+void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto::MethodCall>* out,
+                  std::string* text) {
+  for (const CallNode& node : tree.nodes()) {
+    proto::MethodCall* call = out->Add();
+    call->set_depth(node.depth);
+    call->set_name(node.name.empty() ? absl::StrFormat("0x%x", node.address) : node.name);
+    call->set_count(node.count);
+    call->set_cost_ms(absl::ToDoubleMilliseconds(node.cost));
+    call->set_unfinished(node.running);
+    if (text != nullptr) {
+      absl::StrAppendFormat(text, "%d,%s,%d,%.3f\n", node.depth, call->name(), node.count,
+                            call->cost_ms());
+    }
+  }
+}
+
+void FillMessageInfo(const DispatchHeartbeat::Snapshot& s, proto::MessageInfo* out) {
+  if (s.target != nullptr) out->set_target(*s.target);
+  if (s.posted_from.has_source_info()) {
+    out->set_callback(s.has_callback ? s.posted_from.ToString() : "null");
+  } else if (!s.log_line.empty()) {
+    out->set_callback(s.log_line);
+  } else if (s.label != nullptr) {
+    out->set_callback(s.label);
+  }
+  out->set_what(s.what);
+}
+
+std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
+                         absl::Duration total_cost) {
+  absl::flat_hash_map<uintptr_t, absl::Duration> traced;  // Entry address -> largest cost.
+  if (tree != nullptr) {
+    for (const CallNode& node : tree->nodes()) {
+      if (node.kind != MethodKind::kFunction) continue;
+      absl::Duration& cost = traced[node.address];
+      cost = std::max(cost, node.cost);
+    }
+  }
+  const absl::Duration costly = total_cost * CallTree::kKeyCostShare;
+  for (const StackFrame& frame : stack.frames) {
+    const SymbolInfo& sym = frame.symbol;
+    if (sym.function.empty() || IsSystemOrRuntimeFrame(sym.module, sym.function)) continue;
+    auto it = traced.find(frame.pc - sym.function_offset);
+    if (it == traced.end() || it->second >= costly) return sym.function;
+  }
+  if (tree != nullptr) {
+    if (std::optional<size_t> k = tree->KeyIndex(total_cost);
+        k && tree->nodes()[*k].kind != MethodKind::kDispatch) {
+      const CallNode& node = tree->nodes()[*k];
+      if (!node.name.empty()) return node.name;
+    }
+  }
+  proto::ThreadStack proto_stack;
+  FillThreadStack(stack, &proto_stack);
+  return NativeStackKey(proto_stack);
+}
+
+std::string NativeStackKey(const proto::ThreadStack& stack) {
+  for (const proto::StackFrame& frame : stack.frames()) {
+    if (!frame.function().empty() && !IsSystemOrRuntimeFrame(frame.module(), frame.function())) {
+      return frame.function();
+    }
+  }
+  for (const proto::StackFrame& frame : stack.frames()) {
+    if (!frame.function().empty()) return frame.function();
+  }
+  return "unknown";
+}
+
+}  // namespace matrix

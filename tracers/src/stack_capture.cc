@@ -1,0 +1,514 @@
+#include "matrix/trace/stack_capture.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/base/attributes.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "matrix/core/tick_clock.h"
+#include "matrix/trace/proc_stats.h"
+
+namespace matrix {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Shared state between capturing threads and the signal handler.
+//
+// A request is a 64-bit token: kTokenMagic in the top 16 bits, the
+// generation in the low 48. The generation picks a slot (generation %
+// kSlotCount). A slot's state word is (generation << 2 | phase):
+//
+//   capturer                          handler (target thread)
+//   state = Requested(g)  --signal-->  CAS Requested(g) -> Writing(g)
+//                                      unwind into the slot
+//   wait on futex          <--wake---  state = Done(g); futex++
+//   read the slot
+//
+// On timeout the capturer CASes Requested(g) -> Idle(g). A late handler's CAS
+// then fails, so it never writes into a slot that was given up or reused. A
+// slot still Writing (a handler preempted mid-unwind) is skipped by the next
+// captures until that handler marks it Done.
+// ---------------------------------------------------------------------------
+
+constexpr uint64_t kTokenMagic = 0x4d58;  // "MX"
+constexpr int kTokenMagicShift = 48;
+constexpr uint64_t kGenerationMask = (uint64_t{1} << kTokenMagicShift) - 1;
+constexpr int kSlotCount = 4;
+// Room for the frames above the interrupted one: the unwinder's caller, the
+// handler, a sanitizer's signal wrapper, the signal trampoline.
+constexpr int kMachineryFrames = 16;
+constexpr int kSlotCapacity = kMaxStackFrames + kMachineryFrames;
+// How long a capturer whose deadline passed while the handler was already
+// unwinding waits for it to finish.
+constexpr absl::Duration kWritingGrace = absl::Milliseconds(100);
+
+enum Phase : uint64_t { kIdle = 0, kRequested = 1, kWriting = 2, kDone = 3 };
+
+constexpr uint64_t MakeState(uint64_t generation, Phase phase) {
+  return (generation << 2) | phase;
+}
+constexpr Phase PhaseOf(uint64_t state) { return static_cast<Phase>(state & 3); }
+
+struct Slot {
+  std::atomic<uint64_t> state{0};
+  std::atomic<uint32_t> futex{0};
+  // Written by the handler between Writing and Done; read by the capturer
+  // after it observes Done.
+  pid_t tid = 0;
+  int first = 0;  // Index of the interrupted frame in pcs.
+  int depth = 0;  // Valid entries in pcs, machinery frames included.
+  bool truncated = false;
+  bool exact_top_pc = false;
+  int64_t captured_at_ns = 0;
+  uintptr_t pcs[kSlotCapacity] = {};
+};
+
+Slot g_slots[kSlotCount];
+std::atomic<uint64_t> g_late_signals{0};
+// The disposition before ours; written once, before our handler is installed.
+struct sigaction g_previous_action;
+
+pid_t GetTid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
+}
+
+// Waits while *word == expected, at most `timeout`. Spurious returns are fine.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+  timespec relative = absl::ToTimespec(std::max(timeout, absl::ZeroDuration()));
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &relative,
+          nullptr, 0);
+}
+
+// --- Unwinding (async-signal-safe) ------------------------------------------
+
+void HandleSignal(int signal_number, siginfo_t* info, void* ucontext);
+
+struct UnwindState {
+  uintptr_t* pcs;
+  int capacity;
+  int depth;
+  bool truncated;
+  int handler_index;  // Frame index of HandleSignal, -1 if not seen.
+};
+
+_Unwind_Reason_Code UnwindCallback(_Unwind_Context* context, void* arg) {
+  auto* state = static_cast<UnwindState*>(arg);
+  int ip_before_instruction = 0;
+  uintptr_t ip = _Unwind_GetIPInfo(context, &ip_before_instruction);
+  if (ip == 0) return _URC_END_OF_STACK;
+  if (state->depth >= state->capacity) {
+    state->truncated = true;
+    return _URC_END_OF_STACK;
+  }
+  if (state->handler_index < 0 &&
+      _Unwind_GetRegionStart(context) == reinterpret_cast<uintptr_t>(&HandleSignal)) {
+    state->handler_index = state->depth;
+  }
+  state->pcs[state->depth++] = ip;
+  return _URC_NO_REASON;
+}
+
+// The pc the signal interrupted, from the signal's ucontext; 0 if this
+// architecture is not known.
+uintptr_t InterruptedPc(void* ucontext) {
+  auto* context = static_cast<ucontext_t*>(ucontext);
+  if (context == nullptr) return 0;
+#if defined(__x86_64__)
+  return static_cast<uintptr_t>(context->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return static_cast<uintptr_t>(context->uc_mcontext.pc);
+#else
+  return 0;
+#endif
+}
+
+// Unwinds from inside HandleSignal into `slot`, then finds where the
+// interrupted code starts. Async-signal-safe.
+ABSL_ATTRIBUTE_NOINLINE void UnwindIntoSlot(Slot* slot, uintptr_t interrupted_pc) {
+  UnwindState state{slot->pcs, kSlotCapacity, 0, false, -1};
+  _Unwind_Backtrace(&UnwindCallback, &state);
+  // The stack above the interrupted frame is ours: UnwindIntoSlot,
+  // HandleSignal, perhaps a sanitizer's wrapper, the sigreturn trampoline.
+  // The interrupted frame is the one whose pc equals the ucontext's pc. If it
+  // is not found (ThreadSanitizer runs handlers it deferred from a later
+  // point, with the original context), keep everything below HandleSignal.
+  int first = state.handler_index >= 0 ? state.handler_index + 1 : 0;
+  bool exact = false;
+  if (interrupted_pc != 0) {
+    for (int i = first; i < state.depth && i < kMachineryFrames + first; ++i) {
+      if (state.pcs[i] == interrupted_pc) {
+        first = i;
+        exact = true;
+        break;
+      }
+    }
+  }
+  slot->first = std::min(first, state.depth);
+  slot->depth = state.depth;
+  slot->truncated = state.truncated;
+  slot->exact_top_pc = exact;
+}
+
+bool IsCaptureRequest(const siginfo_t* info) {
+  if (info == nullptr || info->si_code != SI_QUEUE || info->si_pid != getpid()) return false;
+  auto token = reinterpret_cast<uintptr_t>(info->si_value.sival_ptr);
+  return (static_cast<uint64_t>(token) >> kTokenMagicShift) == kTokenMagic;
+}
+
+void ChainToPrevious(int signal_number, siginfo_t* info, void* ucontext) {
+  const struct sigaction& previous = g_previous_action;
+  if ((previous.sa_flags & SA_SIGINFO) != 0) {
+    if (previous.sa_sigaction != nullptr) previous.sa_sigaction(signal_number, info, ucontext);
+    return;
+  }
+  // SIG_DFL for a real-time signal would terminate the process; a stray
+  // signal with our number is ignored instead. SIG_IGN: ignored.
+  if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) return;
+  previous.sa_handler(signal_number);
+}
+
+// The capture signal handler. Async-signal-safe: atomics, syscalls and the
+// unwinder (lock-free since glibc 2.35's _dl_find_object), no allocation.
+void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
+  if (!IsCaptureRequest(info)) {
+    ChainToPrevious(signal_number, info, ucontext);
+    return;
+  }
+  int saved_errno = errno;
+  uint64_t generation =
+      static_cast<uint64_t>(reinterpret_cast<uintptr_t>(info->si_value.sival_ptr)) &
+      kGenerationMask;
+  Slot& slot = g_slots[generation % kSlotCount];
+  uint64_t expected = MakeState(generation, kRequested);
+  if (slot.state.compare_exchange_strong(expected, MakeState(generation, kWriting),
+                                         std::memory_order_acquire, std::memory_order_relaxed)) {
+    slot.tid = GetTid();
+    UnwindIntoSlot(&slot, InterruptedPc(ucontext));
+    slot.captured_at_ns = MonotonicNow().ToNanoseconds();
+    slot.state.store(MakeState(generation, kDone), std::memory_order_release);
+    slot.futex.fetch_add(1, std::memory_order_release);
+    FutexWake(&slot.futex);
+  } else {
+    // The capture gave up (or a newer one owns the slot): write nothing.
+    g_late_signals.fetch_add(1, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+}
+
+void CopyOut(const Slot& slot, RawStack* out) {
+  int available = slot.depth - slot.first;
+  int depth = std::min(available, kMaxStackFrames);
+  out->tid = slot.tid;
+  out->depth = depth;
+  out->truncated = slot.truncated || available > kMaxStackFrames;
+  out->exact_top_pc = slot.exact_top_pc;
+  out->captured_at = TimeTicks::FromNanoseconds(slot.captured_at_ns);
+  std::copy_n(slot.pcs + slot.first, depth, out->pcs.begin());
+}
+
+void ResetStack(RawStack* out, pid_t tid) {
+  out->tid = tid;
+  out->depth = 0;
+  out->truncated = false;
+  out->exact_top_pc = false;
+  out->captured_at = TimeTicks();
+}
+
+// Why a thread did not answer, for the error message.
+absl::Status DiagnoseTimeout(pid_t tid, int signal_number, absl::Duration timeout) {
+  ProcReader proc;
+  absl::StatusOr<TaskStat> stat = proc.ReadThreadStat(tid);
+  if (absl::IsNotFound(stat.status())) {
+    return absl::NotFoundError(absl::StrCat("thread ", tid, " exited during the capture"));
+  }
+  absl::StatusOr<uint64_t> blocked = proc.ReadThreadSignalBlockedMask(tid);
+  if (blocked.ok() && (*blocked & (uint64_t{1} << (signal_number - 1))) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("thread ", tid, " blocks the stack capture signal ", signal_number));
+  }
+  std::string state = stat.ok() ? absl::StrCat(" (state ", std::string(1, stat->state), ": ",
+                                               std::string(ThreadStateName(stat->state)), ")")
+                                 : "";
+  return absl::DeadlineExceededError(absl::StrCat("thread ", tid, state, " did not answer in ",
+                                                  absl::FormatDuration(timeout)));
+}
+
+}  // namespace
+
+int StackCapturer::DefaultSignal() { return SIGRTMIN + 5; }
+
+StackCapturer* StackCapturer::Get() {
+  static StackCapturer* const instance = new StackCapturer();
+  return instance;
+}
+
+absl::Status StackCapturer::Install(int signal_number) {
+  absl::MutexLock lock(&mu_);
+  return InstallLocked(signal_number);
+}
+
+absl::Status StackCapturer::InstallLocked(int signal_number) {
+  if (signal_number < SIGRTMIN || signal_number > SIGRTMAX) {
+    return absl::InvalidArgumentError(absl::StrCat("stack capture signal ", signal_number,
+                                                   " is not a real-time signal (", SIGRTMIN,
+                                                   "..", SIGRTMAX, ")"));
+  }
+  int installed = signal_.load(std::memory_order_relaxed);
+  if (installed != 0) {
+    if (installed == signal_number) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stack capture already uses signal ", installed, ", cannot switch to ", signal_number));
+  }
+  // Warm up everything the handler calls: the unwinder's one-time setup and
+  // lazy PLT bindings, so the handler itself initializes nothing.
+  RawStack scratch;
+  CaptureCurrentThread(&scratch);
+  std::atomic<uint32_t> dummy{0};
+  FutexWake(&dummy);
+  (void)GetTid();
+  (void)getpid();
+  (void)MonotonicNow();
+
+  if (sigaction(signal_number, nullptr, &g_previous_action) != 0) {
+    return absl::InternalError(absl::StrCat("sigaction(", signal_number, "): ", strerror(errno)));
+  }
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_sigaction = &HandleSignal;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(signal_number, &action, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("sigaction(", signal_number, "): ", strerror(errno)));
+  }
+  signal_.store(signal_number, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+ABSL_ATTRIBUTE_NOINLINE void StackCapturer::CaptureCurrentThread(RawStack* out,
+                                                                 int skip_frames) {
+  uintptr_t pcs[kMaxStackFrames + 1];
+  UnwindState state{pcs, kMaxStackFrames + 1, 0, false, -1};
+  _Unwind_Backtrace(&UnwindCallback, &state);
+  // pcs[0] is this function; the caller starts at 1.
+  int first = std::min(1 + std::max(skip_frames, 0), state.depth);
+  int available = state.depth - first;
+  int depth = std::min(available, kMaxStackFrames);
+  out->tid = GetTid();
+  out->depth = depth;
+  out->truncated = state.truncated || available > kMaxStackFrames;
+  out->exact_top_pc = false;
+  out->captured_at = MonotonicNow();
+  std::copy_n(pcs + first, depth, out->pcs.begin());
+}
+
+ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::Capture(const ThreadHandle& thread,
+                                                            RawStack* out,
+                                                            absl::Duration timeout) {
+  if (!thread.valid()) {
+    ResetStack(out, 0);
+    return absl::InvalidArgumentError("invalid ThreadHandle");
+  }
+  absl::Status status = CaptureInternal(thread.tid(), out, timeout);
+  asm volatile("" ::: "memory");  // Not a tail call: self-captures skip this frame.
+  return status;
+}
+
+ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::Capture(pid_t tid, RawStack* out,
+                                                            absl::Duration timeout) {
+  absl::Status status = CaptureInternal(tid, out, timeout);
+  asm volatile("" ::: "memory");  // Not a tail call: self-captures skip this frame.
+  return status;
+}
+
+ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::CaptureInternal(pid_t tid, RawStack* out,
+                                                                    absl::Duration timeout) {
+  if (tid <= 0) {
+    ResetStack(out, tid);
+    return absl::InvalidArgumentError(absl::StrCat("invalid thread id ", tid));
+  }
+  if (tid == GetTid()) {
+    // Skip CaptureInternal and the public Capture() overload.
+    CaptureCurrentThread(out, 2);
+    asm volatile("" ::: "memory");
+    return absl::OkStatus();
+  }
+  absl::MutexLock lock(&mu_);
+  if (signal_.load(std::memory_order_relaxed) == 0) {
+    absl::Status installed = InstallLocked(DefaultSignal());
+    if (!installed.ok()) {
+      ResetStack(out, tid);
+      return installed;
+    }
+  }
+  return CaptureOtherThreadLocked(tid, out, timeout);
+}
+
+absl::Status StackCapturer::CaptureOtherThreadLocked(pid_t tid, RawStack* out,
+                                                     absl::Duration timeout) {
+  ResetStack(out, tid);
+  const int signal_number = signal_.load(std::memory_order_relaxed);
+
+  // Pick a slot no late handler is writing into.
+  uint64_t generation = 0;
+  Slot* slot = nullptr;
+  for (int attempt = 0; attempt < kSlotCount && slot == nullptr; ++attempt) {
+    generation = ++generation_ & kGenerationMask;
+    Slot& candidate = g_slots[generation % kSlotCount];
+    if (PhaseOf(candidate.state.load(std::memory_order_acquire)) != kWriting) slot = &candidate;
+  }
+  if (slot == nullptr) {
+    return absl::ResourceExhaustedError("every stack capture slot is held by a late handler");
+  }
+  uint32_t wakeups = slot->futex.load(std::memory_order_acquire);
+  slot->state.store(MakeState(generation, kRequested), std::memory_order_release);
+
+  siginfo_t info;
+  memset(&info, 0, sizeof(info));
+  info.si_signo = signal_number;
+  info.si_code = SI_QUEUE;
+  info.si_pid = getpid();
+  info.si_uid = getuid();
+  info.si_value.sival_ptr =
+      reinterpret_cast<void*>(static_cast<uintptr_t>((kTokenMagic << kTokenMagicShift) |
+                                                     generation));
+  const TimeTicks deadline = MonotonicNow() + timeout;
+  if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, signal_number, &info) != 0) {
+    int error = errno;
+    slot->state.store(MakeState(generation, kIdle), std::memory_order_release);
+    if (error == ESRCH) return absl::NotFoundError(absl::StrCat("thread ", tid, " does not exist"));
+    if (error == EAGAIN) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "signal queue full sending ", signal_number, " to thread ", tid,
+          " (does it block the signal?)"));
+    }
+    return absl::InternalError(absl::StrCat("rt_tgsigqueueinfo(", tid, "): ", strerror(error)));
+  }
+
+  const uint64_t done = MakeState(generation, kDone);
+  const uint64_t writing = MakeState(generation, kWriting);
+  TimeTicks wait_until = deadline;
+  for (;;) {
+    uint64_t state = slot->state.load(std::memory_order_acquire);
+    if (state == done) {
+      CopyOut(*slot, out);
+      return absl::OkStatus();
+    }
+    TimeTicks now = MonotonicNow();
+    if (now >= wait_until) {
+      uint64_t expected = MakeState(generation, kRequested);
+      if (slot->state.compare_exchange_strong(expected, MakeState(generation, kIdle),
+                                              std::memory_order_acq_rel)) {
+        return DiagnoseTimeout(tid, signal_number, timeout);
+      }
+      if (expected == writing && wait_until == deadline) {
+        wait_until = now + kWritingGrace;  // The handler is unwinding: let it finish.
+        continue;
+      }
+      if (expected == done) continue;
+      // Still writing after the grace period: the slot stays with the
+      // handler, which marks it Done when it finishes.
+      return absl::DeadlineExceededError(
+          absl::StrCat("thread ", tid, " started unwinding but did not finish in ",
+                       absl::FormatDuration(timeout + kWritingGrace)));
+    }
+    FutexWait(&slot->futex, wakeups, wait_until - now);
+    wakeups = slot->futex.load(std::memory_order_acquire);
+  }
+}
+
+std::vector<ThreadStack> StackCapturer::CaptureAllThreads(absl::Duration per_thread_timeout) {
+  std::vector<ThreadStack> threads;
+  ProcReader proc;
+  absl::StatusOr<std::vector<pid_t>> tids = proc.ListThreads();
+  if (!tids.ok()) return threads;
+  threads.reserve(tids->size());
+  for (pid_t tid : *tids) {
+    ThreadStack& thread = threads.emplace_back();
+    thread.tid = tid;
+    if (absl::StatusOr<TaskStat> stat = proc.ReadThreadStat(tid); stat.ok()) {
+      thread.name = stat->comm;
+      thread.state = stat->state;
+    }
+    thread.status = Capture(tid, &thread.stack, per_thread_timeout);
+  }
+  return threads;
+}
+
+uint64_t StackCapturer::late_signal_count() const {
+  return g_late_signals.load(std::memory_order_relaxed);
+}
+
+SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
+  SymbolizedStack result;
+  result.tid = stack.tid;
+  result.truncated = stack.truncated;
+  result.captured_at = stack.captured_at;
+  result.frames.reserve(static_cast<size_t>(stack.depth));
+  for (int i = 0; i < stack.depth; ++i) {
+    uintptr_t pc = stack.pcs[static_cast<size_t>(i)];
+    // A return address names the instruction after the call, which may
+    // belong to the next function; look up the call itself.
+    bool return_address = !(i == 0 && stack.exact_top_pc);
+    uintptr_t lookup = return_address && pc > 0 ? pc - 1 : pc;
+    StackFrame frame{pc, symbolizer->Symbolize(lookup)};
+    if (lookup != pc) {
+      if (!frame.symbol.function.empty() && !frame.symbol.module.empty()) {
+        frame.symbol.function_offset += 1;
+      }
+      if (!frame.symbol.module.empty()) frame.symbol.module_offset += 1;
+    }
+    result.frames.push_back(std::move(frame));
+  }
+  return result;
+}
+
+std::string SymbolizedStack::ToString() const {
+  std::string text;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const StackFrame& frame = frames[i];
+    const SymbolInfo& symbol = frame.symbol;
+    std::string module = symbol.module.substr(symbol.module.rfind('/') + 1);
+    absl::StrAppendFormat(&text, "#%-2d 0x%016x ", i, frame.pc);
+    if (!symbol.function.empty() && !module.empty()) {
+      absl::StrAppendFormat(&text, "%s+0x%x (%s)\n", symbol.function, symbol.function_offset,
+                            module);
+    } else if (!symbol.function.empty()) {
+      absl::StrAppend(&text, symbol.function, "\n");
+    } else if (!module.empty()) {
+      absl::StrAppendFormat(&text, "%s+0x%x\n", module, symbol.module_offset);
+    } else {
+      absl::StrAppend(&text, "???\n");
+    }
+  }
+  if (truncated) absl::StrAppend(&text, "    ... (truncated)\n");
+  return text;
+}
+
+std::string FormatThreadStacks(const std::vector<ThreadStack>& threads, Symbolizer* symbolizer) {
+  std::string text;
+  for (const ThreadStack& thread : threads) {
+    if (!text.empty()) text += "\n";
+    absl::StrAppendFormat(&text, "\"%s\" tid=%d state=%c (%s)\n", thread.name, thread.tid,
+                          thread.state, std::string(ThreadStateName(thread.state)));
+    if (!thread.status.ok()) {
+      absl::StrAppend(&text, "    <no stack: ", thread.status.ToString(), ">\n");
+      continue;
+    }
+    absl::StrAppend(&text, SymbolizeStack(thread.stack, symbolizer).ToString());
+  }
+  return text;
+}
+
+}  // namespace matrix
