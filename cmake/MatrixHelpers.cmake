@@ -49,7 +49,10 @@ function(matrix_cc_test)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
+  # Prefix each case with its binary ("core_looper_test.LooperTest.Loop_...")
+  # so `ctest -R core_` selects one folder's tests.
   gtest_discover_tests(${ARG_NAME}
+    TEST_PREFIX "${ARG_NAME}."
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
 endfunction()

@@ -64,23 +64,35 @@ void Looper::RunLoop() {
     ~Looping() { flag->store(false, std::memory_order_release); }
   } looping{&looping_};
   looping_.store(true, std::memory_order_release);
-  while (PollOnce(absl::InfiniteDuration()) != PollResult::kQuit) {
+  while (Poll(absl::InfiniteDuration()) != PollResult::kQuit) {
   }
 }
 
 Looper::PollResult Looper::PollOnce(absl::Duration timeout) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  bool idle_done = false;
+  // The end-of-dispatch reading is "now" only when the next poll follows at
+  // once, as in RunLoop(). An owner driving PollOnce() (a foreign loop) does
+  // its own work in between: a stale reading would hide newly due messages
+  // and backdate the next dispatch's begin time.
+  now_hint_.reset();
+  return Poll(timeout);
+}
+
+Looper::PollResult Looper::Poll(absl::Duration timeout) {
   for (;;) {
     std::optional<TimeTicks> hint = std::exchange(now_hint_, std::nullopt);
-    MessageQueue::NextResult next = queue_.Next(timeout, idle_done, hint);
+    MessageQueue::NextResult next = queue_.Next(timeout, idle_handlers_ran_, hint);
     switch (next.kind) {
       case MessageQueue::NextResult::kMessage:
         Dispatch(next.message, next.now);
         return PollResult::kDispatched;
       case MessageQueue::NextResult::kIdle:
+        // Once per idle period: not again until a message is dispatched
+        // (Android runs them once per MessageQueue.next() call, and next()
+        // returns only with a message). Set first, so that a throwing
+        // handler does not make the others run again on the next poll.
+        idle_handlers_ran_ = true;
         RunIdleHandlers();
-        idle_done = true;
         continue;
       case MessageQueue::NextResult::kTimeout:
         return PollResult::kIdle;
@@ -128,6 +140,7 @@ void Looper::Dispatch(Message* msg, TimeTicks begin) {
     }
   };
 
+  idle_handlers_ran_ = false;  // The queue will be idle anew after this.
   Printer* printer = printer_.load(std::memory_order_acquire);
   if (printer != nullptr) printer->Println(BeginLine(*msg));
   std::optional<ObserverList<DispatchObserver>::Scope> scope;

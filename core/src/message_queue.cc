@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <typeinfo>
+#include <utility>
 
 #include "matrix/core/check.h"
 
@@ -26,16 +27,23 @@ MessageQueue::MessageQueue(const TickClock* clock, bool quit_allowed)
     : clock_(clock), quit_allowed_(quit_allowed) {}
 
 MessageQueue::~MessageQueue() {
-  absl::MutexLock lock(&mu_);
-  for (Message* m = head_; m != nullptr;) {
-    Message* next = m->next_;
-    delete m;
-    m = next;
+  Message* pending;
+  Message* pool;
+  {
+    absl::MutexLock lock(&mu_);
+    pending = std::exchange(head_, nullptr);
+    pool = std::exchange(pool_, nullptr);
+    count_ = 0;
+    pool_size_ = 0;
   }
-  for (Message* m = pool_; m != nullptr;) {
-    Message* next = m->next_;
-    delete m;
-    m = next;
+  // Outside the lock: a pending task's captures may touch this queue (a
+  // Handler they own removes its messages when destroyed).
+  for (Message* chain : {pending, pool}) {
+    while (chain != nullptr) {
+      Message* next = chain->next_;
+      delete chain;
+      chain = next;
+    }
   }
 }
 
@@ -119,7 +127,12 @@ int MessageQueue::PostSyncBarrier() {
 void MessageQueue::RemoveSyncBarrier(int token) {
   absl::MutexLock lock(&mu_);
   Message** link = &head_;
-  while (*link != nullptr && (*link)->barrier_token_ != token) link = &(*link)->next_;
+  // Ordinary messages have barrier token 0: match barriers only, so that an
+  // unknown token (0 included) is fatal instead of removing some message.
+  while (*link != nullptr &&
+         !((*link)->is_sync_barrier() && (*link)->barrier_token_ == token)) {
+    link = &(*link)->next_;
+  }
   MATRIX_CHECK(*link != nullptr,
                "The specified message queue synchronization barrier token has not been "
                "posted or has already been removed.");
@@ -173,39 +186,73 @@ bool MessageQueue::HasCallbacks(const Handler* h, const void* token) const {
 }
 
 template <typename Pred>
-void MessageQueue::RemoveIfLocked(Pred pred) {
+Message* MessageQueue::UnlinkIfLocked(Pred pred) {
+  Message* removed = nullptr;
+  Message** tail = &removed;
   Message** link = &head_;
   while (*link != nullptr) {
     Message* m = *link;
-    if (!m->is_sync_barrier() && pred(*m)) {
+    if (pred(*m)) {
       *link = m->next_;
       --count_;
-      RecycleLocked(m);
+      m->next_ = nullptr;
+      *tail = m;
+      tail = &m->next_;
     } else {
       link = &m->next_;
     }
   }
+  return removed;
+}
+
+void MessageQueue::DisposeRemoved(Message* chain) {
+  if (chain == nullptr) return;
+  for (Message* m = chain; m != nullptr; m = m->next_) {
+    m->callback = nullptr;
+    m->obj.reset();
+  }
+  absl::MutexLock lock(&mu_);
+  while (chain != nullptr) {
+    Message* next = chain->next_;
+    RecycleLocked(chain);
+    chain = next;
+  }
 }
 
 void MessageQueue::RemoveMessages(const Handler* h, int what, const void* token) {
-  absl::MutexLock lock(&mu_);
-  RemoveIfLocked([&](const Message& m) {
-    return m.target_ == h && !m.callback && m.what == what && TokenMatches(token, m.token);
-  });
+  Message* removed;
+  {
+    absl::MutexLock lock(&mu_);
+    removed = UnlinkIfLocked([&](const Message& m) {
+      return !m.is_sync_barrier() && m.target_ == h && !m.callback && m.what == what &&
+             TokenMatches(token, m.token);
+    });
+  }
+  DisposeRemoved(removed);
 }
 
 void MessageQueue::RemoveCallbacks(const Handler* h, const void* token) {
   MATRIX_CHECK(token != nullptr, "RemoveCallbacks needs the token the task was posted with");
-  absl::MutexLock lock(&mu_);
-  RemoveIfLocked(
-      [&](const Message& m) { return m.target_ == h && m.callback && m.token == token; });
+  Message* removed;
+  {
+    absl::MutexLock lock(&mu_);
+    removed = UnlinkIfLocked([&](const Message& m) {
+      return !m.is_sync_barrier() && m.target_ == h && m.callback && m.token == token;
+    });
+  }
+  DisposeRemoved(removed);
 }
 
 void MessageQueue::RemoveCallbacksAndMessages(const Handler* h, const void* token) {
-  absl::MutexLock lock(&mu_);
-  RemoveIfLocked([&](const Message& m) {
-    return (h == nullptr || m.target_ == h) && TokenMatches(token, m.token);
-  });
+  Message* removed;
+  {
+    absl::MutexLock lock(&mu_);
+    removed = UnlinkIfLocked([&](const Message& m) {
+      return !m.is_sync_barrier() && (h == nullptr || m.target_ == h) &&
+             TokenMatches(token, m.token);
+    });
+  }
+  DisposeRemoved(removed);
 }
 
 bool MessageQueue::IsIdle() const {
@@ -255,15 +302,21 @@ std::optional<MessageQueue::HeadInfo> MessageQueue::PeekHead() const {
 void MessageQueue::Quit(bool safe) {
   MATRIX_CHECK(quit_allowed_, "Main thread not allowed to quit.");
   const TimeTicks now = clock_->NowTicks();
-  absl::MutexLock lock(&mu_);
-  if (quitting_) return;
-  quitting_ = true;
-  if (safe) {
-    RemoveIfLocked([&](const Message& m) { return m.when_ > now; });
-  } else {
-    RemoveIfLocked([](const Message&) { return true; });
+  Message* removed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (quitting_) return;
+    quitting_ = true;
+    // As Android's removeAllMessagesLocked()/removeAllFutureMessagesLocked():
+    // sync barriers go too, so that nothing is left pending.
+    if (safe) {
+      removed = UnlinkIfLocked([&](const Message& m) { return m.when_ > now; });
+    } else {
+      removed = UnlinkIfLocked([](const Message&) { return true; });
+    }
+    cv_.SignalAll();
   }
-  cv_.SignalAll();
+  DisposeRemoved(removed);
 }
 
 bool MessageQueue::IsQuitting() const {

@@ -1,5 +1,6 @@
 #include "matrix/trace/symbolizer.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <gnu/libc-version.h>
 #include <link.h>
@@ -148,6 +149,22 @@ TEST(SymbolizerTest, VersionedLibcSymbol_HasNoVersionSuffix) {
   std::string name = symbolizer.FunctionName(reinterpret_cast<uintptr_t>(&clock_nanosleep));
   EXPECT_EQ(name.find('@'), std::string::npos) << name;
   EXPECT_THAT(name, HasSubstr("clock_nanosleep"));
+}
+
+TEST(SymbolizerTest, VdsoFunction_FallsBackToAbslSymbolize) {
+  // The vDSO is mapped but is not a file this reader can open, so its names
+  // come from absl::Symbolize (which reads the vDSO image in memory).
+  void* vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (vdso == nullptr) GTEST_SKIP() << "no vDSO in the link map";
+  void* function = dlsym(vdso, "__vdso_clock_gettime");
+  if (function == nullptr) function = dlsym(vdso, "clock_gettime");
+  if (function == nullptr) GTEST_SKIP() << "vDSO without clock_gettime";
+  Symbolizer symbolizer;
+  SymbolInfo info = symbolizer.Symbolize(reinterpret_cast<uintptr_t>(function) + 1);
+  EXPECT_THAT(info.function, HasSubstr("clock_gettime"));
+  EXPECT_EQ(info.module, "linux-vdso.so.1");
+  // absl gives no offset; the function start comes from its unwind info.
+  EXPECT_EQ(info.function_offset, 1u);
 }
 
 TEST(SymbolizerTest, Describe_IsOneLineWithOffsetAndModuleBaseName) {

@@ -207,6 +207,13 @@ void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
   errno = saved_errno;
 }
 
+// Whether the current disposition of `signal_number` is our handler.
+bool HandlerIsInstalled(int signal_number) {
+  struct sigaction current;
+  if (sigaction(signal_number, nullptr, &current) != 0) return false;
+  return (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &HandleSignal;
+}
+
 void CopyOut(const Slot& slot, RawStack* out) {
   int available = slot.depth - slot.first;
   int depth = std::min(available, kMaxStackFrames);
@@ -266,11 +273,13 @@ absl::Status StackCapturer::InstallLocked(int signal_number) {
                                                    "..", SIGRTMAX, ")"));
   }
   int installed = signal_.load(std::memory_order_relaxed);
-  if (installed != 0) {
-    if (installed == signal_number) return absl::OkStatus();
+  if (installed != 0 && installed != signal_number) {
     return absl::FailedPreconditionError(absl::StrCat(
         "stack capture already uses signal ", installed, ", cannot switch to ", signal_number));
   }
+  if (installed != 0 && HandlerIsInstalled(signal_number)) return absl::OkStatus();
+  // First installation, or someone replaced our handler since: (re)install,
+  // chaining to whatever is there now.
   // Warm up everything the handler calls: the unwinder's one-time setup and
   // lazy PLT bindings, so the handler itself initializes nothing.
   RawStack scratch;
@@ -359,6 +368,11 @@ absl::Status StackCapturer::CaptureOtherThreadLocked(pid_t tid, RawStack* out,
                                                      absl::Duration timeout) {
   ResetStack(out, tid);
   const int signal_number = signal_.load(std::memory_order_relaxed);
+  if (!HandlerIsInstalled(signal_number)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "another handler replaced the stack capture handler for signal ", signal_number,
+        "; call StackCapturer::Install() again to chain to it"));
+  }
 
   // Pick a slot no late handler is writing into.
   uint64_t generation = 0;
@@ -450,6 +464,20 @@ uint64_t StackCapturer::late_signal_count() const {
   return g_late_signals.load(std::memory_order_relaxed);
 }
 
+namespace {
+
+// Functions of a sanitizer runtime (statically linked into the executable,
+// so recognizable only by name).
+bool IsSanitizerRuntimeFunction(const std::string& function) {
+  for (const char* prefix : {"__tsan", "__asan", "__msan", "__ubsan", "__sanitizer",
+                             "__interceptor_"}) {
+    if (function.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
   SymbolizedStack result;
   result.tid = stack.tid;
@@ -470,6 +498,16 @@ SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
       if (!frame.symbol.module.empty()) frame.symbol.module_offset += 1;
     }
     result.frames.push_back(std::move(frame));
+  }
+  if (!stack.exact_top_pc) {
+    // ThreadSanitizer runs a deferred handler from its runtime (at the
+    // thread's next intercepted call or atomic operation), so the stack
+    // starts with runtime frames above the user's code. Drop them.
+    auto user = std::find_if(result.frames.begin(), result.frames.end(),
+                             [](const StackFrame& frame) {
+                               return !IsSanitizerRuntimeFunction(frame.symbol.function);
+                             });
+    result.frames.erase(result.frames.begin(), user);
   }
   return result;
 }

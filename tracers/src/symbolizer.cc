@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -584,6 +585,12 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
     char buffer[1024];
     if (absl::Symbolize(reinterpret_cast<const void*>(pc), buffer, sizeof(buffer))) {
       info.function = buffer;
+      // The function's start from its unwind info (FDE), when it has one.
+      auto start = reinterpret_cast<uintptr_t>(
+          _Unwind_FindEnclosingFunction(reinterpret_cast<void*>(pc)));
+      if (start != 0 && start <= pc && pc - start < (uintptr_t{1} << 24)) {
+        info.function_offset = pc - start;
+      }
     }
   }
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();

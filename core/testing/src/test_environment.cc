@@ -1,6 +1,8 @@
 #include "matrix/testing/test_environment.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 
 #include "matrix/core/check.h"
 
@@ -34,13 +36,35 @@ Looper* TestEnvironment::CreateBackgroundLooper(const std::string& /*name*/) {
 
 bool TestEnvironment::RunDue() {
   bool progress = false;
+  // Due messages one at a time, each from the looper whose next message is
+  // due first, so that loopers interleave in global due-time order even after
+  // AdvanceClock() made several due at once (the main looper wins ties).
+  for (;;) {
+    const TimeTicks now = clock_.NowTicks();
+    Looper* earliest = nullptr;
+    TimeTicks earliest_when;
+    auto consider = [&](Looper* looper) {
+      const std::optional<TimeTicks> when = looper->queue()->NextRunnableTime();
+      if (when && *when <= now && (earliest == nullptr || *when < earliest_when)) {
+        earliest = looper;
+        earliest_when = *when;
+      }
+    };
+    consider(looper_);
+    // Index loop: a message may create another background looper.
+    for (size_t i = 0; i < background_.size(); ++i) consider(background_[i].get());
+    if (earliest == nullptr) break;
+    if (earliest->PollOnce(absl::ZeroDuration()) != Looper::PollResult::kDispatched) break;
+    progress = true;
+  }
+  // Nothing is due anywhere: let each looper run its idle handlers, and
+  // whatever they post.
   auto drain = [&](Looper* looper) {
     while (looper->PollOnce(absl::ZeroDuration()) == Looper::PollResult::kDispatched) {
       progress = true;
     }
   };
   drain(looper_);
-  // Index loop: a message may create another background looper.
   for (size_t i = 0; i < background_.size(); ++i) drain(background_[i].get());
   return progress;
 }
@@ -54,8 +78,13 @@ void TestEnvironment::RunUntilIdle() {
 
 TimeTicks TestEnvironment::NextVsyncTick() const {
   const TimeTicks now = clock_.NowTicks();
-  return grid_rate_.TickAfter(vsync_grid_base_,
-                              grid_rate_.IntervalsIn(now - vsync_grid_base_) + 1);
+  int64_t k = grid_rate_.IntervalsIn(now - vsync_grid_base_) + 1;
+  TimeTicks tick = grid_rate_.TickAfter(vsync_grid_base_, k);
+  // Ticks are rounded down to a nanosecond, so when `now` is a tick the count
+  // above can be one short and `tick` equal to `now`: FastForwardBy() would
+  // then fire the same vsync forever. The next tick is strictly later.
+  while (tick <= now) tick = grid_rate_.TickAfter(vsync_grid_base_, ++k);
+  return tick;
 }
 
 std::optional<TimeTicks> TestEnvironment::NextEventTime() const {

@@ -109,7 +109,8 @@ class Looper {
   // PollOnce()
   //
   // Dispatches at most one message, waiting up to `timeout` for one to become
-  // due; runs idle handlers before waiting. Looper thread only.
+  // due; runs idle handlers before waiting if none ran since the last
+  // dispatch (once per idle period, as in Android). Looper thread only.
   PollResult PollOnce(absl::Duration timeout);
 
   // Quit() drops pending messages; QuitSafely() first runs those already due.
@@ -145,6 +146,8 @@ class Looper {
   Looper(const TickClock* clock, bool quit_allowed);
 
   void RunLoop();
+  // PollOnce() without discarding now_hint_ (for RunLoop()).
+  PollResult Poll(absl::Duration timeout);
   void Dispatch(Message* msg, TimeTicks begin);
   void RunIdleHandlers();
 
@@ -155,8 +158,12 @@ class Looper {
   ObserverList<DispatchObserver> observers_;
   int dispatch_depth_ = 0;
   std::atomic<bool> looping_{false};
+  // True once the idle handlers ran and no message was dispatched since.
+  bool idle_handlers_ran_ = false;
   // A clock reading taken right after the last dispatch, reused by the next
   // MessageQueue::Next() so that observed dispatches cost no extra clock read.
+  // Only RunLoop() uses it: an owner calling PollOnce() may let time pass
+  // between calls.
   std::optional<TimeTicks> now_hint_;
   MATRIX_THREAD_CHECKER(thread_checker_);
 };

@@ -128,8 +128,14 @@ class MessageQueue {
   Message* Obtain() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecycleLocked(Message* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertLocked(Message* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unlinks every message matching `pred` (barriers included, if `pred` says
+  // so) and returns them as a chain for DisposeRemoved().
   template <typename Pred>
-  void RemoveIfLocked(Pred pred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Message* UnlinkIfLocked(Pred pred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Destroys the payloads of an unlinked chain without holding the lock (a
+  // task's captures may run any destructor, including one that uses this
+  // queue), then returns the messages to the pool.
+  void DisposeRemoved(Message* chain) ABSL_LOCKS_EXCLUDED(mu_);
   Message* FirstRunnableLocked(Message** prev) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TickClock* const clock_;

@@ -81,14 +81,20 @@ class ObserverListCore {
 class [[nodiscard]] ObserverRegistration {
  public:
   ObserverRegistration() = default;
-  // `unregister` runs once, on Reset() or destruction.
-  explicit ObserverRegistration(absl::AnyInvocable<void()> unregister)
-      : unregister_(std::move(unregister)) {}
+  // `unregister` runs once, on Reset() or destruction. With an `owner`, the
+  // registration is inactive once the owner is gone.
+  explicit ObserverRegistration(absl::AnyInvocable<void()> unregister,
+                                std::weak_ptr<const void> owner = {})
+      : unregister_(std::move(unregister)),
+        owner_(std::move(owner)),
+        has_owner_(!owner_.expired()) {}
   ObserverRegistration(ObserverRegistration&& other) noexcept { *this = std::move(other); }
   ObserverRegistration& operator=(ObserverRegistration&& other) noexcept {
     if (this != &other) {
       Reset();
       unregister_ = std::exchange(other.unregister_, nullptr);
+      owner_ = std::move(other.owner_);
+      has_owner_ = std::exchange(other.has_owner_, false);
     }
     return *this;
   }
@@ -100,10 +106,14 @@ class [[nodiscard]] ObserverRegistration {
   void Reset() {
     if (unregister_) std::exchange(unregister_, nullptr)();
   }
-  bool active() const { return static_cast<bool>(unregister_); }
+  bool active() const {
+    return static_cast<bool>(unregister_) && !(has_owner_ && owner_.expired());
+  }
 
  private:
   absl::AnyInvocable<void()> unregister_;
+  std::weak_ptr<const void> owner_;
+  bool has_owner_ = false;
 };
 
 template <typename ObserverType>
@@ -122,7 +132,8 @@ class ObserverList {
     return ObserverRegistration(
         [weak = std::weak_ptr<internal::ObserverListCore>(core_), observer] {
           if (auto core = weak.lock()) core->Remove(observer);
-        });
+        },
+        std::weak_ptr<const void>(core_));
   }
 
   // AddUnmanaged() / Remove()

@@ -45,7 +45,13 @@ class TimeTicks {
 
   // Saturating arithmetic with absl::Duration (infinite durations saturate).
   TimeTicks operator+(absl::Duration d) const {
-    return TimeTicks(SaturatedAdd(ns_, absl::ToInt64Nanoseconds(d)));
+    // ToInt64Nanoseconds() clamps infinite (and out-of-range) durations to the
+    // int64 limits, which a finite ns_ would pull back into range (5ns minus
+    // an infinite duration is not Min() + 5ns): saturate them explicitly.
+    const int64_t d_ns = absl::ToInt64Nanoseconds(d);
+    if (d_ns == std::numeric_limits<int64_t>::max()) return Max();
+    if (d_ns == std::numeric_limits<int64_t>::min()) return Min();
+    return TimeTicks(SaturatedAdd(ns_, d_ns));
   }
   TimeTicks operator-(absl::Duration d) const { return *this + (-d); }
   TimeTicks& operator+=(absl::Duration d) { return *this = *this + d; }

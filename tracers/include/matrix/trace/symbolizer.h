@@ -53,7 +53,7 @@ struct SymbolInfo {
   std::string function;
   // Path of the ELF file containing the address ("" if no module maps it).
   std::string module;
-  // pc - function start (0 when the function is unknown).
+  // pc - function start (0 when the function or its start is unknown).
   uintptr_t function_offset = 0;
   // pc - module load bias: the address in the ELF file's own address space,
   // which is what addr2line and llvm-symbolizer take. For PIE executables and
