@@ -41,13 +41,15 @@ void FrameTracer::OnAlive() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   monitor_registration_ = options_.monitor->AddObserver(this);
   draining_.store(true);
-  ScheduleDrain();
+  ScheduleDrain(drain_generation_.fetch_add(1) + 1);
 }
 
 void FrameTracer::OnDead() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   monitor_registration_.Reset();
   draining_.store(false);
+  drain_generation_.fetch_add(1);
+  worker_handler_->RemoveCallbacks(this);  // The periodic drain.
   worker_handler_->Post([this] { Drain(); });  // Deliver what is left.
 }
 
@@ -117,11 +119,13 @@ void FrameTracer::OnInputHandled(SceneId scene, absl::Duration latency) {
   input_ring_->Push(InputLatency{scene, absl::ToInt64Nanoseconds(latency)});
 }
 
-void FrameTracer::ScheduleDrain() {
+void FrameTracer::ScheduleDrain(uint64_t generation) {
   worker_handler_->PostDelayed(
-      [this] {
+      [this, generation] {
         Drain();
-        if (draining_.load()) ScheduleDrain();
+        if (draining_.load() && drain_generation_.load() == generation) {
+          ScheduleDrain(generation);
+        }
       },
       this, options_.drain_period);
 }

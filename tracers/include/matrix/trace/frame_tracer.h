@@ -136,7 +136,9 @@ class FrameTracer : public Tracer {
   class SyncListenerEntry;
   // Empties the ring into the statistics and the async listeners (worker).
   void Drain();
-  void ScheduleDrain();
+  // Posts the periodic drain of timer `generation`; it re-posts itself only
+  // while that timer is current (a stop then start does not leave two).
+  void ScheduleDrain(uint64_t generation);
   void Deliver(const std::shared_ptr<AsyncSlot>& slot, std::vector<FrameData> frames);
 
   Options options_;
@@ -161,6 +163,7 @@ class FrameTracer : public Tracer {
   uint64_t reported_lost_ = 0;
 
   std::atomic<bool> draining_{false};  // Keep re-posting Drain() while true.
+  std::atomic<uint64_t> drain_generation_{0};
   std::atomic<uint64_t> slow_sync_calls_{0};
   std::atomic<int64_t> slowest_sync_ns_{0};
   uint64_t warned_slow_calls_ = 0;
