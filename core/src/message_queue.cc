@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <typeinfo>
 #include <utility>
 
@@ -24,7 +25,10 @@ std::string IdleHandler::Name() const {
 }
 
 MessageQueue::MessageQueue(const TickClock* clock, bool quit_allowed)
-    : clock_(clock), quit_allowed_(quit_allowed) {}
+    : clock_(clock), quit_allowed_(quit_allowed) {
+  absl::MutexLock lock(&mu_);
+  dispatching_.reserve(8);  // Nesting deeper than this allocates.
+}
 
 MessageQueue::~MessageQueue() {
   Message* pending;
@@ -68,11 +72,18 @@ void MessageQueue::RecycleLocked(Message* msg) {
 }
 
 void MessageQueue::Recycle(Message* msg) {
-  // Destroy the payload outside the lock: it may run arbitrary destructors.
-  Message released = std::move(*msg);
-  (void)released;
+  const Handler* target = msg->target_;
+  {
+    // Destroy the payload outside the lock: it may run arbitrary destructors.
+    Message released = std::move(*msg);
+    (void)released;
+  }
   absl::MutexLock lock(&mu_);
   RecycleLocked(msg);
+  // The innermost dispatch of `target` is over.
+  auto it = std::find(dispatching_.rbegin(), dispatching_.rend(), target);
+  if (it != dispatching_.rend()) dispatching_.erase(std::next(it).base());
+  if (dispatch_waiters_ > 0) dispatch_done_.SignalAll();
 }
 
 void MessageQueue::InsertLocked(Message* msg) {
@@ -255,6 +266,21 @@ void MessageQueue::RemoveCallbacksAndMessages(const Handler* h, const void* toke
   DisposeRemoved(removed);
 }
 
+void MessageQueue::RemoveAllAndWaitForDispatch(const Handler* h) {
+  Message* removed;
+  {
+    absl::MutexLock lock(&mu_);
+    removed = UnlinkIfLocked(
+        [&](const Message& m) { return !m.is_sync_barrier() && m.target_ == h; });
+    ++dispatch_waiters_;
+    while (std::find(dispatching_.begin(), dispatching_.end(), h) != dispatching_.end()) {
+      dispatch_done_.Wait(&mu_);
+    }
+    --dispatch_waiters_;
+  }
+  DisposeRemoved(removed);
+}
+
 bool MessageQueue::IsIdle() const {
   const TimeTicks now = clock_->NowTicks();
   absl::MutexLock lock(&mu_);
@@ -344,6 +370,7 @@ MessageQueue::NextResult MessageQueue::Next(absl::Duration max_wait, bool idle_h
         (prev ? prev->next_ : head_) = m->next_;
         m->next_ = nullptr;
         --count_;
+        dispatching_.push_back(m->target_);  // Until Recycle().
         return {NextResult::kMessage, m, now};
       }
     }
