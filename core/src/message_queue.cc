@@ -267,13 +267,17 @@ void MessageQueue::RemoveCallbacksAndMessages(const Handler* h, const void* toke
 }
 
 void MessageQueue::RemoveAllAndWaitForDispatch(const Handler* h) {
-  Message* removed;
+  Message* removed = nullptr;
+  Message** tail = &removed;
   {
     absl::MutexLock lock(&mu_);
-    removed = UnlinkIfLocked(
-        [&](const Message& m) { return !m.is_sync_barrier() && m.target_ == h; });
     ++dispatch_waiters_;
-    while (std::find(dispatching_.begin(), dispatching_.end(), h) != dispatching_.end()) {
+    for (;;) {
+      // Again after each wait: the running message may have posted more.
+      *tail = UnlinkIfLocked(
+          [&](const Message& m) { return !m.is_sync_barrier() && m.target_ == h; });
+      while (*tail != nullptr) tail = &(*tail)->next_;
+      if (std::find(dispatching_.begin(), dispatching_.end(), h) == dispatching_.end()) break;
       dispatch_done_.Wait(&mu_);
     }
     --dispatch_waiters_;
