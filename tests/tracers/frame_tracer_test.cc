@@ -702,7 +702,12 @@ TEST(FrameListenerTest, SlowSyncListener_IsCountedAndWarnedAboutFromTheWorker) {
   Harness h;
   auto sink = std::make_shared<CapturingSink>(h.worker());
   ScopedLogger scoped_logger(sink);
-  SyncRecorder slow, fast;
+  class NamedRecorder : public SyncRecorder {
+   public:
+    std::string name() const override { return "JankLogger"; }
+  };
+  NamedRecorder slow;
+  SyncRecorder fast;
   slow.hook = [&](const FrameData&) { h.env().AdvanceClock(Ms(10)); };
   ObserverRegistration r1 = h.tracer()->AddListener(&slow);
   ObserverRegistration r2 = h.tracer()->AddListener(&fast);
@@ -724,7 +729,7 @@ TEST(FrameListenerTest, SlowSyncListener_IsCountedAndWarnedAboutFromTheWorker) {
   EXPECT_EQ(lines[0].level, spdlog::level::warn);
   EXPECT_TRUE(lines[0].on_worker);
   EXPECT_TRUE(absl::StrContains(lines[0].text, "1 sync frame listener call(s)")) << lines[0].text;
-  EXPECT_TRUE(absl::StrContains(lines[0].text, "10ms")) << lines[0].text;
+  EXPECT_TRUE(absl::StrContains(lines[0].text, "slowest 10ms (JankLogger)")) << lines[0].text;
 
   // A fast frame adds no call and no warning.
   slow.hook = nullptr;

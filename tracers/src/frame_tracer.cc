@@ -105,6 +105,10 @@ void FrameTracer::DoFrame(const FrameData& frame) {
         const int64_t ns = absl::ToInt64Nanoseconds(took);
         if (ns > slowest_sync_ns_.load(std::memory_order_relaxed)) {
           slowest_sync_ns_.store(ns, std::memory_order_relaxed);
+          // Already a slow frame: naming the culprit costs little more.
+          std::string name = listener->name();
+          absl::MutexLock lock(&slowest_mu_);
+          slowest_sync_name_ = std::move(name);
         }
       }
     });
@@ -173,11 +177,16 @@ void FrameTracer::Drain() {
   }
   const uint64_t slow = slow_sync_calls_.load();
   if (slow > warned_slow_calls_) {
+    std::string slowest_name;
+    {
+      absl::MutexLock lock(&slowest_mu_);
+      slowest_name = slowest_sync_name_;
+    }
     Logger()->warn(
-        "FrameTracer: {} sync frame listener call(s) took longer than {}; slowest {}. "
+        "FrameTracer: {} sync frame listener call(s) took longer than {}; slowest {} ({}). "
         "Give slow listeners an executor.",
         slow - warned_slow_calls_, absl::FormatDuration(options_.slow_sync_listener),
-        absl::FormatDuration(absl::Nanoseconds(slowest_sync_ns_.load())));
+        absl::FormatDuration(absl::Nanoseconds(slowest_sync_ns_.load())), slowest_name);
     warned_slow_calls_ = slow;
   }
 }

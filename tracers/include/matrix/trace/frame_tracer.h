@@ -166,6 +166,10 @@ class FrameTracer : public Tracer {
   std::atomic<uint64_t> drain_generation_{0};
   std::atomic<uint64_t> slow_sync_calls_{0};
   std::atomic<int64_t> slowest_sync_ns_{0};
+  // The slowest sync listener's name(), taken on the looper thread only when
+  // a call is slow (and slower than any before), for the worker's warning.
+  absl::Mutex slowest_mu_;
+  std::string slowest_sync_name_ ABSL_GUARDED_BY(slowest_mu_);
   uint64_t warned_slow_calls_ = 0;
   MATRIX_THREAD_CHECKER(thread_checker_);
 };
