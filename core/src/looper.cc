@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "matrix/core/handler.h"
 
 namespace matrix {
@@ -177,6 +178,16 @@ void Looper::RunIdleHandlers() {
           [&](DispatchObserver* o) { o->OnIdleHandlerBegin(*handler, finisher.begin); });
     }
     if (!handler->QueueIdle()) queue_.RemoveIdleHandler(handler);
+  }
+}
+
+void Looper::Flush() {
+  if (IsCurrentThread() || !is_looping()) return;
+  auto done = std::make_shared<absl::Notification>();
+  Handler handler(this, "matrix::Looper$Flush");
+  if (!handler.Post([done] { done->Notify(); })) return;  // Quitting.
+  while (!done->WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (queue_.IsQuitting() || !is_looping()) return;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "matrix/core/check.h"
 #include "matrix/core/handler_thread.h"
 #include "matrix/core/logging.h"
@@ -74,11 +75,19 @@ Matrix::Builder& Matrix::Builder::SetWorkerLooper(Looper* looper) {
   return *this;
 }
 
+Matrix::Builder& Matrix::Builder::KeepAbseilDeadlockDetection(bool keep) {
+  keep_deadlock_detection_ = keep;
+  return *this;
+}
+
 std::unique_ptr<Matrix> Matrix::Builder::Build() {
   return std::unique_ptr<Matrix>(new Matrix(*this));
 }
 
-Matrix::Matrix(Builder& builder) : plugins_(std::move(builder.plugins_)), context_(builder.context_) {
+Matrix::Matrix(Builder& builder)
+    : plugins_(std::move(builder.plugins_)),
+      context_(builder.context_),
+      keep_deadlock_detection_(builder.keep_deadlock_detection_) {
   context_.listeners = std::move(builder.listeners_);
   if (builder.default_listener_) {
     context_.listeners.push_back(std::make_shared<DefaultPluginListener>());
@@ -129,6 +138,9 @@ absl::Status Matrix::InitPlugins() {
 absl::Status Matrix::Init(std::unique_ptr<Matrix> matrix) {
   if (matrix == nullptr) return absl::InvalidArgumentError("Matrix::Init: null instance");
   if (!matrix->build_status_.ok()) return matrix->build_status_;
+  if (!matrix->keep_deadlock_detection_) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
   {
     absl::MutexLock lock(&g_mu);
     if (g_instance != nullptr) {

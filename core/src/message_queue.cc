@@ -357,11 +357,11 @@ bool MessageQueue::IsQuitting() const {
 MessageQueue::NextResult MessageQueue::Next(absl::Duration max_wait, bool idle_handlers_done,
                                             std::optional<TimeTicks> now_hint) {
   absl::MutexLock lock(&mu_);
-  TimeTicks wait_deadline;  // On the queue's clock; set on the first pass.
+  TimeTicks wait_deadline;  // On the queue's clock; set when first needed.
   bool first_pass = true;
   for (;;) {
     const TimeTicks now = (first_pass && now_hint) ? *now_hint : clock_->NowTicks();
-    if (first_pass) wait_deadline = now + max_wait;
+    const bool set_deadline = first_pass;
     first_pass = false;
 
     Message* prev;
@@ -385,6 +385,8 @@ MessageQueue::NextResult MessageQueue::Next(absl::Duration max_wait, bool idle_h
         (head_ == nullptr || now < head_->when_)) {
       return {NextResult::kIdle, nullptr, now};
     }
+    // Only a call that has to wait pays for the deadline arithmetic.
+    if (set_deadline) wait_deadline = now + max_wait;
     if (now >= wait_deadline) return {NextResult::kTimeout, nullptr, now};
 
     const TimeTicks until = std::min(wake_at, wait_deadline);

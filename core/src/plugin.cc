@@ -93,6 +93,11 @@ const std::string& ProcessName() {
 
 }  // namespace
 
+void Plugin::FlushMatrixThreads() {
+  if (context_.watchdog_looper != nullptr) context_.watchdog_looper->Flush();
+  if (context_.worker_looper != nullptr) context_.worker_looper->Flush();
+}
+
 void Plugin::OnDetectIssue(Issue issue) {
   issue.set_plugin(this);
   proto::Issue& proto = *issue.mutable_proto();

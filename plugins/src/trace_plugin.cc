@@ -219,12 +219,11 @@ absl::Status TracePlugin::OnStop() {
 }
 
 absl::Status TracePlugin::OnDestroy() {
-  RunOnLooperThread(
-      [this] {
-        StopTracers();
-        DestroyMonitors();
-      },
-      /*wait=*/true);
+  // Stop every tracer, let the matrix threads finish what the tracers gave
+  // them (a report being built uses the tracers and this plugin), then free.
+  RunOnLooperThread([this] { StopTracers(); }, /*wait=*/true);
+  FlushMatrixThreads();
+  RunOnLooperThread([this] { DestroyMonitors(); }, /*wait=*/true);
   looper_handler_.reset();
   return absl::OkStatus();
 }

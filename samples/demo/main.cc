@@ -1,15 +1,31 @@
 // matrix-demo: a small "app" with a main-thread event loop and a 60 Hz
-// Choreographer, monitored by matrix-cpp. It animates two scenes, drops some
-// frames on purpose, and prints what the tracers report. Issues are also
-// written as JSON lines to ./matrix-reports/ (read them with matrix-report).
+// Choreographer, monitored by matrix-cpp. Every tracer gets something to find:
+//
+//   startup       a slow, method-traced init and a splash scene (Trace_StartUp,
+//                 and Trace_EvilMethod STARTUP with the init's call tree)
+//   frames        two animated scenes that drop frames on purpose, with input
+//                 events (Trace_FPS per scene, with input latency)
+//   idle handler  a cache compaction run from an IdleHandler (LAG_IDLE_HANDLER)
+//   slow method   LoadGallery > DecodeAll > DecodeImage (NORMAL)
+//   hang          SaveSettings blocks the main thread (ANR); an input event
+//                 waits meanwhile (LAG_TOUCH) and a SIGQUIT asks for a dump
+//                 (SIGNAL_ANR)
+//
+// Thresholds are shortened so the whole run takes about 10 s. Issues are
+// printed and written as JSON lines to ./matrix-reports/ (read them with
+// matrix-report).
 //
 //   make demo                         # build and run
 //   ./build/samples/demo/matrix-demo --reports=/tmp/r
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/time/clock.h"
 #include "matrix/core/choreographer.h"
@@ -21,6 +37,8 @@
 #include "matrix/core/matrix.h"
 #include "matrix/plugins/issue_sinks.h"
 #include "matrix/plugins/trace_plugin.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/startup_tracer.h"
 
 namespace {
 
@@ -41,6 +59,32 @@ __attribute__((noinline)) void LoadGallery() {
   ParseManifest();
   DecodeAll();
 }
+
+// A slow startup: what the app does before its first scene.
+__attribute__((noinline)) void LoadConfig() { Work(absl::Milliseconds(250)); }
+__attribute__((noinline)) void OpenDatabase() { Work(absl::Milliseconds(200)); }
+__attribute__((noinline)) void WarmCaches() { Work(absl::Milliseconds(400)); }
+__attribute__((noinline)) void InitApp() {
+  LoadConfig();
+  OpenDatabase();
+  WarmCaches();
+}
+
+// Input handling: quick, except when the main thread is busy elsewhere.
+__attribute__((noinline)) void HandleTap() { Work(absl::Milliseconds(2)); }
+
+// Work done when the main thread is idle, for too long.
+class CompactThumbnailCache : public matrix::IdleHandler {
+ public:
+  bool QueueIdle() override {
+    std::printf("[demo] idle handler: compacting the thumbnail cache (1.2 s)\n");
+    Compact();
+    return false;  // Once.
+  }
+
+ private:
+  __attribute__((noinline)) static void Compact() { Work(absl::Milliseconds(1200)); }
+};
 
 // A hang: the main thread blocks (not spinning) long enough for an ANR.
 __attribute__((noinline)) void WaitForDiskFlush(absl::Duration d) { absl::SleepFor(d); }
@@ -115,8 +159,10 @@ class Scene {
     if (--frames_left_ > 0) {
       ScheduleFrame();
     } else {
-      matrix::AppState::Get()->OnSceneDestroyed(name_);
+      // The next scene is created before this one goes away, as in a real
+      // app (no scene alive in between would be a warm start).
       if (done_) std::exchange(done_, nullptr)();
+      matrix::AppState::Get()->OnSceneDestroyed(name_);
     }
   }
 
@@ -131,18 +177,26 @@ class Scene {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Trace methods from the very start, so a slow startup has a call tree.
+  std::unique_ptr<matrix::MethodTracer> method_tracer = matrix::MethodTracer::Start();
   std::string reports = "./matrix-reports";
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--reports=", 10) == 0) reports = argv[i] + 10;
   }
+
+  matrix::MarkApplicationCreateBegin();
+  std::printf("[demo] starting: InitApp (LoadConfig, OpenDatabase, WarmCaches)\n");
+  InitApp();
+  matrix::MarkApplicationCreateEnd();
 
   matrix::Looper* looper = matrix::Looper::PrepareMainLooper();
   matrix::Choreographer* choreographer = matrix::Choreographer::GetInstance();  // 60 Hz
   std::printf("[demo] main looper ready, Choreographer at %s\n",
               choreographer->refresh_rate().ToString().c_str());
 
-  // Matrix's thresholds, shortened so the demo stays brief: slow methods at
-  // 300 ms (700 ms by default), lag at 1 s (2 s), ANR at 2 s (5 s).
+  // Matrix's thresholds, shortened so the demo stays brief (defaults in
+  // brackets): slow method 300 ms [700 ms], lag 1 s [2 s], ANR 2 s [5 s],
+  // idle handler 1 s [2 s], input 1 s [2 s], cold startup 1 s [10 s].
   absl::StatusOr<matrix::TraceConfig> config = matrix::TraceConfig::Builder()
                                                    .EnableFps(true)
                                                    .SetFpsTimeSlice(absl::Seconds(2))
@@ -151,6 +205,14 @@ int main(int argc, char** argv) {
                                                    .EnableAnrTrace(true)
                                                    .SetLagThreshold(absl::Seconds(1))
                                                    .SetAnrThreshold(absl::Seconds(2))
+                                                   .EnableStartup(true)
+                                                   .SetColdStartupThreshold(absl::Seconds(1))
+                                                   .SetSplashScenes({"Splash"})
+                                                   .EnableIdleHandlerTrace(true)
+                                                   .SetIdleHandlerThreshold(absl::Seconds(1))
+                                                   .EnableTouchEventTrace(true)
+                                                   .SetTouchEventThreshold(absl::Seconds(1))
+                                                   .EnableSignalAnrTrace(true)
                                                    .Build();
   if (!config.ok()) {
     std::fprintf(stderr, "bad config: %s\n", config.status().ToString().c_str());
@@ -177,33 +239,66 @@ int main(int argc, char** argv) {
   matrix::LooperExecutor worker(matrix::Matrix::With().context().worker_looper);
   JankCounter jank(&worker);
   matrix::ObserverRegistration jank_registration = plugin->GetFrameTracer()->AddListener(&jank);
+  matrix::InputLagTracer* input = plugin->GetInputLagTracer();
+  matrix::Handler handler(looper);
 
-  // The script: Gallery (smooth, one janky frame in 40), then Settings
-  // (heavy: a 60 ms draw every 15 frames), a slow method, a hang, then quit.
+  // Input events arrive from an "input thread" with their event time.
+  std::atomic<bool> input_running{true};
+  std::thread input_thread([&] {
+    while (input_running.load()) {
+      input->PostInputEvent(&handler, matrix::MonotonicNow(), "tap", [] { HandleTap(); });
+      absl::SleepFor(absl::Milliseconds(150));
+    }
+  });
+
+  // The script: Splash, Gallery (smooth, one janky frame in 40), Settings
+  // (heavy: a 60 ms draw every 15 frames), an idle handler that lags, a slow
+  // method, a hang, then quit.
+  Scene splash("Splash", 20, 0, absl::ZeroDuration());
   Scene gallery("Gallery", 180, 40, absl::Milliseconds(70));
   Scene settings("Settings", 150, 15, absl::Milliseconds(60));
+  CompactThumbnailCache compactor;
+  std::thread dumper;
   bool running = true;
-  matrix::Handler handler(looper);
   handler.Post([&] {
-    gallery.Show([&] {
-      settings.Show([&] {
-        plugin->GetFrameTracer()->FlushReports();
-        handler.Post([] {
-          std::printf("[demo] a slow method: LoadGallery > DecodeAll > DecodeImage (450 ms)\n");
-          LoadGallery();
+    splash.Show([&] {
+      gallery.Show([&] {
+        settings.Show([&] {
+          input_running.store(false);
+          plugin->GetFrameTracer()->FlushReports();
+          looper->queue()->AddIdleHandler(&compactor);
+          handler.PostDelayed(
+              [&] {
+                std::printf("[demo] a slow method: LoadGallery > DecodeAll > DecodeImage\n");
+                LoadGallery();
+              },
+              absl::Milliseconds(1500));
+          handler.PostDelayed(
+              [&] {
+                std::printf("[demo] a hang: SaveSettings blocks the main thread for 2.6 s; "
+                            "a key press waits, and the demo sends itself SIGQUIT\n");
+                dumper = std::thread([&] {
+                  absl::SleepFor(absl::Milliseconds(300));
+                  input->PostInputEvent(&handler, matrix::MonotonicNow(), "key", [] {
+                    HandleTap();
+                  });
+                  absl::SleepFor(absl::Milliseconds(2000));
+                  kill(getpid(), SIGQUIT);
+                });
+                SaveSettings();
+              },
+              absl::Milliseconds(1600));
+          // Give the worker a moment to deliver the last reports, then stop.
+          handler.PostDelayed([&] { running = false; }, absl::Milliseconds(3500));
         });
-        handler.Post([] {
-          std::printf("[demo] a hang: SaveSettings blocks the main thread for 2.6 s\n");
-          SaveSettings();
-        });
-        // Give the worker a moment to deliver the last reports, then stop.
-        handler.PostDelayed([&] { running = false; }, absl::Milliseconds(800));
       });
     });
   });
   // The main looper cannot quit (as in Android), so the demo polls it until
   // its script is done instead of calling Looper::Loop().
   while (running) looper->PollOnce(absl::Milliseconds(100));
+  input_thread.join();
+  if (dumper.joinable()) dumper.join();
 
   jank_registration.Reset();
   matrix::Matrix::Shutdown();

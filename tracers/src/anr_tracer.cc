@@ -17,6 +17,9 @@ namespace matrix {
 struct AnrTracer::Crossing {
   proto::Detail detail = proto::ANR;
   DispatchHeartbeat::Snapshot snapshot;
+  // Taken while the dispatch runs: the snapshot points into the message's
+  // Handler, which may be gone by the time the worker builds the report.
+  proto::MessageInfo message;
   TimeTicks captured_at;   // When the watchdog took the evidence.
   TimeTicks threshold_at;  // When the threshold was crossed.
   TimeTicks end;           // LAG: when the dispatch ended.
@@ -35,7 +38,7 @@ struct AnrTracer::Crossing {
 };
 
 AnrTracer::AnrTracer(Options options)
-    : options_(std::move(options)), proc_(options_.proc_root) {
+    : Tracer(kDispatchEnd), options_(std::move(options)), proc_(options_.proc_root) {
   MATRIX_CHECK(options_.monitor != nullptr, "AnrTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.watchdog_looper != nullptr, "AnrTracer needs a watchdog looper");
   MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");
@@ -59,8 +62,15 @@ AnrTracer::~AnrTracer() {
 void AnrTracer::OnAlive() {
   monitor_registration_ = options_.monitor->AddObserver(this);
   alive_.store(true);
-  // The first check: any dispatch running now is watched from its begin.
-  watchdog_handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
+  // The first check: any dispatch running now is watched from its begin. It
+  // was not scheduled, so it cannot be late (the last check before a stop
+  // was scheduled long ago).
+  watchdog_handler_->PostDelayed(
+      [this] {
+        scheduled_for_ = TimeTicks();
+        Check();
+      },
+      this, absl::ZeroDuration());
 }
 
 void AnrTracer::OnDead() {
@@ -89,6 +99,7 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   claimed_dispatch_.store(s.dispatch_number);
   auto crossing = std::make_unique<Crossing>();
   crossing->snapshot = s;
+  FillMessageInfo(s, &crossing->message);
   crossing->captured_at = now;
   crossing->threshold_at = threshold_at;
   const ThreadHandle& looper_thread = options_.monitor->looper_thread();
@@ -212,17 +223,18 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
 
   std::optional<CallTree> tree;
+  absl::flat_hash_set<uintptr_t> traced;
   if (c->has_records) {
     CallTree::Options options;
     options.end_time = until;
+    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
     tree = CallTree::Build(c->records.records, options);
     tree->ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+    traced = TracedFunctions(symbolized, c->records.records);
   }
-  // The key uses the whole tree; the report carries the trimmed one.
-  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, cost);
+  const std::string key = HangStackKey(symbolized, tree ? &*tree : nullptr, traced, cost);
   anr.set_stack_key(key);
   if (tree) {
-    tree->Trim();
     FillCallTree(*tree, anr.mutable_stack(), anr.mutable_stack_text());
     anr.set_stack_truncated(c->records.truncated());
   }
@@ -234,7 +246,7 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   queues->set_commit_ms(absl::ToDoubleMilliseconds(c->frame.phase_costs[3]));
   *anr.mutable_thread() = c->thread;
   *anr.mutable_memory() = c->memory;
-  FillMessageInfo(c->snapshot, anr.mutable_message());
+  *anr.mutable_message() = c->message;
   if (c->cpu_sample && c->captured_at > c->cpu_sample->wall) {
     anr.set_cpu_usage(100.0 * absl::FDivDuration(c->cpu_now - c->cpu_sample->cpu,
                                                  c->captured_at - c->cpu_sample->wall));

@@ -14,6 +14,9 @@ namespace matrix {
 struct EvilMethodTracer::SlowDispatch {
   DispatchData dispatch;
   DispatchHeartbeat::Snapshot message;
+  // Filled at the dispatch's end: the snapshot points into the message's
+  // Handler, which may be gone by the time the worker builds the report.
+  proto::MessageInfo message_info;
   FrameData frame;
   bool is_frame = false;
   SceneId scene = AppState::kDefaultScene;
@@ -21,7 +24,8 @@ struct EvilMethodTracer::SlowDispatch {
 };
 
 EvilMethodTracer::EvilMethodTracer(Options options)
-    : options_(std::move(options)),
+    : Tracer(kDoFrame | kDispatchEnd),
+      options_(std::move(options)),
       threshold_ns_(absl::ToInt64Nanoseconds(options_.threshold)) {
   MATRIX_CHECK(options_.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.worker_looper != nullptr, "EvilMethodTracer needs a worker looper");
@@ -44,18 +48,13 @@ void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->Add
 
 void EvilMethodTracer::OnDead() { monitor_registration_.Reset(); }
 
-void EvilMethodTracer::DispatchBegin(const DispatchData& /*dispatch*/) { frame_seen_ = false; }
-
-void EvilMethodTracer::DoFrame(const FrameData& frame) {
-  if (frame.is_vsync_frame) {
-    frame_ = frame;
-    frame_seen_ = true;
-  }
-}
+void EvilMethodTracer::DoFrame(const FrameData& frame) { frame_ = frame; }
 
 void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
-  const absl::Duration cost = dispatch.end - dispatch.begin;
-  if (absl::ToInt64Nanoseconds(cost) < threshold_ns_.load(std::memory_order_relaxed)) return;
+  // Plain nanoseconds: absl::Duration arithmetic costs dozens of
+  // instructions per message.
+  const int64_t cost_ns = dispatch.end.ToNanoseconds() - dispatch.begin.ToNanoseconds();
+  if (cost_ns < threshold_ns_.load(std::memory_order_relaxed)) return;
   if (options_.anr_tracer != nullptr &&
       options_.anr_tracer->last_claimed_dispatch() == dispatch.dispatch_number) {
     return;  // Reported as LAG or ANR, with more evidence.
@@ -67,7 +66,9 @@ void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
   slow->dispatch = dispatch;
   slow->dispatch.info = nullptr;
   slow->message = options_.monitor->heartbeat().Read();
-  slow->is_frame = frame_seen_ && dispatch.is_vsync_frame;
+  FillMessageInfo(slow->message, &slow->message_info);
+  // DoFrame() ran for this dispatch exactly when it drew a frame.
+  slow->is_frame = dispatch.is_vsync_frame;
   if (slow->is_frame) slow->frame = frame_;
   slow->scene = options_.app_state->visible_scene_id();
   slow->foreground = options_.app_state->is_foreground();
@@ -83,7 +84,7 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   report.set_scene(std::string(options_.app_state->SceneName(slow.scene)));
   report.set_is_process_foreground(slow.foreground);
   report.set_cpu_usage(d.CpuUsagePercent());
-  FillMessageInfo(slow.message, report.mutable_message());
+  *report.mutable_message() = slow.message_info;
   if (slow.is_frame) {
     proto::QueueCosts* q = report.mutable_queue_costs();
     q->set_input_ms(absl::ToDoubleMilliseconds(slow.frame.input));
@@ -97,6 +98,7 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
     RecordCopy copy = tracer->Copy(d.method_mark, d.method_end);
     CallTree::Options options;
     options.end_time = d.end;
+    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
     CallTree tree = CallTree::Build(copy.records, options);
     if (std::optional<size_t> k = tree.KeyIndex(cost);
         k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
@@ -104,7 +106,6 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
       key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
                                                : node.name;
     }
-    tree.Trim();
     tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
     FillCallTree(tree, report.mutable_stack(), report.mutable_stack_text());
     report.set_stack_truncated(copy.truncated());

@@ -22,7 +22,8 @@ struct FrameTracer::AsyncSlot {
 };
 
 FrameTracer::FrameTracer(Options options)
-    : options_(std::move(options)),
+    : Tracer(kDoFrame),
+      options_(std::move(options)),
       ring_(std::make_unique<internal::SpscRing<FrameData, kRingCapacity>>()),
       input_ring_(std::make_unique<internal::SpscRing<InputLatency, 256>>()),
       stats_(FrameStatsCollector::Options{options_.thresholds, options_.time_slice,

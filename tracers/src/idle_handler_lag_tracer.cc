@@ -100,7 +100,7 @@ void IdleHandlerLagTracer::Check() {
           report.mutable_thread_stack()->set_error(status.ToString());
         }
         report.mutable_thread_stack()->set_captured_at_ms(absl::ToDoubleMilliseconds(now - begin));
-        report.set_stack_key(HangStackKey(symbolized, nullptr, now - begin));
+        report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - begin));
         Issue issue;
         issue.mutable_proto()->set_tag(kTagEvilMethod);
         issue.mutable_proto()->set_key(report.stack_key());

@@ -77,12 +77,14 @@ void InputLagTracer::OnInputEventHandled(uint64_t id) {
 }
 
 void InputLagTracer::PostInputEvent(Handler* handler, TimeTicks event_time,
-                                    const char* description, Task task) {
+                                    const char* description, Task task, Location from) {
   const uint64_t id = OnInputEventReceived(event_time, description);
-  handler->Post([this, id, task = std::move(task)]() mutable {
-    task();
-    OnInputEventHandled(id);
-  });
+  handler->Post(
+      [this, id, task = std::move(task)]() mutable {
+        task();
+        OnInputEventHandled(id);
+      },
+      from);
 }
 
 void InputLagTracer::ScheduleCheck(TimeTicks at) {
@@ -149,7 +151,7 @@ void InputLagTracer::Check() {
         } else {
           report.mutable_thread_stack()->set_error(status.ToString());
         }
-        report.set_stack_key(HangStackKey(symbolized, nullptr, now - event_time));
+        report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - event_time));
         Issue issue;
         issue.mutable_proto()->set_tag(kTagEvilMethod);
         issue.mutable_proto()->set_key(report.stack_key());

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "matrix/trace/method_record.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -121,13 +122,30 @@ void FillMessageInfo(const DispatchHeartbeat::Snapshot& s, proto::MessageInfo* o
   out->set_what(s.what);
 }
 
+absl::flat_hash_set<uintptr_t> TracedFunctions(const SymbolizedStack& stack,
+                                               absl::Span<const uint64_t> records) {
+  absl::flat_hash_set<uintptr_t> candidates;
+  for (const StackFrame& frame : stack.frames) {
+    if (!frame.symbol.function.empty()) candidates.insert(frame.pc - frame.symbol.function_offset);
+  }
+  absl::flat_hash_set<uintptr_t> traced;
+  if (candidates.empty()) return traced;
+  for (uint64_t r : records) {
+    if (GetRecordKind(r) != RecordKind::kEnter) continue;
+    const uintptr_t address = GetRecordAddress(r);
+    if (candidates.contains(address)) traced.insert(address);
+  }
+  return traced;
+}
+
 std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
+                         const absl::flat_hash_set<uintptr_t>& traced,
                          absl::Duration total_cost) {
-  absl::flat_hash_map<uintptr_t, absl::Duration> traced;  // Entry address -> largest cost.
+  absl::flat_hash_map<uintptr_t, absl::Duration> cost_of;  // Entry address -> largest cost.
   if (tree != nullptr) {
     for (const CallNode& node : tree->nodes()) {
       if (node.kind != MethodKind::kFunction) continue;
-      absl::Duration& cost = traced[node.address];
+      absl::Duration& cost = cost_of[node.address];
       cost = std::max(cost, node.cost);
     }
   }
@@ -135,8 +153,10 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
   for (const StackFrame& frame : stack.frames) {
     const SymbolInfo& sym = frame.symbol;
     if (sym.function.empty() || IsSystemOrRuntimeFrame(sym.module, sym.function)) continue;
-    auto it = traced.find(frame.pc - sym.function_offset);
-    if (it == traced.end() || it->second >= costly) return sym.function;
+    const uintptr_t entry = frame.pc - sym.function_offset;
+    if (!traced.contains(entry)) return sym.function;  // Not traced: stuck here.
+    auto it = cost_of.find(entry);  // Trimmed away: cheap.
+    if (it != cost_of.end() && it->second >= costly) return sym.function;
   }
   if (tree != nullptr) {
     if (std::optional<size_t> k = tree->KeyIndex(total_cost);

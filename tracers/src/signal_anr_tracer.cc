@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "absl/time/clock.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
@@ -23,9 +24,13 @@ constexpr char kQuitByte = 'q';
 std::atomic<int> g_write_fd{-1};
 std::atomic<bool> g_chain{false};
 struct sigaction g_previous;
+// Handlers running now (ours and the one it chains to), so the dump can let
+// the interrupted thread leave them before capturing it.
+std::atomic<int> g_handlers_running{0};
 
 void OnSignal(int signo, siginfo_t* info, void* context) {
   const int saved_errno = errno;
+  g_handlers_running.fetch_add(1, std::memory_order_acq_rel);
   const int fd = g_write_fd.load(std::memory_order_acquire);
   if (fd >= 0) {
     const char byte = kDumpByte;
@@ -39,8 +44,12 @@ void OnSignal(int signo, siginfo_t* info, void* context) {
       g_previous.sa_handler(signo);
     }
   }
+  g_handlers_running.fetch_sub(1, std::memory_order_release);
   errno = saved_errno;
 }
+
+// How long a dump waits for the signal handler to return.
+constexpr absl::Duration kHandlerWait = absl::Milliseconds(200);
 
 }  // namespace
 
@@ -129,9 +138,21 @@ void SignalAnrTracer::DumperLoop() {
 
 void SignalAnrTracer::Dump() {
   dumps_.fetch_add(1);
+  // The byte that woke us was written by the handler, which may still be
+  // running on the interrupted thread (often the looper thread): captured
+  // now, that thread's stack would start in our handler, or in a slow
+  // handler it chains to, which would then be the stack key. Let it return.
+  const absl::Time give_up = absl::Now() + kHandlerWait;
+  while (g_handlers_running.load(std::memory_order_acquire) > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   const TickClock* clock = options_.monitor->clock();
   const TimeTicks now = clock->NowTicks();
   const DispatchHeartbeat::Snapshot dispatch = options_.monitor->heartbeat().Read();
+  // Now: the snapshot points into the message's Handler, which may be gone
+  // by the time the worker builds the report.
+  proto::MessageInfo message;
+  if (dispatch.active) FillMessageInfo(dispatch, &message);
   std::optional<MessageQueue::HeadInfo> head;
   if (options_.looper != nullptr) head = options_.looper->queue()->PeekHead();
   auto threads = std::make_shared<std::vector<ThreadStack>>(StackCapturer::Get()->CaptureAllThreads());
@@ -139,7 +160,8 @@ void SignalAnrTracer::Dump() {
   const SceneId scene = options_.app_state->visible_scene_id();
   const pid_t looper_tid = options_.monitor->looper_thread().tid();
 
-  worker_handler_->Post([this, now, dispatch, head, threads, foreground, scene, looper_tid] {
+  worker_handler_->Post([this, now, dispatch, message, head, threads, foreground, scene,
+                         looper_tid] {
     proto::AnrReport report;
     report.set_detail(proto::SIGNAL_ANR);
     report.set_signal(options_.signal_number);
@@ -154,7 +176,7 @@ void SignalAnrTracer::Dump() {
     if (dispatch.active) {
       const absl::Duration running = now - dispatch.begin;
       report.set_cost_ms(absl::ToDoubleMilliseconds(running));
-      FillMessageInfo(dispatch, report.mutable_message());
+      *report.mutable_message() = message;
       overdue = std::max(overdue, running);
     }
     const absl::Duration limit =
@@ -178,7 +200,7 @@ void SignalAnrTracer::Dump() {
         looper_stack = std::move(symbolized);
       }
     }
-    report.set_stack_key(HangStackKey(looper_stack, nullptr, absl::ZeroDuration()));
+    report.set_stack_key(HangStackKey(looper_stack, nullptr, {}, absl::ZeroDuration()));
     FillThreadInfo(ProcReader(), looper_tid, report.mutable_thread());
     FillMemoryInfo(ProcReader(), report.mutable_memory());
 

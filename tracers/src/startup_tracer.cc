@@ -21,6 +21,7 @@ const TimeTicks g_load_time = MonotonicNow();
 std::atomic<int64_t> g_create_begin_ns{0};
 std::atomic<int64_t> g_create_end_ns{0};
 std::atomic<uint64_t> g_create_begin_mark{0};
+std::atomic<int64_t> g_create_begin_mark_time_ns{0};
 std::atomic<bool> g_create_begin_traced{false};
 
 void SetOnce(std::atomic<int64_t>& slot, TimeTicks at) {
@@ -34,6 +35,9 @@ void MarkApplicationCreateBeginAt(TimeTicks at) {
   int64_t expected = 0;
   if (!g_create_begin_ns.compare_exchange_strong(expected, at.ToNanoseconds())) return;
   if (MethodTracer* tracer = MethodTracer::Current()) {
+    // The cached time first: records after the mark are stamped with it or
+    // later (see CopyFromMark()).
+    g_create_begin_mark_time_ns.store(tracer->CachedTime().ToNanoseconds());
     g_create_begin_mark.store(tracer->Mark());
     g_create_begin_traced.store(true);
   }
@@ -46,8 +50,28 @@ void ResetStartupMarksForTesting() {
   g_create_begin_ns.store(0);
   g_create_end_ns.store(0);
   g_create_begin_mark.store(0);
+  g_create_begin_mark_time_ns.store(0);
   g_create_begin_traced.store(false);
 }
+
+namespace {
+
+// The records from a mark on. A mark is any record index, and the records
+// after it carry only the low bits of their time until the writer's next
+// time record (method_record.h): without the time the tracer stamped them
+// with, the calls in the first epoch (up to 16.78 ms) of the copy would be
+// dropped as untimed. So the copy starts with a time record carrying the
+// tracer's cached time read just before the mark.
+RecordCopy CopyFromMark(const MethodTracer& tracer, uint64_t mark, TimeTicks mark_time,
+                        uint64_t end) {
+  RecordCopy copy = tracer.Copy(mark, end);
+  if (!copy.truncated() && !mark_time.is_null()) {
+    copy.records.insert(copy.records.begin(), MakeTimeRecord(mark_time));
+  }
+  return copy;
+}
+
+}  // namespace
 
 // One startup, handed to the worker.
 struct StartupTracer::Startup {
@@ -63,6 +87,7 @@ struct StartupTracer::Startup {
   std::vector<SceneId> scenes;
   bool traced = false;
   uint64_t mark_begin = 0;
+  TimeTicks mark_begin_time;  // The tracer's cached time at mark_begin.
   uint64_t mark_end = 0;
 };
 
@@ -122,7 +147,10 @@ void StartupTracer::OnSceneCreated(SceneId scene) {
     // Every scene had gone away: this is a warm start.
     warm_pending_ = true;
     warm_begin_ = now;
-    if (MethodTracer* tracer = options_.monitor->method_tracer()) warm_mark_ = tracer->Mark();
+    if (MethodTracer* tracer = options_.monitor->method_tracer()) {
+      warm_mark_time_ = tracer->CachedTime();
+      warm_mark_ = tracer->Mark();
+    }
   }
   ++live_scenes_;
 }
@@ -200,7 +228,11 @@ void StartupTracer::OnShownDrawn(SceneId scene, TimeTicks at) {
     startup->scenes = cold_scenes_;
     if (tracer != nullptr) {
       startup->traced = true;
-      startup->mark_begin = g_create_begin_traced.load() ? g_create_begin_mark.load() : 0;
+      if (g_create_begin_traced.load()) {
+        startup->mark_begin = g_create_begin_mark.load();
+        startup->mark_begin_time =
+            TimeTicks::FromNanoseconds(g_create_begin_mark_time_ns.load());
+      }
       startup->mark_end = tracer->Mark();
     }
     Finish(std::move(startup));
@@ -220,6 +252,7 @@ void StartupTracer::OnShownDrawn(SceneId scene, TimeTicks at) {
     if (tracer != nullptr) {
       startup->traced = true;
       startup->mark_begin = warm_mark_;
+      startup->mark_begin_time = warm_mark_time_;
       startup->mark_end = tracer->Mark();
     }
     Finish(std::move(startup));
@@ -270,9 +303,10 @@ void StartupTracer::Analyze(const Startup& s) {
   evil.set_cpu_usage(-1);
   std::string key;
   if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr && s.traced) {
-    RecordCopy copy = tracer->Copy(s.mark_begin, s.mark_end);
+    RecordCopy copy = CopyFromMark(*tracer, s.mark_begin, s.mark_begin_time, s.mark_end);
     CallTree::Options options;
     options.end_time = s.end;
+    options.trim_to = CallTree::kDefaultTargetCount;  // Trimming while building is cheaper.
     CallTree tree = CallTree::Build(copy.records, options);
     if (std::optional<size_t> k = tree.KeyIndex(cost);
         k && tree.nodes()[*k].kind != MethodKind::kDispatch) {
@@ -280,7 +314,6 @@ void StartupTracer::Analyze(const Startup& s) {
       key = node.kind == MethodKind::kFunction ? Symbolizer::Get()->FunctionName(node.address)
                                                : node.name;
     }
-    tree.Trim();
     tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
     FillCallTree(tree, evil.mutable_stack(), evil.mutable_stack_text());
     evil.set_stack_truncated(copy.truncated());

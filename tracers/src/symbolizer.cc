@@ -16,6 +16,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/base/options.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -313,6 +314,9 @@ std::string StripCloneSuffixes(absl::string_view name) {
   }
 }
 
+#define MATRIX_SYMBOLIZER_STR2(x) #x
+#define MATRIX_SYMBOLIZER_STR(x) MATRIX_SYMBOLIZER_STR2(x)
+
 std::string Demangle(const std::string& symbol) {
   std::string mangled = StripCloneSuffixes(symbol);
   if (mangled.size() < 2 || mangled[0] != '_' || mangled[1] != 'Z') return mangled;
@@ -324,6 +328,14 @@ std::string Demangle(const std::string& symbol) {
   }
   std::string result(demangled);
   free(demangled);
+  // Abseil's inline namespace ("absl::debian3::Duration") is build
+  // configuration, not part of the name a reader knows: show "absl::Duration".
+  static const std::string kAbslInline =
+      std::string("absl::") + MATRIX_SYMBOLIZER_STR(ABSL_OPTION_INLINE_NAMESPACE_NAME) + "::";
+  for (size_t pos = result.find(kAbslInline); pos != std::string::npos;
+       pos = result.find(kAbslInline, pos)) {
+    result.replace(pos, kAbslInline.size(), "absl::");
+  }
   return result;
 }
 

@@ -55,6 +55,7 @@ UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* c
     : looper_monitor_(looper_monitor),
       choreographer_(choreographer),
       options_(options),
+      cpu_sample_period_ns_(absl::ToInt64Nanoseconds(options.cpu_sample_period)),
       looper_thread_(ThreadHandle::Current()) {
   MATRIX_CHECK(looper_monitor_ != nullptr, "UIThreadMonitor needs a LooperMonitor");
   MATRIX_CHECK(options_.app_state != nullptr, "UIThreadMonitor needs an AppState");
@@ -90,7 +91,9 @@ void UIThreadMonitor::Stop() {
   if (scope_.has_value()) {
     // Stopped mid-dispatch: end it for the observers that saw it begin.
     dispatch_.end = looper_monitor_->clock()->NowTicks();
-    scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
+    scope_->Notify([&](LooperObserver* o) {
+      if (o->callbacks() & LooperObserver::kDispatchEnd) o->DispatchEnd(dispatch_);
+    });
     scope_.reset();
   }
 }
@@ -161,7 +164,9 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
   frame_.is_vsync_frame = false;
   phase_start_.fill(TimeTicks());
   scope_.emplace(observers_);
-  scope_->Notify([&](LooperObserver* o) { o->DispatchBegin(dispatch_); });
+  scope_->Notify([&](LooperObserver* o) {
+    if (o->callbacks() & LooperObserver::kDispatchBegin) o->DispatchBegin(dispatch_);
+  });
   dispatch_.info = nullptr;
 }
 
@@ -173,10 +178,10 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   }
   if (!scope_.has_value()) return;
 
-  frame_.scene = options_.app_state->visible_scene_id();
-  frame_.start = begin;
-  frame_.end = end;
   if (frame_.is_vsync_frame) {
+    frame_.scene = options_.app_state->visible_scene_id();
+    frame_.start = begin;
+    frame_.end = end;
     // Each phase lasts until the next phase that started, or the dispatch end.
     TimeTicks next = end;
     absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
@@ -191,20 +196,19 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     }
     snapshot_in_frame_.store(false, std::memory_order_relaxed);
     ArmInputMarker();
-  } else {
-    frame_.intended_frame_time = begin;
-    frame_.input = frame_.animation = frame_.traversal = frame_.commit = absl::ZeroDuration();
-    frame_.frame_number = 0;
-    if (choreographer_ != nullptr) frame_.refresh_rate = choreographer_->frame_info().refresh_rate;
   }
 
   dispatch_.end = end;
   dispatch_.is_vsync_frame = frame_.is_vsync_frame;
   TimeTicks sample_wall;
   absl::Duration sample_cpu;
+  // Only a dispatch that lasted at least a sample period reads the CPU clock
+  // (one syscall at its end). A short one that the sampler happened to catch
+  // in flight does not: in a stream of fast messages that would be a syscall
+  // every period on the looper thread, for a useless sample.
   if (cpu_sampler_ != nullptr &&
+      end.ToNanoseconds() - begin.ToNanoseconds() >= cpu_sample_period_ns_ &&
       cpu_sampler_->SampleFor(dispatch_.dispatch_number, &sample_cpu, &sample_wall)) {
-    // Only long dispatches get here: one CPU-clock read at their end.
     const absl::Duration cpu_end =
         looper_monitor_->clock()->ThreadCpuTime(looper_thread_);
     dispatch_.cpu_sampled = true;
@@ -212,8 +216,14 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     dispatch_.cpu_wall = end - sample_wall;
   }
 
-  scope_->Notify([&](LooperObserver* o) { o->DoFrame(frame_); });
-  scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
+  if (frame_.is_vsync_frame) {
+    scope_->Notify([&](LooperObserver* o) {
+      if (o->callbacks() & LooperObserver::kDoFrame) o->DoFrame(frame_);
+    });
+  }
+  scope_->Notify([&](LooperObserver* o) {
+    if (o->callbacks() & LooperObserver::kDispatchEnd) o->DispatchEnd(dispatch_);
+  });
   scope_.reset();
 }
 

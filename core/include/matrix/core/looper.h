@@ -118,6 +118,14 @@ class Looper {
   void Quit();
   void QuitSafely();
 
+  // Flush()
+  //
+  // Blocks until every message posted before the call has run, including one
+  // running right now. Returns at once when called on the looper's own thread
+  // or when the looper is not looping (nothing can be running then), and
+  // gives up if the looper quits meanwhile. Any thread.
+  void Flush();
+
   // SetMessageLogging()
   //
   // Installs `printer` (not owned; null removes it). The previous printer is

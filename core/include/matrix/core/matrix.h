@@ -60,6 +60,12 @@ class Matrix {
     // matrix-worker threads (tests run them in a TestEnvironment).
     Builder& SetWatchdogLooper(Looper* looper);
     Builder& SetWorkerLooper(Looper* looper);
+    // Init() turns off Abseil's mutex deadlock detection, which Debian's
+    // Abseil build leaves on: it takes one process-wide lock on every
+    // absl::Mutex acquisition, so matrix's own threads would contend with the
+    // looper thread's locks (and every lock pays a graph lookup). Pass true to
+    // keep it (debug runs).
+    Builder& KeepAbseilDeadlockDetection(bool keep);
     std::unique_ptr<Matrix> Build();
 
    private:
@@ -67,6 +73,7 @@ class Matrix {
     std::vector<std::unique_ptr<Plugin>> plugins_;
     std::vector<std::shared_ptr<PluginListener>> listeners_;
     bool default_listener_ = true;
+    bool keep_deadlock_detection_ = false;
     PluginContext context_;
   };
 
@@ -117,6 +124,7 @@ class Matrix {
   std::unique_ptr<ForegroundForwarder> foreground_forwarder_;
   ObserverRegistration app_state_registration_;
   absl::Status build_status_;
+  bool keep_deadlock_detection_ = false;
 };
 
 }  // namespace matrix

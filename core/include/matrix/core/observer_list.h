@@ -54,7 +54,7 @@ class ObserverListCore {
   void Add(void* observer);
   void Remove(void* observer);
   bool Contains(const void* observer) const;
-  size_t size() const;  // Live observers.
+  size_t size() const { return live_; }  // Live observers.
 
   // Iteration bookkeeping. Entries are nulled on removal while iterating and
   // compacted once the outermost iteration ends.
@@ -62,12 +62,17 @@ class ObserverListCore {
     ++iteration_depth_;
     return entries_.size();
   }
-  void EndIteration();
+  void EndIteration() {
+    if (--iteration_depth_ == 0 && needs_compaction_) Compact();
+  }
   size_t capacity_for_index() const { return entries_.size(); }
   void* at(size_t i) const { return entries_[i]; }
 
  private:
+  void Compact();
+
   std::vector<void*> entries_;
+  size_t live_ = 0;
   int iteration_depth_ = 0;
   bool needs_compaction_ = false;
   MATRIX_THREAD_CHECKER(thread_checker_);

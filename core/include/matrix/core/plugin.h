@@ -118,6 +118,10 @@ class Plugin {
   virtual void DecorateIssue(Issue& /*issue*/) {}
   // Marks the plugin unsupported on this platform: Start() then does nothing.
   void UnSupportPlugin() { supported_.store(false); }
+  // Waits until the tasks already posted to the watchdog and worker loopers
+  // (including ones running now) have finished. Call it between stopping the
+  // plugin's components and destroying them. Any thread but those two.
+  void FlushMatrixThreads();
 
  private:
   absl::Status Transition(const char* action, State to, std::initializer_list<State> from,

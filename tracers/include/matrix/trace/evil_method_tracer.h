@@ -63,7 +63,6 @@ class EvilMethodTracer : public Tracer {
   // Slow dispatches seen. Any thread.
   int64_t evil_count() const { return evil_count_.load(); }
 
-  void DispatchBegin(const DispatchData& dispatch) override;
   void DoFrame(const FrameData& frame) override;
   void DispatchEnd(const DispatchData& dispatch) override;
 
@@ -80,9 +79,9 @@ class EvilMethodTracer : public Tracer {
   std::atomic<int64_t> evil_count_{0};
   ObserverRegistration monitor_registration_;
   std::unique_ptr<Handler> worker_handler_;
-  // Looper thread: the frame drawn by the dispatch in progress, if any.
+  // Looper thread: the last frame drawn (by the dispatch in progress when it
+  // is a vsync frame).
   FrameData frame_;
-  bool frame_seen_ = false;
 };
 
 }  // namespace matrix

@@ -37,6 +37,7 @@
 
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
+#include "matrix/core/location.h"
 #include "matrix/core/message.h"
 #include "matrix/trace/anr_tracer.h"
 #include "matrix/trace/tracer.h"
@@ -73,8 +74,10 @@ class InputLagTracer : public Tracer {
   uint64_t OnInputEventReceived(TimeTicks event_time, const char* description = "input");
   // The looper finished handling event `id`. Looper thread.
   void OnInputEventHandled(uint64_t id);
-  // Posts `task` to `handler`, tracking it as an input event.
-  void PostInputEvent(Handler* handler, TimeTicks event_time, const char* description, Task task);
+  // Posts `task` to `handler`, tracking it as an input event. The message
+  // carries the caller's location.
+  void PostInputEvent(Handler* handler, TimeTicks event_time, const char* description, Task task,
+                      Location from = Location::Current());
 
   int64_t lag_count() const { return lag_count_.load(); }
   int64_t throttled_count() const { return throttled_.load(); }

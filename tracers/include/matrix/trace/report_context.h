@@ -17,6 +17,9 @@
 
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/types/span.h"
+
 #include "google/protobuf/repeated_field.h"
 #include "matrix/proto/common.pb.h"
 #include "matrix/trace/call_tree.h"
@@ -47,18 +50,28 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
 // The message a dispatch was running, from a heartbeat snapshot.
 void FillMessageInfo(const DispatchHeartbeat::Snapshot& snapshot, proto::MessageInfo* out);
 
+// TracedFunctions()
+//
+// Which of the functions on `stack` (by entry address) appear in the
+// method-trace `records`, i.e. were built with tracing. One pass over the
+// records, looking up only the stack's own functions.
+absl::flat_hash_set<uintptr_t> TracedFunctions(const SymbolizedStack& stack,
+                                               absl::Span<const uint64_t> records);
+
 // HangStackKey()
 //
 // The stack key of a hang, from the looper thread's stack at the crossing and
-// the method-trace tree of the dispatch (null without tracing). Walking the
-// stack from its innermost frame and skipping system and runtime frames:
-//   - a frame the tree does not know (code built without tracing) is where
-//     the thread is stuck: it is the key;
-//   - a traced frame is the key when its call costs at least 30% of
+// the method-trace tree of the dispatch (null without tracing; it may be
+// trimmed). `traced` holds the stack's functions that were traced (see
+// TracedFunctions). Walking the stack from its innermost frame and skipping
+// system and runtime frames:
+//   - a function built without tracing is where the thread is stuck: it is
+//     the key;
+//   - a traced function is the key when its call costs at least 30% of
 //     `total_cost` (a cheaper one is a passing moment of a longer call);
 // otherwise the tree's own key, then NativeStackKey().
 std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
-                         absl::Duration total_cost);
+                         const absl::flat_hash_set<uintptr_t>& traced, absl::Duration total_cost);
 
 // NativeStackKey()
 //

@@ -127,6 +127,7 @@ class StartupTracer : public Tracer, private AppStateObserver {
   bool warm_pending_ = false;
   TimeTicks warm_begin_;
   uint64_t warm_mark_ = 0;
+  TimeTicks warm_mark_time_;
   int warm_count_ = 0;
   std::optional<SceneId> shown_pending_;  // Shown; waiting for its first frame.
   bool in_dispatch_ = false;

@@ -28,6 +28,8 @@ using IssueCallback = std::function<void(Issue issue)>;
 
 class Tracer : public LooperObserver {
  public:
+  // `callbacks`: the LooperObserver callbacks this tracer needs.
+  explicit Tracer(uint8_t callbacks = kAllCallbacks) : LooperObserver(callbacks) {}
   ~Tracer() override = default;
 
   // Turns the tracer on/off. Idempotent. Looper thread.

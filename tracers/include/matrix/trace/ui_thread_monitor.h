@@ -7,7 +7,7 @@
 // (FrameTracer, AnrTracer, EvilMethodTracer, StartupTracer):
 //
 //   DispatchBegin(dispatch) -> [message runs; a frame runs its queues]
-//   -> DoFrame(frame) -> DispatchEnd(dispatch)
+//   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
 // Frames are timed as Matrix does: a callback at the head of the INPUT queue
 // (inserted without requesting a frame) marks the start of a vsync frame and
@@ -113,13 +113,32 @@ struct DispatchData {
 
 // Matrix's LooperObserver. Callbacks run on the looper thread for every
 // dispatch: keep them cheap (no allocation, lock, syscall or log line).
+//
+// An observer says which callbacks it wants when it is constructed; the
+// monitor calls only those (a no-op virtual call per message per observer
+// adds up on a hot path).
 class LooperObserver {
  public:
+  enum Callbacks : uint8_t {
+    kDispatchBegin = 1,
+    kDoFrame = 2,
+    kDispatchEnd = 4,
+    kAllCallbacks = kDispatchBegin | kDoFrame | kDispatchEnd,
+  };
+  explicit LooperObserver(uint8_t callbacks = kAllCallbacks) : callbacks_(callbacks) {}
   virtual ~LooperObserver() = default;
+
   virtual void DispatchBegin(const DispatchData& /*dispatch*/) {}
-  // Every dispatch, frames and other messages (is_vsync_frame tells).
+  // Each vsync frame, between its DispatchBegin and DispatchEnd. (Matrix also
+  // calls doFrame for every other message, which is how its classic FPS came
+  // to count messages as frames; here plain messages get DispatchEnd only.)
   virtual void DoFrame(const FrameData& /*frame*/) {}
   virtual void DispatchEnd(const DispatchData& /*dispatch*/) {}
+
+  uint8_t callbacks() const { return callbacks_; }
+
+ private:
+  const uint8_t callbacks_;
 };
 
 class UIThreadMonitor : public LooperDispatchListener {
@@ -191,6 +210,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   LooperMonitor* const looper_monitor_;
   Choreographer* const choreographer_;
   const Options options_;
+  const int64_t cpu_sample_period_ns_;
   const ThreadHandle looper_thread_;
   bool alive_ = false;
   ObserverRegistration monitor_registration_;

@@ -1,0 +1,136 @@
+// The cost of monitoring per dispatched message and per drawn frame: the same
+// loop with monitoring off (the runtime alone) and with TracePlugin running
+// every tracer, in one run, so the difference is what matrix-cpp adds. Each
+// benchmark iteration is one message dispatched by Looper::Loop() (the
+// message itself advances the benchmark and posts the next), as a program
+// runs.
+//
+//   ./matrix_bench --benchmark_filter='BM_Dispatch|BM_Frame'
+
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "benchmark/benchmark.h"
+#include "matrix/core/choreographer.h"
+#include "matrix/core/handler.h"
+#include "matrix/core/looper.h"
+#include "matrix/core/matrix.h"
+#include "matrix/plugins/trace_plugin.h"
+#include "matrix/testing/manual_vsync_source.h"
+
+namespace {
+
+class NullListener : public matrix::PluginListener {
+ public:
+  void OnReportIssue(const matrix::Issue&) override {}
+};
+
+// A main looper with a Choreographer on a manual vsync and, when `monitored`,
+// Matrix with a TracePlugin running every tracer. Torn down after each
+// benchmark so other benchmarks start clean.
+class Program {
+ public:
+  explicit Program(bool monitored) {
+    // Both configurations run as Matrix::Init leaves the process: without
+    // Abseil's mutex deadlock detection (see Matrix::Builder).
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+    // A looper that may quit (the main looper cannot), monitored as the main one.
+    looper_ = matrix::Looper::Prepare();
+    auto source = std::make_unique<matrix::testing::ManualVsyncSource>();
+    vsync_ = source.get();
+    choreographer_ = matrix::Choreographer::Install(std::move(source));
+    handler_ = std::make_unique<matrix::Handler>(looper_);
+    if (!monitored) return;
+    auto config = matrix::TraceConfig::Builder()
+                      .EnableFps(true)
+                      .EnableEvilMethodTrace(true)
+                      .EnableAnrTrace(true)
+                      .EnableStartup(true)
+                      .EnableIdleHandlerTrace(true)
+                      .EnableTouchEventTrace(true)
+                      .Build();
+    auto trace = std::make_unique<matrix::TracePlugin>(*config);
+    matrix::TracePlugin* plugin = trace.get();
+    (void)matrix::Matrix::Init(matrix::Matrix::Builder()
+                                   .AddPlugin(std::move(trace))
+                                   .SetPluginListener(std::make_shared<NullListener>())
+                                   .SetMainLooper(looper_)
+                                   .Build());
+    (void)plugin->Start();
+  }
+  ~Program() {
+    matrix::Matrix::Shutdown();
+    handler_.reset();
+    matrix::Choreographer::ReleaseForTesting();
+    matrix::Looper::ReleaseForTesting();
+  }
+
+  void Drain() {
+    while (looper_->PollOnce(absl::ZeroDuration()) == matrix::Looper::PollResult::kDispatched) {
+    }
+  }
+  void DispatchOne() {
+    handler_->Post([] {});
+    Drain();
+  }
+  void DrawOne() {
+    choreographer_->PostFrameCallback([](matrix::TimeTicks) {});
+    vsync_->Fire(matrix::MonotonicNow());
+    Drain();
+  }
+  // One message per benchmark iteration, dispatched by Looper::Loop().
+  void LoopMessages(benchmark::State& state) {
+    state_ = &state;
+    NextMessage();
+    matrix::Looper::Loop();
+  }
+  void LoopFrames(benchmark::State& state) {
+    state_ = &state;
+    NextFrame();
+    matrix::Looper::Loop();
+  }
+
+ private:
+  void NextMessage() {
+    if (state_->KeepRunning()) {
+      handler_->Post([this] { NextMessage(); });
+    } else {
+      looper_->Quit();
+    }
+  }
+  void NextFrame() {
+    if (state_->KeepRunning()) {
+      choreographer_->PostFrameCallback([this](matrix::TimeTicks) { NextFrame(); });
+      vsync_->Fire(matrix::MonotonicNow());
+    } else {
+      looper_->Quit();
+    }
+  }
+  benchmark::State* state_ = nullptr;
+
+ public:
+
+ private:
+  matrix::Looper* looper_ = nullptr;
+  matrix::testing::ManualVsyncSource* vsync_ = nullptr;
+  matrix::Choreographer* choreographer_ = nullptr;
+  std::unique_ptr<matrix::Handler> handler_;
+};
+
+void BM_DispatchMessage(benchmark::State& state) {
+  Program program(/*monitored=*/state.range(0) != 0);
+  for (int i = 0; i < 10000; ++i) program.DispatchOne();  // Warm up.
+  program.LoopMessages(state);
+  state.SetLabel(state.range(0) ? "all tracers" : "monitoring off");
+}
+BENCHMARK(BM_DispatchMessage)->Arg(0)->Arg(1)->Repetitions(5)->ReportAggregatesOnly(true);
+
+void BM_FrameDraw(benchmark::State& state) {
+  Program program(/*monitored=*/state.range(0) != 0);
+  for (int i = 0; i < 2000; ++i) program.DrawOne();
+  program.LoopFrames(state);
+  state.SetLabel(state.range(0) ? "all tracers" : "monitoring off");
+}
+BENCHMARK(BM_FrameDraw)->Arg(0)->Arg(1)->Repetitions(5)->ReportAggregatesOnly(true);
+
+}  // namespace

@@ -1,0 +1,596 @@
+// AnrTracer on the fake clock: the looper thread's dispatches come from the
+// foreign-loop hooks (or a real Message whose task lets the watchdog run), the
+// watchdog and worker are background loopers of the TestEnvironment, the stack
+// capture is injected and /proc is a fixture.
+
+#include "matrix/trace/anr_tracer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/handler.h"
+#include "matrix/testing/test_environment.h"
+#include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/ui_thread_monitor.h"
+#include "tracer_test_util.h"
+
+extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
+extern "C" void __cyg_profile_func_exit(void* this_fn, void* call_site);
+
+// The "application": functions the looper thread is stuck in. Distinct bodies
+// so that identical-code folding never merges them.
+namespace app {
+volatile int g_sink = 0;
+__attribute__((noinline)) void ReadConfigFile() {
+  g_sink = 1;
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void ParseConfig() {
+  g_sink = 2;
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void OnClick() {
+  g_sink = 3;
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void Unrelated() {
+  g_sink = 4;
+  asm volatile("" ::: "memory");
+}
+}  // namespace app
+
+namespace matrix {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+using trace_test::FakeCapture;
+using trace_test::IssueCollector;
+using trace_test::ProcFixture;
+using trace_test::ReturnAddressIn;
+
+constexpr absl::Duration kLag = absl::Seconds(2);
+constexpr absl::Duration kAnr = absl::Seconds(5);
+
+void ExpectCall(const proto::MethodCall& call, int depth, const std::string& name, double cost_ms,
+                bool unfinished) {
+  EXPECT_EQ(call.depth(), depth) << name;
+  EXPECT_EQ(call.name(), name);
+  EXPECT_EQ(call.count(), 1) << name;
+  EXPECT_NEAR(call.cost_ms(), cost_ms, 0.002) << name;
+  EXPECT_EQ(call.unfinished(), unfinished) << name;
+}
+
+class AnrTracerTest : public ::testing::Test {
+ protected:
+  AnrTracerTest()
+      : env_(EnvOptions()),
+        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
+        worker_(env_.CreateBackgroundLooper("matrix-worker")),
+        proc_(ThreadHandle::Current().tid()),
+        capture_(env_.clock()) {
+    AppState::Get()->ResetForTesting();
+    // The looper thread is stuck in ReadConfigFile, called from OnClick,
+    // called from the loop.
+    capture_.SetFrames({ReturnAddressIn(&app::ReadConfigFile), ReturnAddressIn(&app::OnClick),
+                        ReturnAddressIn(&Looper::Loop)});
+  }
+  ~AnrTracerTest() override {
+    anr_.reset();
+    monitor_.reset();
+    looper_monitor_.reset();
+    method_tracer_.reset();
+    AppState::Get()->ResetForTesting();
+  }
+
+  static testing::TestEnvironment::Options EnvOptions() {
+    testing::TestEnvironment::Options options;
+    options.choreographer = false;
+    return options;
+  }
+
+  // Creates the monitors and the tracer and starts them. `foreign`: the test
+  // drives dispatches with the foreign hooks; otherwise the main looper's
+  // messages are the dispatches.
+  void Start(bool foreign = true, bool report_with_debugger = false, bool cpu_sampler = false) {
+    looper_monitor_ = foreign ? std::make_unique<LooperMonitor>(env_.clock())
+                              : std::make_unique<LooperMonitor>(env_.looper());
+    looper_monitor_->Start();
+    UIThreadMonitor::Options monitor_options;
+    monitor_options.method_tracer = method_tracer_.get();
+    if (cpu_sampler) monitor_options.sampler_looper = watchdog_;
+    monitor_ = std::make_unique<UIThreadMonitor>(looper_monitor_.get(), nullptr, monitor_options);
+    monitor_->Start();
+    AnrTracer::Options options;
+    options.monitor = monitor_.get();
+    options.watchdog_looper = watchdog_;
+    options.worker_looper = worker_;
+    options.anr_threshold = kAnr;
+    options.lag_threshold = kLag;
+    options.report_with_debugger = report_with_debugger;
+    options.proc_root = proc_.root();
+    options.capture = capture_.AsFunction();
+    options.report = issues_.callback();
+    anr_ = std::make_unique<AnrTracer>(std::move(options));
+    anr_->OnStartTrace();
+    env_.RunUntilIdle();  // The first check: the looper is idle.
+  }
+
+  void StartMethodTracer() {
+    MethodTracer::Options options;
+    options.tick_period = absl::ZeroDuration();  // The test keeps the time.
+    options.clock = env_.clock();
+    options.buffer_bytes = 1 << 16;
+    method_tracer_ = MethodTracer::Start(options);
+  }
+  // A traced function enter/exit, stamped with the fake time.
+  void Enter(void (*fn)()) {
+    method_tracer_->UpdateTime(env_.Now());
+    __cyg_profile_func_enter(reinterpret_cast<void*>(fn), nullptr);
+  }
+  void Exit(void (*fn)()) {
+    method_tracer_->UpdateTime(env_.Now());
+    __cyg_profile_func_exit(reinterpret_cast<void*>(fn), nullptr);
+  }
+
+  void Begin(const char* label = "app-event") { looper_monitor_->DispatchBegin(label); }
+  void End() {
+    looper_monitor_->DispatchEnd();
+    env_.RunUntilIdle();
+  }
+
+  testing::TestEnvironment env_;
+  Looper* const watchdog_;
+  Looper* const worker_;
+  ProcFixture proc_;
+  FakeCapture capture_;
+  IssueCollector issues_;
+  std::unique_ptr<MethodTracer> method_tracer_;
+  std::unique_ptr<LooperMonitor> looper_monitor_;
+  std::unique_ptr<UIThreadMonitor> monitor_;
+  std::unique_ptr<AnrTracer> anr_;
+};
+
+TEST_F(AnrTracerTest, Anr_FiresExactlyAtThreshold_WithTheCrossingsEvidence) {
+  AppState::Get()->OnSceneShown("Gallery");
+  AppState::Get()->SetForeground(false);
+  Start();
+  env_.FastForwardBy(absl::Milliseconds(300));
+  const TimeTicks begin = env_.Now();
+  Begin("app-event");
+  // The dispatch draws a frame: input took 100 ms, animation is running.
+  monitor_->MarkFrame(begin, RefreshRate());
+  monitor_->MarkPhase(UIThreadMonitor::Phase::kInput, begin);
+  env_.FastForwardBy(absl::Milliseconds(100));
+  monitor_->MarkPhase(UIThreadMonitor::Phase::kAnimation, env_.Now());
+
+  env_.FastForwardBy(kAnr - absl::Milliseconds(100) - absl::Nanoseconds(1));
+  EXPECT_THAT(issues_.WithDetail(proto::ANR), IsEmpty());
+  env_.FastForwardBy(absl::Nanoseconds(1));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+
+  // The stack was captured once for the lag crossing and once for the ANR
+  // crossing, of the looper thread, exactly at the crossings.
+  EXPECT_THAT(capture_.times(), ElementsAre(begin + kLag, begin + kAnr));
+  EXPECT_THAT(capture_.tids(), ElementsAre(ThreadHandle::Current().tid(),
+                                           ThreadHandle::Current().tid()));
+  const Issue& issue = issues_.all()[0];
+  EXPECT_EQ(issue.tag(), kTagEvilMethod);
+  ASSERT_TRUE(issue.proto().has_anr());
+  const proto::AnrReport& anr = issue.proto().anr();
+  EXPECT_EQ(anr.detail(), proto::ANR);
+  EXPECT_DOUBLE_EQ(anr.cost_ms(), 5000);
+  EXPECT_DOUBLE_EQ(anr.detection_delay_ms(), 0);
+  EXPECT_EQ(anr.scene(), "Gallery");
+  EXPECT_FALSE(anr.is_process_foreground());
+
+  ASSERT_GE(anr.thread_stack().frames_size(), 3);
+  EXPECT_EQ(anr.thread_stack().frames(0).function(), "app::ReadConfigFile()");
+  EXPECT_EQ(anr.thread_stack().frames(1).function(), "app::OnClick()");
+  EXPECT_EQ(anr.thread_stack().tid(), ThreadHandle::Current().tid());
+  EXPECT_EQ(anr.thread_stack().thread_name(), ProcFixture::kThreadName);
+  EXPECT_DOUBLE_EQ(anr.thread_stack().captured_at_ms(), 5000);
+  // The innermost application frame (not traced: no method tracing) is the
+  // key, and the issue is keyed by it.
+  EXPECT_EQ(anr.stack_key(), "app::ReadConfigFile()");
+  EXPECT_EQ(issue.key(), anr.stack_key());
+
+  // Queue costs of the frame being drawn: input finished, animation running.
+  EXPECT_DOUBLE_EQ(anr.queue_costs().input_ms(), 100);
+  EXPECT_DOUBLE_EQ(anr.queue_costs().animation_ms(), 4900);
+  EXPECT_DOUBLE_EQ(anr.queue_costs().traversal_ms(), 0);
+  EXPECT_DOUBLE_EQ(anr.queue_costs().commit_ms(), 0);
+
+  // Thread and memory from the (fixture) /proc.
+  EXPECT_EQ(anr.thread().tid(), ThreadHandle::Current().tid());
+  EXPECT_EQ(anr.thread().name(), ProcFixture::kThreadName);
+  EXPECT_EQ(anr.thread().state(), "D (uninterruptible (disk) sleep)");
+  EXPECT_EQ(anr.thread().priority(), ProcFixture::kPriority);
+  EXPECT_EQ(anr.thread().nice(), ProcFixture::kNice);
+  EXPECT_DOUBLE_EQ(anr.thread().cpu_time_ms(), ProcFixture::kThreadCpuMs);
+  EXPECT_EQ(anr.memory().vm_size_kb(), ProcFixture::kVmSizeKb);
+  EXPECT_EQ(anr.memory().vm_rss_kb(), ProcFixture::kVmRssKb);
+  // The message: a foreign loop's label.
+  EXPECT_EQ(anr.message().callback(), "app-event");
+  // No method tracing: no call tree; no CPU sampler: no CPU usage.
+  EXPECT_THAT(anr.stack(), IsEmpty());
+  EXPECT_EQ(anr.cpu_usage(), -1);
+
+  // Once per stuck dispatch, however long it stays stuck; no LAG either.
+  env_.FastForwardBy(absl::Seconds(30));
+  End();
+  EXPECT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(anr_->anr_count(), 1);
+  EXPECT_EQ(anr_->lag_count(), 0);
+  EXPECT_EQ(anr_->last_claimed_dispatch(), monitor_->heartbeat().dispatch_number());
+}
+
+TEST_F(AnrTracerTest, Anr_CpuUsageSinceTheSamplersFirstLook) {
+  Start(/*foreign=*/true, /*report_with_debugger=*/false, /*cpu_sampler=*/true);
+  Begin();
+  // The sampler (every 50 ms on the watchdog) reads the CPU clock once at
+  // +50 ms; then the thread uses 2475 ms of CPU in 4950 ms.
+  env_.FastForwardBy(absl::Milliseconds(50));
+  env_.clock()->AdvanceThreadCpuTime(absl::Milliseconds(2475));
+  env_.FastForwardBy(kAnr - absl::Milliseconds(50));
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cpu_usage(), 50);
+  End();
+}
+
+TEST_F(AnrTracerTest, Anr_FailedCapture_ReportsTheErrorAndFallsBackToUnknownKey) {
+  capture_.SetStatus(absl::DeadlineExceededError("thread did not answer"));
+  Start();
+  Begin();
+  env_.FastForwardBy(kAnr);
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  const proto::AnrReport& anr = issues_.all()[0].proto().anr();
+  EXPECT_THAT(anr.thread_stack().frames(), IsEmpty());
+  EXPECT_THAT(anr.thread_stack().error(), ::testing::HasSubstr("thread did not answer"));
+  EXPECT_EQ(anr.thread_stack().tid(), ThreadHandle::Current().tid());
+  EXPECT_EQ(anr.stack_key(), "unknown");
+  End();
+}
+
+TEST_F(AnrTracerTest, Anr_RealMessage_ReportsTargetAndPostLocation) {
+  Start(/*foreign=*/false);
+  Handler handler(env_.looper(), "app::NetHandler");
+  const Location from = MATRIX_FROM_HERE;
+  // The task is stuck for 6 s; the watchdog and the worker run meanwhile.
+  handler.Post(
+      [&] { trace_test::RunLoopersFor(&env_, {watchdog_, worker_}, absl::Seconds(6)); }, from);
+  env_.RunUntilIdle();
+
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::AnrReport& anr = issues_.all()[0].proto().anr();
+  EXPECT_EQ(anr.detail(), proto::ANR);
+  EXPECT_DOUBLE_EQ(anr.cost_ms(), 5000);
+  EXPECT_EQ(anr.message().target(), handler.ToString());
+  EXPECT_EQ(anr.message().callback(), from.ToString());
+  EXPECT_EQ(anr.message().what(), 0);
+}
+
+TEST_F(AnrTracerTest, Lag_HandlerDestroyedBeforeTheReportIsBuilt_MessageInfoSurvives) {
+  Start(/*foreign=*/false);
+  Handler main(env_.looper());
+  auto one_shot = std::make_unique<Handler>(env_.looper(), "app::OneShotHandler");
+  const std::string target = one_shot->ToString();
+  one_shot->Post([&] {
+    trace_test::RunLoopersFor(&env_, {watchdog_, worker_}, absl::Seconds(3));
+    // Runs right after this dispatch, before the LAG report is built (the
+    // main looper runs first among messages due at the same time).
+    main.Post([&] { one_shot.reset(); });
+  });
+  env_.RunUntilIdle();
+  ASSERT_EQ(one_shot, nullptr);
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_EQ(issues_.all()[0].proto().anr().message().target(), target);
+}
+
+TEST_F(AnrTracerTest, Lag_StackFromTheCrossing_ReportedAtDispatchEndWithRealCost) {
+  Start();
+  const TimeTicks begin = env_.Now();
+  Begin();
+  env_.FastForwardBy(kLag);
+  // Captured at the crossing; nothing reported while the dispatch runs.
+  EXPECT_THAT(capture_.times(), ElementsAre(begin + kLag));
+  env_.FastForwardBy(absl::Milliseconds(900));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+
+  // The thread moved on: the report must still show the crossing's stack.
+  capture_.SetFrames({ReturnAddressIn(&app::Unrelated)});
+  End();  // 2.9 s.
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const Issue& issue = issues_.all()[0];
+  const proto::AnrReport& lag = issue.proto().anr();
+  EXPECT_EQ(lag.detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(lag.cost_ms(), 2900);
+  EXPECT_DOUBLE_EQ(lag.detection_delay_ms(), 0);
+  EXPECT_DOUBLE_EQ(lag.thread_stack().captured_at_ms(), 2000);
+  ASSERT_GE(lag.thread_stack().frames_size(), 1);
+  EXPECT_EQ(lag.thread_stack().frames(0).function(), "app::ReadConfigFile()");
+  EXPECT_EQ(lag.stack_key(), "app::ReadConfigFile()");
+  EXPECT_EQ(issue.key(), lag.stack_key());
+  EXPECT_EQ(capture_.times().size(), 1u);
+  EXPECT_EQ(anr_->lag_count(), 1);
+  EXPECT_EQ(anr_->anr_count(), 0);
+}
+
+TEST_F(AnrTracerTest, Lag_DispatchEndingWhileTheWatchdogCaptures_IsStillReported) {
+  Start();
+  const TimeTicks begin = env_.Now();
+  Begin();
+  // The looper thread finishes the dispatch while the watchdog is taking the
+  // lag evidence, before it has published the pending LAG.
+  capture_.RunDuringNextCapture([this] { looper_monitor_->DispatchEnd(); });
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_THAT(capture_.times(), ElementsAre(begin + kLag));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cost_ms(), 2000);
+}
+
+TEST_F(AnrTracerTest, Lag_DispatchEndingJustBeforeAnr_YieldsOnlyTheLag) {
+  Start();
+  Begin();
+  env_.FastForwardBy(kAnr - absl::Nanoseconds(1));
+  End();
+  env_.FastForwardBy(absl::Seconds(20));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_NEAR(issues_.all()[0].proto().anr().cost_ms(), 5000 - 1e-6, 1e-9);
+}
+
+TEST_F(AnrTracerTest, Lag_DispatchReachingAnr_YieldsOnlyTheAnr) {
+  Start();
+  Begin();
+  env_.FastForwardBy(kAnr + absl::Seconds(2));
+  End();
+  env_.FastForwardBy(absl::Seconds(10));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::ANR);
+  EXPECT_EQ(anr_->lag_count(), 0);
+}
+
+TEST_F(AnrTracerTest, ShortDispatch_NoCaptureNoReport) {
+  Start();
+  Begin();
+  env_.FastForwardBy(kLag - absl::Nanoseconds(1));
+  End();
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_THAT(capture_.times(), IsEmpty());
+}
+
+TEST_F(AnrTracerTest, IdleWatchdog_DispatchStartingWhileItSleeps_DetectedAtBeginPlusThreshold) {
+  Start();
+  // The idle watchdog sleeps one lag threshold; the dispatch begins just
+  // before it wakes, so both crossings fall between its wake-ups.
+  env_.FastForwardBy(absl::Milliseconds(1700));
+  const TimeTicks begin = env_.Now();
+  Begin();
+  env_.FastForwardBy(kAnr);
+  EXPECT_THAT(capture_.times(), ElementsAre(begin + kLag, begin + kAnr));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().detection_delay_ms(), 0);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cost_ms(), 5000);
+  End();
+}
+
+TEST_F(AnrTracerTest, DispatchesInSequence_EachJudgedOnItsOwnBegin) {
+  Start();
+  struct Step {
+    absl::Duration gap;
+    absl::Duration length;
+  };
+  // Short, lagging, hung, short, lagging again: begins and gaps chosen so
+  // that crossings never coincide with the idle watchdog's wake-ups.
+  const std::vector<Step> steps = {{absl::Milliseconds(300), absl::Seconds(1)},
+                                   {absl::Milliseconds(10), absl::Milliseconds(2500)},
+                                   {absl::Milliseconds(777), absl::Seconds(6)},
+                                   {absl::ZeroDuration(), absl::Milliseconds(100)},
+                                   {absl::Milliseconds(1), absl::Milliseconds(3100)}};
+  std::vector<TimeTicks> expected_captures;
+  for (const Step& step : steps) {
+    env_.FastForwardBy(step.gap);
+    const TimeTicks begin = env_.Now();
+    if (step.length >= kLag) expected_captures.push_back(begin + kLag);
+    if (step.length >= kAnr) expected_captures.push_back(begin + kAnr);
+    Begin();
+    env_.FastForwardBy(step.length);
+    End();
+  }
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_EQ(capture_.times(), expected_captures);
+  ASSERT_THAT(issues_.all(), SizeIs(3));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cost_ms(), 2500);
+  EXPECT_EQ(issues_.all()[1].proto().anr().detail(), proto::ANR);
+  EXPECT_DOUBLE_EQ(issues_.all()[1].proto().anr().cost_ms(), 5000);
+  EXPECT_EQ(issues_.all()[2].proto().anr().detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(issues_.all()[2].proto().anr().cost_ms(), 3100);
+  for (const Issue& issue : issues_.all()) {
+    EXPECT_DOUBLE_EQ(issue.proto().anr().detection_delay_ms(), 0);
+  }
+}
+
+TEST_F(AnrTracerTest, NewDispatchRightAfterAReportedOne_IsWatchedFromItsOwnBegin) {
+  Start();
+  Begin();
+  env_.FastForwardBy(absl::Seconds(6));
+  looper_monitor_->DispatchEnd();
+  const TimeTicks second_begin = env_.Now();
+  Begin();  // Same instant: the watchdog never sees the looper idle.
+  env_.FastForwardBy(kAnr);
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(2));
+  EXPECT_EQ(capture_.times().back(), second_begin + kAnr);
+  EXPECT_DOUBLE_EQ(issues_.all()[1].proto().anr().cost_ms(), 5000);
+  EXPECT_DOUBLE_EQ(issues_.all()[1].proto().anr().detection_delay_ms(), 0);
+  End();
+}
+
+TEST_F(AnrTracerTest, LateWatchdog_DoesNotReportTheUnwatchedGap_RealHangReportedOneThresholdLater) {
+  Start();
+  env_.FastForwardBy(absl::Milliseconds(500));
+  const TimeTicks begin = env_.Now();
+  Begin();
+  // The process is stopped: time passes and the watchdog does not run.
+  env_.AdvanceClock(absl::Seconds(10));
+  const TimeTicks resumed = env_.Now();
+  env_.RunUntilIdle();
+  EXPECT_EQ(anr_->late_wakeups(), 1);
+  EXPECT_THAT(capture_.times(), IsEmpty());
+  EXPECT_THAT(issues_.all(), IsEmpty());
+
+  // Still stuck: watched from the resume, reported one threshold later.
+  env_.FastForwardBy(kAnr - absl::Nanoseconds(1));
+  EXPECT_THAT(issues_.WithDetail(proto::ANR), IsEmpty());
+  env_.FastForwardBy(absl::Nanoseconds(1));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::AnrReport& anr = issues_.all()[0].proto().anr();
+  EXPECT_EQ(anr.detail(), proto::ANR);
+  EXPECT_EQ(capture_.times().back(), resumed + kAnr);
+  EXPECT_DOUBLE_EQ(anr.cost_ms(), absl::ToDoubleMilliseconds(resumed + kAnr - begin));
+  EXPECT_DOUBLE_EQ(anr.detection_delay_ms(), 0);
+  EXPECT_EQ(anr_->late_wakeups(), 1);
+  End();
+}
+
+TEST_F(AnrTracerTest, LateWatchdog_WithinTolerance_IsNotLate) {
+  Start();
+  Begin();
+  // 100 ms late is still "on time" (late_tolerance).
+  env_.AdvanceClock(kLag + absl::Milliseconds(100));
+  env_.RunUntilIdle();
+  EXPECT_EQ(anr_->late_wakeups(), 0);
+  EXPECT_THAT(capture_.times(), SizeIs(1));
+  End();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().detection_delay_ms(), 100);
+}
+
+TEST_F(AnrTracerTest, Restart_AfterALongStop_IsNotALateWakeup) {
+  Start();
+  anr_->OnCloseTrace();
+  env_.FastForwardBy(absl::Seconds(60));
+  const TimeTicks begin = env_.Now();
+  Begin();
+  env_.FastForwardBy(absl::Seconds(1));
+  anr_->OnStartTrace();
+  env_.FastForwardBy(kAnr - absl::Seconds(1));
+  EXPECT_EQ(anr_->late_wakeups(), 0);
+  // The dispatch that was running at the restart is watched from its begin.
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  EXPECT_EQ(capture_.times().back(), begin + kAnr);
+  End();
+}
+
+TEST_F(AnrTracerTest, Closed_ReportsNothing) {
+  Start();
+  anr_->OnCloseTrace();
+  Begin();
+  env_.FastForwardBy(absl::Seconds(10));
+  End();
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_THAT(capture_.times(), IsEmpty());
+}
+
+TEST_F(AnrTracerTest, DebuggerAttached_SuppressesLagAndAnr) {
+  proc_.SetTracerPid(4242);
+  Start();
+  Begin();
+  env_.FastForwardBy(absl::Seconds(6));
+  End();
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_THAT(capture_.times(), IsEmpty());
+  EXPECT_EQ(anr_->suppressed_by_debugger(), 2);  // The lag and the ANR crossing.
+  EXPECT_EQ(anr_->anr_count(), 0);
+
+  // Detached again: the next hang is reported.
+  proc_.SetTracerPid(0);
+  Begin();
+  env_.FastForwardBy(absl::Seconds(6));
+  End();
+  EXPECT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+}
+
+TEST_F(AnrTracerTest, DebuggerAttached_ReportWithDebugger_Reports) {
+  proc_.SetTracerPid(4242);
+  Start(/*foreign=*/true, /*report_with_debugger=*/true);
+  Begin();
+  env_.FastForwardBy(absl::Seconds(6));
+  End();
+  EXPECT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  EXPECT_EQ(anr_->suppressed_by_debugger(), 0);
+}
+
+TEST_F(AnrTracerTest, MethodTracing_AnrCarriesTheCallTreeSinceTheDispatchBegan) {
+  StartMethodTracer();
+  Start();
+  // Before the dispatch: not part of its tree.
+  Enter(&app::Unrelated);
+  env_.FastForwardBy(absl::Milliseconds(50));
+  Exit(&app::Unrelated);
+
+  Begin();
+  Enter(&app::OnClick);
+  env_.FastForwardBy(absl::Milliseconds(100));
+  Enter(&app::ParseConfig);
+  env_.FastForwardBy(absl::Milliseconds(200));
+  Exit(&app::ParseConfig);
+  Enter(&app::ReadConfigFile);  // Stuck here (traced).
+  env_.FastForwardBy(absl::Milliseconds(4700));
+  method_tracer_->UpdateTime(env_.Now());
+
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::AnrReport& anr = issues_.all()[0].proto().anr();
+  EXPECT_EQ(anr.detail(), proto::ANR);
+  // Method records carry time in 1.024 us units: costs are exact to 2 us.
+  ASSERT_EQ(anr.stack_size(), 4) << anr.stack_text();
+  ExpectCall(anr.stack(0), 0, "dispatch", 5000, /*unfinished=*/true);
+  ExpectCall(anr.stack(1), 1, "app::OnClick()", 5000, /*unfinished=*/true);
+  ExpectCall(anr.stack(2), 2, "app::ParseConfig()", 200, /*unfinished=*/false);
+  ExpectCall(anr.stack(3), 2, "app::ReadConfigFile()", 4700, /*unfinished=*/true);
+  EXPECT_FALSE(anr.stack_truncated());
+  EXPECT_THAT(anr.stack_text(), ::testing::HasSubstr("\n2,app::ReadConfigFile(),1,4700.0"));
+  // The stuck function is traced and costs 94% of the hang: it is the key.
+  EXPECT_EQ(anr.stack_key(), "app::ReadConfigFile()");
+  EXPECT_EQ(issues_.all()[0].key(), "app::ReadConfigFile()");
+  End();
+  Exit(&app::ReadConfigFile);
+  Exit(&app::OnClick);
+}
+
+TEST_F(AnrTracerTest, MethodTracing_LagTreeCoversTheWholeDispatch) {
+  StartMethodTracer();
+  Start();
+  Begin();
+  Enter(&app::OnClick);
+  env_.FastForwardBy(absl::Milliseconds(2500));
+  Exit(&app::OnClick);
+  Enter(&app::ParseConfig);
+  env_.FastForwardBy(absl::Milliseconds(500));
+  Exit(&app::ParseConfig);
+  End();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::AnrReport& lag = issues_.all()[0].proto().anr();
+  EXPECT_EQ(lag.detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(lag.cost_ms(), 3000);
+  // Calls made after the crossing are there too, and nothing is running.
+  ASSERT_EQ(lag.stack_size(), 3) << lag.stack_text();
+  ExpectCall(lag.stack(0), 0, "dispatch", 3000, /*unfinished=*/false);
+  ExpectCall(lag.stack(1), 1, "app::OnClick()", 2500, /*unfinished=*/false);
+  ExpectCall(lag.stack(2), 1, "app::ParseConfig()", 500, /*unfinished=*/false);
+}
+
+}  // namespace
+}  // namespace matrix

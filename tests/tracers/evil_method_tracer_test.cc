@@ -1,0 +1,356 @@
+// EvilMethodTracer on the fake clock: real messages on the main looper whose
+// tasks move the clock (the looper thread "works" for that long), the worker
+// and the watchdog as background loopers.
+
+#include "matrix/trace/evil_method_tracer.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/choreographer.h"
+#include "matrix/core/handler.h"
+#include "matrix/testing/test_environment.h"
+#include "matrix/trace/anr_tracer.h"
+#include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/ui_thread_monitor.h"
+#include "tracer_test_util.h"
+
+extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
+extern "C" void __cyg_profile_func_exit(void* this_fn, void* call_site);
+
+namespace app {
+volatile int g_evil_sink = 0;
+__attribute__((noinline)) void OnClick() {
+  g_evil_sink = 11;
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void DecodeImage() {
+  g_evil_sink = 12;
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void LogClick() {
+  g_evil_sink = 13;
+  asm volatile("" ::: "memory");
+}
+}  // namespace app
+
+namespace matrix {
+namespace {
+
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+using trace_test::FakeCapture;
+using trace_test::IssueCollector;
+using trace_test::ProcFixture;
+using trace_test::ReturnAddressIn;
+using trace_test::RunLoopersFor;
+
+struct StartOptions {
+  bool with_anr_tracer = false;
+  bool cpu_sampler = false;
+};
+
+class EvilMethodTracerTest : public ::testing::Test {
+ protected:
+  EvilMethodTracerTest()
+      : env_(EnvOptions()),
+        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
+        worker_(env_.CreateBackgroundLooper("matrix-worker")),
+        handler_(env_.looper(), "app::UiHandler"),
+        proc_(ThreadHandle::Current().tid()),
+        capture_(env_.clock()) {
+    AppState::Get()->ResetForTesting();
+    capture_.SetFrames({ReturnAddressIn(&app::DecodeImage)});
+  }
+  ~EvilMethodTracerTest() override {
+    evil_.reset();
+    anr_.reset();
+    monitor_.reset();
+    looper_monitor_.reset();
+    method_tracer_.reset();
+    AppState::Get()->ResetForTesting();
+  }
+
+  static testing::TestEnvironment::Options EnvOptions() {
+    testing::TestEnvironment::Options options;
+    options.auto_vsync = false;  // Frames are fired by hand.
+    return options;
+  }
+
+  void Start(StartOptions start = {}) {
+    looper_monitor_ = std::make_unique<LooperMonitor>(env_.looper());
+    looper_monitor_->Start();
+    UIThreadMonitor::Options monitor_options;
+    monitor_options.method_tracer = method_tracer_.get();
+    if (start.cpu_sampler) monitor_options.sampler_looper = watchdog_;
+    monitor_ = std::make_unique<UIThreadMonitor>(looper_monitor_.get(), env_.choreographer(),
+                                                 monitor_options);
+    monitor_->Start();
+    if (start.with_anr_tracer) {
+      AnrTracer::Options anr;
+      anr.monitor = monitor_.get();
+      anr.watchdog_looper = watchdog_;
+      anr.worker_looper = worker_;
+      anr.proc_root = proc_.root();
+      anr.capture = capture_.AsFunction();
+      anr.report = issues_.callback();
+      anr_ = std::make_unique<AnrTracer>(std::move(anr));
+      anr_->OnStartTrace();
+    }
+    EvilMethodTracer::Options options;
+    options.monitor = monitor_.get();
+    options.worker_looper = worker_;
+    options.anr_tracer = anr_.get();
+    options.report = issues_.callback();
+    evil_ = std::make_unique<EvilMethodTracer>(std::move(options));
+    evil_->OnStartTrace();
+    env_.RunUntilIdle();
+  }
+
+  void StartMethodTracer() {
+    MethodTracer::Options options;
+    options.tick_period = absl::ZeroDuration();
+    options.clock = env_.clock();
+    options.buffer_bytes = 1 << 16;
+    method_tracer_ = MethodTracer::Start(options);
+  }
+  void Enter(void (*fn)()) {
+    method_tracer_->UpdateTime(env_.Now());
+    __cyg_profile_func_enter(reinterpret_cast<void*>(fn), nullptr);
+  }
+  void Exit(void (*fn)()) {
+    method_tracer_->UpdateTime(env_.Now());
+    __cyg_profile_func_exit(reinterpret_cast<void*>(fn), nullptr);
+  }
+
+  // Runs a message on the main looper that keeps the thread busy for `cost`.
+  void RunSlowMessage(absl::Duration cost) {
+    handler_.Post([this, cost] { env_.AdvanceClock(cost); });
+    env_.RunUntilIdle();
+  }
+
+  testing::TestEnvironment env_;
+  Looper* const watchdog_;
+  Looper* const worker_;
+  Handler handler_;
+  ProcFixture proc_;
+  FakeCapture capture_;
+  IssueCollector issues_;
+  std::unique_ptr<MethodTracer> method_tracer_;
+  std::unique_ptr<LooperMonitor> looper_monitor_;
+  std::unique_ptr<UIThreadMonitor> monitor_;
+  std::unique_ptr<AnrTracer> anr_;
+  std::unique_ptr<EvilMethodTracer> evil_;
+};
+
+TEST_F(EvilMethodTracerTest, Threshold_699msNoReport_700msReport) {
+  AppState::Get()->OnSceneShown("Gallery");
+  Start();
+  RunSlowMessage(absl::Milliseconds(699));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_EQ(evil_->evil_count(), 0);
+
+  RunSlowMessage(absl::Milliseconds(700));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const Issue& issue = issues_.all()[0];
+  EXPECT_EQ(issue.tag(), kTagEvilMethod);
+  ASSERT_TRUE(issue.proto().has_evil_method());
+  const proto::EvilMethodReport& report = issue.proto().evil_method();
+  EXPECT_EQ(report.detail(), proto::NORMAL);
+  EXPECT_DOUBLE_EQ(report.cost_ms(), 700);
+  EXPECT_EQ(report.scene(), "Gallery");
+  EXPECT_TRUE(report.is_process_foreground());
+  EXPECT_EQ(report.cpu_usage(), -1);  // No sampler.
+  EXPECT_FALSE(report.has_queue_costs());  // Not a frame.
+  EXPECT_EQ(evil_->evil_count(), 1);
+}
+
+TEST_F(EvilMethodTracerTest, ModifyEvilThreshold_AtRunTimeFromAnotherThread) {
+  Start();
+  std::thread other([this] { evil_->ModifyEvilThreshold(absl::Milliseconds(300)); });
+  other.join();
+  EXPECT_EQ(evil_->evil_threshold(), absl::Milliseconds(300));
+  // A non-positive threshold is ignored.
+  evil_->ModifyEvilThreshold(absl::ZeroDuration());
+  EXPECT_EQ(evil_->evil_threshold(), absl::Milliseconds(300));
+
+  RunSlowMessage(absl::Milliseconds(299));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  RunSlowMessage(absl::Milliseconds(300));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().evil_method().cost_ms(), 300);
+
+  evil_->ModifyEvilThreshold(absl::Seconds(1));
+  RunSlowMessage(absl::Milliseconds(999));
+  EXPECT_THAT(issues_.all(), SizeIs(1));
+}
+
+TEST_F(EvilMethodTracerTest, CpuUsage_FromTheSamplerOverTheSampledWindow) {
+  Start({.cpu_sampler = true});
+  // The sampler polls every 50 ms on the watchdog; the dispatch lets it run
+  // for 50 ms (one sample: CPU 0 at +50 ms), then uses 600 ms of CPU in
+  // 750 ms of wall time.
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_}, absl::Milliseconds(50));
+    env_.clock()->AdvanceThreadCpuTime(absl::Milliseconds(600));
+    env_.AdvanceClock(absl::Milliseconds(750));
+  });
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_DOUBLE_EQ(report.cost_ms(), 800);
+  EXPECT_DOUBLE_EQ(report.cpu_usage(), 80);
+}
+
+TEST_F(EvilMethodTracerTest, FrameDispatch_ReportsItsQueueCosts) {
+  Start();
+  Choreographer* choreographer = env_.choreographer();
+  choreographer->PostCallback(Choreographer::kInput,
+                              [this] { env_.AdvanceClock(absl::Milliseconds(100)); });
+  choreographer->PostCallback(Choreographer::kAnimation,
+                              [this] { env_.AdvanceClock(absl::Milliseconds(200)); });
+  choreographer->PostCallback(Choreographer::kTraversal,
+                              [this] { env_.AdvanceClock(absl::Milliseconds(300)); });
+  choreographer->PostCallback(Choreographer::kCommit,
+                              [this] { env_.AdvanceClock(absl::Milliseconds(150)); });
+  ASSERT_TRUE(env_.FireVsync());
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_DOUBLE_EQ(report.cost_ms(), 750);
+  ASSERT_TRUE(report.has_queue_costs());
+  EXPECT_DOUBLE_EQ(report.queue_costs().input_ms(), 100);
+  EXPECT_DOUBLE_EQ(report.queue_costs().animation_ms(), 200);
+  EXPECT_DOUBLE_EQ(report.queue_costs().traversal_ms(), 300);
+  EXPECT_DOUBLE_EQ(report.queue_costs().commit_ms(), 150);
+
+  // The next slow dispatch is not a frame: no queue costs from the last one.
+  RunSlowMessage(absl::Milliseconds(800));
+  ASSERT_THAT(issues_.all(), SizeIs(2));
+  EXPECT_FALSE(issues_.all()[1].proto().evil_method().has_queue_costs());
+}
+
+TEST_F(EvilMethodTracerTest, WithoutMethodTracing_KeyIsThePostLocation_MessageInfoReported) {
+  Start();
+  const Location from = MATRIX_FROM_HERE;
+  handler_.Post([this] { env_.AdvanceClock(absl::Milliseconds(900)); }, from);
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const Issue& issue = issues_.all()[0];
+  const proto::EvilMethodReport& report = issue.proto().evil_method();
+  EXPECT_EQ(report.stack_key(), from.ToString());
+  EXPECT_EQ(issue.key(), from.ToString());
+  EXPECT_THAT(report.stack(), IsEmpty());
+  EXPECT_EQ(report.message().target(), handler_.ToString());
+  EXPECT_EQ(report.message().callback(), from.ToString());
+}
+
+TEST_F(EvilMethodTracerTest, HandlerDestroyedBeforeTheReportIsBuilt_MessageInfoSurvives) {
+  Start();
+  auto one_shot = std::make_unique<Handler>(env_.looper(), "app::OneShotHandler");
+  const std::string target = one_shot->ToString();
+  one_shot->Post([&] {
+    env_.AdvanceClock(absl::Milliseconds(800));
+    // Right after this dispatch, before the worker builds the report (the
+    // main looper runs first among messages due at the same time).
+    handler_.Post([&] { one_shot.reset(); });
+  });
+  env_.RunUntilIdle();
+  ASSERT_EQ(one_shot, nullptr);
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().evil_method().message().target(), target);
+}
+
+TEST_F(EvilMethodTracerTest, DispatchClaimedByAnrTracer_IsNotReportedAgain) {
+  Start({.with_anr_tracer = true});
+  // 1.5 s: slow, not a lag: an evil method.
+  handler_.Post([this] { RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(1500)); });
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(trace_test::DetailOf(issues_.all()[0]), proto::NORMAL);
+
+  // 3 s: a LAG, and only that.
+  handler_.Post([this] { RunLoopersFor(&env_, {watchdog_, worker_}, absl::Seconds(3)); });
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(2));
+  EXPECT_EQ(trace_test::DetailOf(issues_.all()[1]), proto::LAG);
+
+  // 6 s: an ANR, and only that.
+  handler_.Post([this] { RunLoopersFor(&env_, {watchdog_, worker_}, absl::Seconds(6)); });
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(3));
+  EXPECT_EQ(trace_test::DetailOf(issues_.all()[2]), proto::ANR);
+  EXPECT_EQ(evil_->evil_count(), 1);
+}
+
+TEST_F(EvilMethodTracerTest, WithMethodTracing_KeyIsTheCostliestDeepCall_TreeOfTheDispatch) {
+  StartMethodTracer();
+  Start();
+  Enter(&app::LogClick);  // Before the dispatch: not in its tree.
+  Exit(&app::LogClick);
+  handler_.Post([this] {
+    Enter(&app::OnClick);
+    env_.AdvanceClock(absl::Milliseconds(100));
+    Enter(&app::DecodeImage);
+    env_.AdvanceClock(absl::Milliseconds(600));
+    Exit(&app::DecodeImage);
+    Exit(&app::OnClick);
+    Enter(&app::LogClick);
+    env_.AdvanceClock(absl::Milliseconds(50));
+    Exit(&app::LogClick);
+  });
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const Issue& issue = issues_.all()[0];
+  const proto::EvilMethodReport& report = issue.proto().evil_method();
+  EXPECT_DOUBLE_EQ(report.cost_ms(), 750);
+  EXPECT_EQ(report.stack_key(), "app::DecodeImage()");
+  EXPECT_EQ(issue.key(), "app::DecodeImage()");
+  ASSERT_EQ(report.stack_size(), 4) << report.stack_text();
+  struct Expected {
+    int depth;
+    const char* name;
+    double cost_ms;
+  };
+  const Expected expected[] = {{0, "dispatch", 750},
+                               {1, "app::OnClick()", 700},
+                               {2, "app::DecodeImage()", 600},
+                               {1, "app::LogClick()", 50}};
+  for (int i = 0; i < 4; ++i) {
+    const proto::MethodCall& call = report.stack(i);
+    EXPECT_EQ(call.depth(), expected[i].depth) << i;
+    EXPECT_EQ(call.name(), expected[i].name) << i;
+    EXPECT_NEAR(call.cost_ms(), expected[i].cost_ms, 0.002) << i;  // 1.024 us records.
+    EXPECT_FALSE(call.unfinished()) << i;
+  }
+  EXPECT_FALSE(report.stack_truncated());
+  EXPECT_THAT(report.stack_text(), ::testing::HasSubstr("2,app::DecodeImage(),1,"));
+}
+
+TEST_F(EvilMethodTracerTest, WithMethodTracing_NoTracedCall_KeyFallsBackToThePostLocation) {
+  StartMethodTracer();
+  Start();
+  const Location from = MATRIX_FROM_HERE;
+  handler_.Post([this] { env_.AdvanceClock(absl::Milliseconds(800)); }, from);
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_EQ(report.stack_key(), from.ToString());
+  ASSERT_EQ(report.stack_size(), 1);
+  EXPECT_EQ(report.stack(0).name(), "dispatch");
+}
+
+TEST_F(EvilMethodTracerTest, Closed_ReportsNothing) {
+  Start();
+  evil_->OnCloseTrace();
+  RunSlowMessage(absl::Seconds(1));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace matrix
