@@ -118,7 +118,7 @@ class UIThreadMonitorTest : public ::testing::Test {
   ObserverRegistration registration_;
 };
 
-TEST_F(UIThreadMonitorTest, EveryDispatch_GivesBeginDoFrameEndInOrder) {
+TEST_F(UIThreadMonitorTest, EveryDispatch_GivesBeginAndEnd_AVsyncFrameAlsoDoFrameBetween) {
   StartMonitor();
   handler_.Post([] {});
   RunPending();
@@ -127,15 +127,16 @@ TEST_F(UIThreadMonitorTest, EveryDispatch_GivesBeginDoFrameEndInOrder) {
   handler_.Post([] {});
   RunPending();
 
-  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.frame", "O.end",  //
+  // Plain messages get no DoFrame (Matrix calls it for every message, which
+  // is how its classic FPS counted messages as frames).
+  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.end",             //
                                          "O.begin", "O.frame", "O.end",  //
-                                         "O.begin", "O.frame", "O.end"));
-  ASSERT_THAT(observer_.frames, SizeIs(3));
-  EXPECT_FALSE(observer_.frames[0].is_vsync_frame);
-  EXPECT_TRUE(observer_.frames[1].is_vsync_frame);
-  EXPECT_FALSE(observer_.frames[2].is_vsync_frame);
+                                         "O.begin", "O.end"));
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  EXPECT_TRUE(observer_.frames[0].is_vsync_frame);
   EXPECT_FALSE(observer_.ends[0].is_vsync_frame);
   EXPECT_TRUE(observer_.ends[1].is_vsync_frame);
+  EXPECT_FALSE(observer_.ends[2].is_vsync_frame);
   // Dispatch numbers come from the heartbeat and match begin to end.
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(observer_.begins[i].dispatch_number, static_cast<uint64_t>(i + 1));
@@ -143,24 +144,15 @@ TEST_F(UIThreadMonitorTest, EveryDispatch_GivesBeginDoFrameEndInOrder) {
   }
 }
 
-TEST_F(UIThreadMonitorTest, PlainMessage_FrameDataHasDispatchTimesAndNoPhases) {
+TEST_F(UIThreadMonitorTest, PlainMessage_DispatchDataHasItsTimes) {
   StartMonitor();
-  AppState::Get()->OnSceneShown("Settings");
   const TimeTicks t0 = env_.Now();
   handler_.Post([this] { env_.AdvanceClock(Ms(12)); });
   RunPending();
 
-  ASSERT_THAT(observer_.frames, SizeIs(1));
-  const FrameData& f = observer_.frames[0];
-  EXPECT_FALSE(f.is_vsync_frame);
-  EXPECT_EQ(f.start, t0);
-  EXPECT_EQ(f.end, t0 + Ms(12));
-  EXPECT_EQ(f.intended_frame_time, t0);  // Matrix: intended = start for messages.
-  EXPECT_EQ(f.input, absl::ZeroDuration());
-  EXPECT_EQ(f.animation, absl::ZeroDuration());
-  EXPECT_EQ(f.traversal, absl::ZeroDuration());
-  EXPECT_EQ(f.commit, absl::ZeroDuration());
-  EXPECT_EQ(f.scene, AppState::Get()->InternScene("Settings"));
+  EXPECT_THAT(observer_.frames, IsEmpty());
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  EXPECT_FALSE(observer_.ends[0].is_vsync_frame);
   EXPECT_EQ(observer_.begins[0].begin, t0);
   EXPECT_EQ(observer_.ends[0].begin, t0);
   EXPECT_EQ(observer_.ends[0].end, t0 + Ms(12));
@@ -168,6 +160,7 @@ TEST_F(UIThreadMonitorTest, PlainMessage_FrameDataHasDispatchTimesAndNoPhases) {
 
 TEST_F(UIThreadMonitorTest, VsyncFrame_IntendedFrameTimeIsTheVsyncTimestamp) {
   StartMonitor();
+  AppState::Get()->OnSceneShown("Settings");
   env_.choreographer()->PostCallback(Choreographer::kInput, [] {});
   ASSERT_TRUE(env_.vsync()->vsync_requested());
   const TimeTicks vsync = env_.Now();
@@ -183,6 +176,7 @@ TEST_F(UIThreadMonitorTest, VsyncFrame_IntendedFrameTimeIsTheVsyncTimestamp) {
   EXPECT_EQ(f.jitter(), Ms(6));
   EXPECT_EQ(f.refresh_rate, RefreshRate::FromHz(60));
   EXPECT_EQ(f.frame_number, 1);
+  EXPECT_EQ(f.scene, AppState::Get()->InternScene("Settings"));
 }
 
 TEST_F(UIThreadMonitorTest, VsyncFrameLateByIntervals_IntendedStaysTheOriginalVsync) {
@@ -239,11 +233,11 @@ TEST_F(UIThreadMonitorTest, ConsecutiveFrames_EachIsTimedAndMessagesBetweenAreNo
   PostFrame(Ms(4), Ms(3), Ms(2), Ms(1));
   FireVsyncAt(env_.Now());
 
-  ASSERT_THAT(observer_.frames, SizeIs(3));
+  ASSERT_THAT(observer_.frames, SizeIs(2));
+  ASSERT_THAT(observer_.ends, SizeIs(3));
   EXPECT_TRUE(observer_.frames[0].is_vsync_frame);
-  EXPECT_FALSE(observer_.frames[1].is_vsync_frame);
-  EXPECT_EQ(observer_.frames[1].input, absl::ZeroDuration());
-  const FrameData& second = observer_.frames[2];
+  EXPECT_FALSE(observer_.ends[1].is_vsync_frame);
+  const FrameData& second = observer_.frames[1];
   EXPECT_TRUE(second.is_vsync_frame);
   EXPECT_EQ(second.frame_number, 2);
   EXPECT_EQ(second.input, Ms(4));
@@ -342,12 +336,16 @@ TEST_F(UIThreadMonitorTest, ForeignDispatchWithoutMarkFrame_IsNotAFrame) {
   foreign.DispatchBegin(env_.Now() + Ms(7), "event");
   foreign.DispatchEnd(env_.Now() + Ms(8));
 
-  ASSERT_THAT(observer.frames, SizeIs(3));
-  EXPECT_FALSE(observer.frames[0].is_vsync_frame);
-  EXPECT_TRUE(observer.frames[1].is_vsync_frame);
-  EXPECT_EQ(observer.frames[1].refresh_rate, RefreshRate::FromHz(120));
-  EXPECT_EQ(observer.frames[1].intended_frame_time, env_.Now() + Ms(4));
-  EXPECT_FALSE(observer.frames[2].is_vsync_frame);
+  EXPECT_THAT(observer.log, ElementsAre("O.begin", "O.end",             //
+                                        "O.begin", "O.frame", "O.end",  //
+                                        "O.begin", "O.end"));
+  ASSERT_THAT(observer.frames, SizeIs(1));
+  EXPECT_TRUE(observer.frames[0].is_vsync_frame);
+  EXPECT_EQ(observer.frames[0].refresh_rate, RefreshRate::FromHz(120));
+  EXPECT_EQ(observer.frames[0].intended_frame_time, env_.Now() + Ms(4));
+  EXPECT_EQ(observer.frames[0].start, env_.Now() + Ms(5));
+  EXPECT_EQ(observer.frames[0].end, env_.Now() + Ms(6));
+  EXPECT_FALSE(observer.ends[2].is_vsync_frame);
 }
 
 // --- Observers changing the set during callbacks ------------------------------
@@ -359,11 +357,11 @@ TEST_F(UIThreadMonitorTest, ObserverAddedDuringBegin_MissesThatDispatchOnly) {
   observer_.on_begin = [&] {
     if (!late_registration.active()) late_registration = monitor_->AddObserver(&late);
   };
-  handler_.Post([] {});
-  RunPending();
+  PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+  FireVsyncAt(env_.Now());
   EXPECT_THAT(late.log, IsEmpty());
-  handler_.Post([] {});
-  RunPending();
+  PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+  FireVsyncAt(env_.Now());
   EXPECT_THAT(late.log, ElementsAre("Late.begin", "Late.frame", "Late.end"));
 }
 
@@ -372,9 +370,10 @@ TEST_F(UIThreadMonitorTest, ObserverRemovingItselfInDoFrame_GetsNoDispatchEnd) {
   RecordingObserver other("Other");
   ObserverRegistration other_registration = monitor_->AddObserver(&other);
   observer_.on_frame = [&] { registration_.Reset(); };
-  handler_.Post([] {});
-  handler_.Post([] {});
-  RunPending();
+  for (int i = 0; i < 2; ++i) {
+    PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+    FireVsyncAt(env_.Now());
+  }
   EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.frame"));
   EXPECT_THAT(other.log, ElementsAre("Other.begin", "Other.frame", "Other.end",  //
                                      "Other.begin", "Other.frame", "Other.end"));
@@ -388,7 +387,37 @@ TEST_F(UIThreadMonitorTest, ObserverRemovedByAnotherDuringBegin_GetsNothing) {
   handler_.Post([] {});
   RunPending();
   EXPECT_THAT(victim.log, IsEmpty());
-  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.frame", "O.end"));
+  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.end"));
+}
+
+TEST_F(UIThreadMonitorTest, ObserverDeclaringItsCallbacks_GetsOnlyThose) {
+  StartMonitor();
+  class FrameOnly : public LooperObserver {
+   public:
+    FrameOnly() : LooperObserver(kDoFrame) {}
+    void DispatchBegin(const DispatchData&) override { log.push_back("begin"); }
+    void DoFrame(const FrameData&) override { log.push_back("frame"); }
+    void DispatchEnd(const DispatchData&) override { log.push_back("end"); }
+    std::vector<std::string> log;
+  } frame_only;
+  class EndOnly : public LooperObserver {
+   public:
+    EndOnly() : LooperObserver(kDispatchEnd) {}
+    void DispatchBegin(const DispatchData&) override { log.push_back("begin"); }
+    void DoFrame(const FrameData&) override { log.push_back("frame"); }
+    void DispatchEnd(const DispatchData&) override { log.push_back("end"); }
+    std::vector<std::string> log;
+  } end_only;
+  ObserverRegistration r1 = monitor_->AddObserver(&frame_only);
+  ObserverRegistration r2 = monitor_->AddObserver(&end_only);
+
+  handler_.Post([] {});
+  RunPending();
+  PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+  FireVsyncAt(env_.Now());
+
+  EXPECT_THAT(frame_only.log, ElementsAre("frame"));
+  EXPECT_THAT(end_only.log, ElementsAre("end", "end"));
 }
 
 // --- CPU sampling ---------------------------------------------------------------
@@ -444,6 +473,20 @@ TEST_F(UIThreadMonitorCpuTest, ShortDispatch_CarriesNoCpuTime) {
   EXPECT_EQ(observer_.ends[0].CpuUsagePercent(), -1);
 }
 
+TEST_F(UIThreadMonitorCpuTest, ShortDispatchCaughtInFlight_CarriesNoCpuTime) {
+  StartWithSampler();
+  env_.FastForwardBy(Ms(45));
+  handler_.Post([this] {
+    env_.AdvanceClock(Ms(8));
+    LetWatchdogRun();  // The 50 ms poll lands inside this 10 ms dispatch...
+    env_.AdvanceClock(Ms(2));
+  });
+  RunPending();
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  // ...but a dispatch shorter than the period is not worth a CPU-clock read.
+  EXPECT_FALSE(observer_.ends[0].cpu_sampled);
+}
+
 TEST_F(UIThreadMonitorCpuTest, SampleOfOneDispatch_IsNotGivenToTheNext) {
   StartWithSampler();
   handler_.Post([this] {
@@ -451,7 +494,7 @@ TEST_F(UIThreadMonitorCpuTest, SampleOfOneDispatch_IsNotGivenToTheNext) {
     LetWatchdogRun();
     env_.AdvanceClock(Ms(10));
   });
-  handler_.Post([this] { env_.AdvanceClock(Ms(5)); });
+  handler_.Post([this] { env_.AdvanceClock(Ms(60)); });  // Long, but not caught.
   RunPending();
 
   ASSERT_THAT(observer_.ends, SizeIs(2));
@@ -509,7 +552,7 @@ TEST_F(UIThreadMonitorCpuTest, SnapshotFrame_FromAnotherThreadMidFrame_GivesCost
   EXPECT_FALSE(after.in_frame);
   EXPECT_FALSE(in_message.in_frame);
   EXPECT_EQ(in_message.phase_costs[0], absl::ZeroDuration());
-  ASSERT_THAT(observer_.frames, SizeIs(2));
+  ASSERT_THAT(observer_.frames, SizeIs(1));
   EXPECT_EQ(observer_.frames[0].traversal, Ms(20));
 }
 
