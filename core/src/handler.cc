@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "matrix/core/check.h"
+#include "matrix/core/interned_string.h"
 #include "matrix/core/looper.h"
 
 namespace matrix {
@@ -19,12 +20,17 @@ Handler::Handler(Looper* looper, Callback* callback, bool async)
     : looper_(looper),
       callback_(callback),
       async_(async),
-      description_(Describe(this, "matrix::Handler")) {
+      name_(InternString("matrix::Handler")),
+      description_(Describe(this, name_)) {
   MATRIX_CHECK(looper_ != nullptr, "A Handler needs a Looper");
 }
 
 Handler::Handler(Looper* looper, std::string name, bool async)
-    : looper_(looper), callback_(nullptr), async_(async), description_(Describe(this, name)) {
+    : looper_(looper),
+      callback_(nullptr),
+      async_(async),
+      name_(InternString(name)),
+      description_(Describe(this, name_)) {
   MATRIX_CHECK(looper_ != nullptr, "A Handler needs a Looper");
 }
 

@@ -177,6 +177,9 @@ void Matrix::Shutdown() {
   }
   if (instance == nullptr) return;
   instance->DestroyAllPlugins().IgnoreError();
+  // Issues reported before the plugins stopped are still queued for the
+  // listeners on the worker: deliver them before the plugins are freed.
+  if (instance->context_.worker_looper != nullptr) instance->context_.worker_looper->Flush();
   delete instance;
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "matrix/core/check.h"
+#include "matrix/core/interned_string.h"
 
 namespace matrix {
 namespace {
@@ -155,8 +156,15 @@ void MessageQueue::RemoveSyncBarrier(int token) {
   if (was_head && blocked_) cv_.Signal();
 }
 
+const std::string& IdleHandler::registered_name() const {
+  const std::string* name = registered_name_.load(std::memory_order_acquire);
+  return name != nullptr ? *name : InternString("");
+}
+
 void MessageQueue::AddIdleHandler(IdleHandler* handler) {
   MATRIX_CHECK(handler != nullptr, "null idle handler");
+  // Off the hot path: name it once, here, for the reports of every run.
+  handler->registered_name_.store(&InternString(handler->Name()), std::memory_order_release);
   absl::MutexLock lock(&mu_);
   idle_handlers_.push_back(handler);
 }

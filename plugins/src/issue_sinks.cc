@@ -74,6 +74,14 @@ std::string SummarizeIssue(const Issue& issue) {
                             s.first_scene());
       break;
     }
+    case proto::Issue::kBlock: {
+      const proto::BlockReport& b = p.block();
+      absl::StrAppendFormat(&out, " blocked %dms key=%s samples=%d cpu_busy=%s%s%s",
+                            b.cost_ms(), b.key_stack_line(), b.samples_size(),
+                            b.cpu_busy() ? "true" : "false", b.log_file().empty() ? "" : " file=",
+                            b.log_file());
+      break;
+    }
     default:
       if (!issue.key().empty()) absl::StrAppend(&out, " key=", issue.key());
       break;

@@ -114,6 +114,7 @@ void TracePlugin::CreateMonitors() {
     evil_options.threshold = config_.evil_threshold;
     evil_options.app_state = context().app_state;
     evil_options.anr_tracer = anr_tracer_.get();
+    evil_options.report_with_debugger = config_.anr_with_debugger;
     evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
     evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
   }

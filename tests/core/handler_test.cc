@@ -345,5 +345,21 @@ TEST(HandlerDeathTest, Constructor_WithoutLooper_IsFatal) {
   EXPECT_DEATH(Handler handler(nullptr), "A Handler needs a Looper");
 }
 
+TEST(HandlerNameTest, Name_IsInternedAndOutlivesTheHandler) {
+  testing::TestEnvironment env;
+  const std::string* name = nullptr;
+  {
+    Handler first(env.looper(), "app::NetHandler");
+    Handler second(env.looper(), "app::NetHandler");
+    EXPECT_EQ(&first.name(), &second.name());  // One copy per distinct name.
+    EXPECT_EQ(first.ToString().find("Handler (app::NetHandler) {"), 0u);
+    name = &first.name();
+  }
+  // Watchdog threads may keep the reference after the handler is gone.
+  EXPECT_EQ(*name, "app::NetHandler");
+  Handler unnamed(env.looper());
+  EXPECT_EQ(unnamed.name(), "matrix::Handler");
+}
+
 }  // namespace
 }  // namespace matrix

@@ -29,15 +29,25 @@ bool CollectingListener::WaitFor(
 }
 
 TracedProgram::TracedProgram(matrix::TraceConfig config)
+    : TracedProgram(std::move(config), nullptr) {}
+
+TracedProgram::TracedProgram(matrix::TraceConfig config, std::unique_ptr<matrix::Plugin> extra)
     : listener_(std::make_shared<CollectingListener>()) {
   looper_ = matrix::Looper::PrepareMainLooper();
   auto plugin = std::make_unique<matrix::TracePlugin>(std::move(config));
   plugin_ = plugin.get();
-  absl::Status status = matrix::Matrix::Init(
-      matrix::Matrix::Builder().AddPlugin(std::move(plugin)).SetPluginListener(listener_).Build());
+  matrix::Plugin* extra_plugin = extra.get();
+  matrix::Matrix::Builder builder;
+  builder.AddPlugin(std::move(plugin)).SetPluginListener(listener_);
+  if (extra != nullptr) builder.AddPlugin(std::move(extra));
+  absl::Status status = matrix::Matrix::Init(builder.Build());
   EXPECT_TRUE(status.ok()) << status;
   status = plugin_->Start();
   EXPECT_TRUE(status.ok()) << status;
+  if (extra_plugin != nullptr) {
+    status = extra_plugin->Start();
+    EXPECT_TRUE(status.ok()) << status;
+  }
 }
 
 TracedProgram::~TracedProgram() {

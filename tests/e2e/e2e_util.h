@@ -34,6 +34,8 @@ class CollectingListener : public matrix::PluginListener {
 class TracedProgram {
  public:
   explicit TracedProgram(matrix::TraceConfig config);
+  // Also installs and starts `extra` (e.g. a BlockCanaryPlugin) beside it.
+  TracedProgram(matrix::TraceConfig config, std::unique_ptr<matrix::Plugin> extra);
   ~TracedProgram();
 
   matrix::Looper* looper() const { return looper_; }

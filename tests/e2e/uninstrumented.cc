@@ -21,4 +21,21 @@ __attribute__((noinline)) void SpinFor(absl::Duration d) {
   asm volatile("" ::: "memory");
 }
 
+__attribute__((noinline)) void ParseHeader(absl::Duration d) {
+  const absl::Time end = absl::Now() + d;
+  while (absl::Now() < end) {
+  }
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void LoadDocument(absl::Duration total, absl::Duration early) {
+  const absl::Time end = absl::Now() + total;
+  ParseHeader(early);
+  for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+    timespec req = absl::ToTimespec(end - now);
+    nanosleep(&req, nullptr);  // Signals (stack captures) interrupt it.
+  }
+  asm volatile("" ::: "memory");
+}
+
 }  // namespace e2e

@@ -10,6 +10,10 @@ namespace e2e {
 void HangInUninstrumentedCode(absl::Duration d);
 // Spins on the CPU for `d`.
 void SpinFor(absl::Duration d);
+// A block with an early slow phase: spins in ParseHeader() for `early`, then
+// sleeps in its own frame until `total` has passed since it was called.
+void LoadDocument(absl::Duration total, absl::Duration early);
+void ParseHeader(absl::Duration d);
 
 }  // namespace e2e
 

@@ -54,6 +54,7 @@ using trace_test::RunLoopersFor;
 struct StartOptions {
   bool with_anr_tracer = false;
   bool cpu_sampler = false;
+  bool report_with_debugger = false;
 };
 
 class EvilMethodTracerTest : public ::testing::Test {
@@ -107,6 +108,8 @@ class EvilMethodTracerTest : public ::testing::Test {
     options.monitor = monitor_.get();
     options.worker_looper = worker_;
     options.anr_tracer = anr_.get();
+    options.proc_root = proc_.root();
+    options.report_with_debugger = start.report_with_debugger;
     options.report = issues_.callback();
     evil_ = std::make_unique<EvilMethodTracer>(std::move(options));
     evil_->OnStartTrace();
@@ -169,6 +172,27 @@ TEST_F(EvilMethodTracerTest, Threshold_699msNoReport_700msReport) {
   EXPECT_EQ(report.cpu_usage(), -1);  // No sampler.
   EXPECT_FALSE(report.has_queue_costs());  // Not a frame.
   EXPECT_EQ(evil_->evil_count(), 1);
+}
+
+TEST_F(EvilMethodTracerTest, DebuggerAttached_SuppressesReports_UnlessConfigured) {
+  Start();
+  proc_.SetTracerPid(4321);  // A breakpoint makes any dispatch slow.
+  RunSlowMessage(absl::Seconds(1));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_EQ(evil_->suppressed_by_debugger(), 1);
+  proc_.SetTracerPid(0);
+  RunSlowMessage(absl::Seconds(1));
+  EXPECT_THAT(issues_.all(), SizeIs(1));
+}
+
+TEST_F(EvilMethodTracerTest, DebuggerAttached_ReportWithDebugger_StillReports) {
+  StartOptions start;
+  start.report_with_debugger = true;
+  Start(start);
+  proc_.SetTracerPid(4321);
+  RunSlowMessage(absl::Seconds(1));
+  EXPECT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(evil_->suppressed_by_debugger(), 0);
 }
 
 TEST_F(EvilMethodTracerTest, ModifyEvilThreshold_AtRunTimeFromAnotherThread) {

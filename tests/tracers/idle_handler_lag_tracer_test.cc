@@ -51,6 +51,13 @@ class CacheCompactor : public matrix::IdleHandler {
   matrix::TimeTicks last_begin_;
 };
 
+// The same, with a name of its own for reports.
+class NamedCompactor : public CacheCompactor {
+ public:
+  using CacheCompactor::CacheCompactor;
+  std::string Name() const override { return "thumbnail-cache compaction"; }
+};
+
 }  // namespace app
 
 namespace matrix {
@@ -156,6 +163,16 @@ TEST_F(IdleHandlerLagTracerTest, SlowIdleHandler_ReportedOnceWithTheStackAtTheCr
   // Idle for a while: nothing more.
   env_.FastForwardBy(absl::Seconds(20));
   EXPECT_THAT(issues_.all(), SizeIs(1));
+}
+
+TEST_F(IdleHandlerLagTracerTest, IdleHandlerWithItsOwnName_ReportedByThatName) {
+  app::NamedCompactor named(&env_, watchdog_, worker_);
+  named.set_duration(absl::Seconds(3));
+  env_.looper()->queue()->AddIdleHandler(&named);
+  GoIdleOnce();
+  env_.looper()->queue()->RemoveIdleHandler(&named);
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().idle_handler(), "thumbnail-cache compaction");
 }
 
 TEST_F(IdleHandlerLagTracerTest, EachSlowRunIsReported) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "matrix/core/handler.h"
 
 namespace matrix {
@@ -30,11 +31,13 @@ void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info, uint64_
       line_.store(msg->posted_from.line_number(), r);
       what_.store(msg->what, r);
       has_callback_.store(static_cast<bool>(msg->callback), r);
-      target_.store(msg->target() != nullptr ? &msg->target()->ToString() : nullptr, r);
+      target_name_.store(msg->target() != nullptr ? &msg->target()->name() : nullptr, r);
+      target_address_.store(reinterpret_cast<uintptr_t>(msg->target()), r);
     } else {
       function_.store(nullptr, r);
       file_.store(nullptr, r);
-      target_.store(nullptr, r);
+      target_name_.store(nullptr, r);
+      target_address_.store(0, r);
     }
     label_.store(info.label, r);
     method_mark_.store(method_mark, r);
@@ -56,6 +59,11 @@ void DispatchHeartbeat::End(TimeTicks end) {
   });
 }
 
+std::string DispatchHeartbeat::Snapshot::TargetString() const {
+  if (target_name == nullptr) return "";
+  return absl::StrFormat("Handler (%s) {%x}", *target_name, target_address);
+}
+
 DispatchHeartbeat::Snapshot DispatchHeartbeat::Read() const {
   constexpr auto r = std::memory_order_relaxed;
   Snapshot s;
@@ -72,7 +80,8 @@ DispatchHeartbeat::Snapshot DispatchHeartbeat::Read() const {
     s.posted_from = file != nullptr ? Location(function, file, line) : Location();
     s.what = what_.load(r);
     s.has_callback = has_callback_.load(r);
-    s.target = target_.load(r);
+    s.target_name = target_name_.load(r);
+    s.target_address = target_address_.load(r);
     s.label = label_.load(r);
     s.method_mark = method_mark_.load(r);
     const uint32_t length = log_length_.load(r);

@@ -5,6 +5,7 @@
 #include "matrix/trace/anr_tracer.h"
 #include "matrix/trace/call_tree.h"
 #include "matrix/trace/method_tracer.h"
+#include "matrix/trace/proc_stats.h"
 #include "matrix/trace/report_context.h"
 #include "matrix/trace/symbolizer.h"
 
@@ -76,6 +77,14 @@ void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
 }
 
 void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
+  if (!options_.report_with_debugger) {
+    // On the worker: reading /proc never costs the looper thread.
+    absl::StatusOr<bool> attached = ProcReader(options_.proc_root).IsDebuggerAttached();
+    if (attached.ok() && *attached) {
+      debugger_suppressed_.fetch_add(1);
+      return;
+    }
+  }
   const DispatchData& d = slow.dispatch;
   const absl::Duration cost = d.end - d.begin;
   proto::EvilMethodReport report;

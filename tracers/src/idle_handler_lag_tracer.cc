@@ -1,27 +1,10 @@
 #include "matrix/trace/idle_handler_lag_tracer.h"
 
-#include <cxxabi.h>
-
-#include <cstdlib>
-#include <typeinfo>
-
 #include "matrix/core/handler.h"
 #include "matrix/trace/report_context.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
-namespace {
-
-std::string Demangle(const char* mangled) {
-  if (mangled == nullptr) return "unknown";
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  std::string name = (status == 0 && demangled != nullptr) ? demangled : mangled;
-  std::free(demangled);
-  return name;
-}
-
-}  // namespace
 
 IdleHandlerLagTracer::IdleHandlerLagTracer(Options options) : options_(std::move(options)) {
   MATRIX_CHECK(options_.looper != nullptr, "IdleHandlerLagTracer needs a Looper");
@@ -58,9 +41,9 @@ void IdleHandlerLagTracer::OnDead() {
 }
 
 void IdleHandlerLagTracer::OnIdleHandlerBegin(const IdleHandler& handler, TimeTicks begin) {
-  // A few relaxed stores; the type name is static storage (no allocation).
+  // A few relaxed stores; the name is interned (no allocation, valid forever).
   run_begin_ns_.store(begin.ToNanoseconds(), std::memory_order_relaxed);
-  run_type_.store(typeid(handler).name(), std::memory_order_relaxed);
+  run_name_.store(&handler.registered_name(), std::memory_order_relaxed);
   run_seq_.fetch_add(1, std::memory_order_release);  // Odd: running.
 }
 
@@ -73,7 +56,7 @@ void IdleHandlerLagTracer::Check() {
   const TimeTicks now = options_.monitor->clock()->NowTicks();
   const uint64_t seq = run_seq_.load(std::memory_order_acquire);
   const TimeTicks begin = TimeTicks::FromNanoseconds(run_begin_ns_.load(std::memory_order_relaxed));
-  const char* type = run_type_.load(std::memory_order_relaxed);
+  const std::string* name = run_name_.load(std::memory_order_relaxed);
   TimeTicks next = now + options_.threshold;
   if ((seq & 1) && seq != reported_seq_ && run_seq_.load(std::memory_order_acquire) == seq) {
     if (now - begin >= options_.threshold) {
@@ -83,13 +66,13 @@ void IdleHandlerLagTracer::Check() {
       lag_count_.fetch_add(1);
       const SceneId scene = options_.app_state->visible_scene_id();
       const bool foreground = options_.app_state->is_foreground();
-      worker_handler_->Post([this, stack, status, type, begin, now, scene, foreground] {
+      worker_handler_->Post([this, stack, status, name, begin, now, scene, foreground] {
         proto::AnrReport report;
         report.set_detail(proto::LAG_IDLE_HANDLER);
         report.set_cost_ms(absl::ToDoubleMilliseconds(now - begin));
         report.set_detection_delay_ms(
             absl::ToDoubleMilliseconds(now - (begin + options_.threshold)));
-        report.set_idle_handler(Demangle(type));
+        report.set_idle_handler(name != nullptr && !name->empty() ? *name : "unknown");
         report.set_scene(std::string(options_.app_state->SceneName(scene)));
         report.set_is_process_foreground(foreground);
         SymbolizedStack symbolized;

@@ -25,23 +25,25 @@ proto::DeviceInfo::Level ToProtoLevel(DeviceLevel level) {
   }
 }
 
-// Modules and functions that never name the culprit.
-bool IsSystemOrRuntimeFrame(const std::string& module, const std::string& fn) {
+}  // namespace
+
+bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn) {
+  // Matched against the module's file name, so full paths and base names
+  // (as block files keep them) both work.
   static constexpr const char* kSystemModules[] = {
-      "/libc.so", "/libc-", "/libpthread", "/libstdc++", "/libgcc_s", "/ld-linux",
-      "linux-vdso", "/libm.so", "/libdl", "/librt", "/libabsl_", "/libspdlog", "/libfmt",
-      "/libprotobuf"};
+      "libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux",
+      "linux-vdso", "libm.so", "libdl", "librt", "libabsl_", "libspdlog", "libfmt",
+      "libprotobuf"};
+  const size_t slash = module.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? module : module.substr(slash + 1);
   for (const char* m : kSystemModules) {
-    if (absl::StrContains(module, m)) return true;
+    if (base.starts_with(m)) return true;
   }
   if (fn.empty()) return false;
   // matrix-cpp's own runtime and the C++ standard library.
-  return absl::StartsWith(fn, "matrix::") || absl::StartsWith(fn, "std::") ||
-         absl::StartsWith(fn, "absl::") || absl::StartsWith(fn, "void std::") ||
-         absl::StartsWith(fn, "__");
+  return fn.starts_with("matrix::") || fn.starts_with("std::") || fn.starts_with("absl::") ||
+         fn.starts_with("void std::") || fn.starts_with("__");
 }
-
-}  // namespace
 
 void FillDeviceInfo(const ProcReader& proc, proto::DeviceInfo* out) {
   const int cores = NumCpuCores();
@@ -111,7 +113,7 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
 }
 
 void FillMessageInfo(const DispatchHeartbeat::Snapshot& s, proto::MessageInfo* out) {
-  if (s.target != nullptr) out->set_target(*s.target);
+  if (s.target_name != nullptr) out->set_target(s.TargetString());
   if (s.posted_from.has_source_info()) {
     out->set_callback(s.has_callback ? s.posted_from.ToString() : "null");
   } else if (!s.log_line.empty()) {

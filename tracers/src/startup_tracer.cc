@@ -289,7 +289,12 @@ void StartupTracer::Analyze(const Startup& s) {
 
   Issue issue;
   issue.mutable_proto()->set_tag(kTagStartup);
-  issue.mutable_proto()->set_key(absl::StrCat(s.warm ? "warm:" : "cold:", report.first_scene()));
+  // Keyed by the scene that ended the startup (after any splash scenes), so
+  // cold starts of an app with a splash screen do not all share its key.
+  const std::string end_scene = report.scenes().empty()
+                                    ? report.first_scene()
+                                    : report.scenes(report.scenes_size() - 1);
+  issue.mutable_proto()->set_key(absl::StrCat(s.warm ? "warm:" : "cold:", end_scene));
   *issue.mutable_proto()->mutable_startup() = report;
   if (options_.report) options_.report(issue);
 

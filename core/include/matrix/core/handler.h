@@ -90,6 +90,10 @@ class Handler {
   bool is_asynchronous() const { return async_; }
   // "Handler (<name>) {<address>}", the target text in Printer lines.
   const std::string& ToString() const { return description_; }
+  // The handler's name ("matrix::Handler" unless given). Interned: the
+  // reference stays valid for the life of the process, so watchdog threads
+  // may keep it even after the handler is gone.
+  const std::string& name() const { return name_; }
 
  private:
   bool Enqueue(Message msg, TimeTicks when);
@@ -97,6 +101,7 @@ class Handler {
   Looper* const looper_;
   Callback* const callback_;
   const bool async_;
+  const std::string& name_;
   const std::string description_;
 };
 

@@ -90,8 +90,9 @@ class Matrix {
   static bool IsInstalled();
   // The installed instance; fatal if none.
   static Matrix& With();
-  // Stops and destroys every plugin, joins the matrix threads and uninstalls
-  // the instance. Safe to call when none is installed.
+  // Stops and destroys every plugin, delivers the issues they had already
+  // reported, joins the matrix threads and uninstalls the instance. Safe to
+  // call when none is installed.
   static void Shutdown();
 
   Plugin* GetPluginByTag(std::string_view tag) const;

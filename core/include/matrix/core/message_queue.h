@@ -18,6 +18,7 @@
 #ifndef MATRIX_CORE_MESSAGE_QUEUE_H_
 #define MATRIX_CORE_MESSAGE_QUEUE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -38,8 +39,17 @@ class IdleHandler {
   // Return true to stay registered, false to be removed after this run.
   // Called on the looper thread.
   virtual bool QueueIdle() = 0;
-  // A name for reports (default: the dynamic type's demangled name).
+  // A name for reports (default: the dynamic type's demangled name). Called
+  // once, when the handler is added to a queue.
   virtual std::string Name() const;
+  // Name() as evaluated when the handler was last added to a queue ("" before).
+  // Interned: the reference stays valid for the life of the process, so a
+  // watchdog may keep it while the handler runs, or after it is gone. Any thread.
+  const std::string& registered_name() const;
+
+ private:
+  friend class MessageQueue;
+  std::atomic<const std::string*> registered_name_{nullptr};
 };
 
 class MessageQueue {

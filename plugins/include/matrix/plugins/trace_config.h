@@ -57,7 +57,7 @@ struct TraceConfig {
   bool fps_in_background = false;
   // Scenes shown before the first real scene during a cold start.
   std::vector<std::string> splash_scenes;
-  // Report ANRs and lags while a debugger is attached.
+  // Report hangs (ANR, LAG) and slow methods while a debugger is attached.
   bool anr_with_debugger = false;
   // How LooperMonitor learns about dispatches.
   LooperMonitor::Source looper_source = LooperMonitor::Source::kDispatchObserver;

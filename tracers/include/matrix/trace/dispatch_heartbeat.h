@@ -43,11 +43,16 @@ class DispatchHeartbeat {
     Location posted_from;
     int what = 0;
     bool has_callback = false;
-    const std::string* target = nullptr;  // Handler::ToString() of the target.
+    // The target Handler's name (interned, valid forever) and address.
+    const std::string* target_name = nullptr;
+    uintptr_t target_address = 0;
     std::string log_line;                 // Printer source: the begin line.
     const char* label = nullptr;          // Foreign source: the caller's label.
     // The method-trace mark of the dispatch's begin record (0 without tracing).
     uint64_t method_mark = 0;
+
+    // "Handler (<name>) {<address>}", as Handler::ToString(), or "" if unknown.
+    std::string TargetString() const;
   };
 
   DispatchHeartbeat() = default;
@@ -79,7 +84,8 @@ class DispatchHeartbeat {
   std::atomic<int> line_{0};
   std::atomic<int> what_{0};
   std::atomic<bool> has_callback_{false};
-  std::atomic<const std::string*> target_{nullptr};
+  std::atomic<const std::string*> target_name_{nullptr};
+  std::atomic<uintptr_t> target_address_{0};
   std::atomic<const char*> label_{nullptr};
   std::atomic<uint32_t> log_length_{0};
   std::atomic<uint64_t> method_mark_{0};

@@ -17,6 +17,8 @@
 //
 // Without method tracing the report still carries cost, CPU, queue costs and
 // the message, and the key falls back to where the message was posted from.
+// With a debugger attached nothing is reported (a breakpoint makes any
+// dispatch slow) unless `report_with_debugger`.
 //
 // Thread safety: OnStartTrace()/OnCloseTrace() and the LooperObserver
 // callbacks on the looper thread; ModifyEvilThreshold() and counters from any
@@ -46,6 +48,10 @@ class EvilMethodTracer : public Tracer {
     Looper* worker_looper = nullptr;     // Required.
     absl::Duration threshold = absl::Milliseconds(700);
     AppState* app_state = AppState::Get();
+    // Report dispatches made slow by a debugger (breakpoints, stepping)?
+    // Checked on the worker from TracerPid under `proc_root`.
+    bool report_with_debugger = false;
+    std::string proc_root = "/proc";
     // When set, a dispatch this AnrTracer already reported as LAG or ANR is
     // not reported again (one report per stuck dispatch). Not owned.
     const AnrTracer* anr_tracer = nullptr;
@@ -62,6 +68,8 @@ class EvilMethodTracer : public Tracer {
   }
   // Slow dispatches seen. Any thread.
   int64_t evil_count() const { return evil_count_.load(); }
+  // Slow dispatches not reported because a debugger was attached. Any thread.
+  int64_t suppressed_by_debugger() const { return debugger_suppressed_.load(); }
 
   void DoFrame(const FrameData& frame) override;
   void DispatchEnd(const DispatchData& dispatch) override;
@@ -77,6 +85,7 @@ class EvilMethodTracer : public Tracer {
   Options options_;
   std::atomic<int64_t> threshold_ns_;
   std::atomic<int64_t> evil_count_{0};
+  std::atomic<int64_t> debugger_suppressed_{0};
   ObserverRegistration monitor_registration_;
   std::unique_ptr<Handler> worker_handler_;
   // Looper thread: the last frame drawn (by the dispatch in progress when it

@@ -3,7 +3,8 @@
 // IdleHandlerLagTracer reports an IdleHandler that runs longer than its
 // threshold (2 s by default): Trace_EvilMethod, detail LAG_IDLE_HANDLER, with
 // the looper thread's stack captured when the threshold was crossed and the
-// idle handler's class. One report per run.
+// idle handler's name (IdleHandler::Name(), evaluated when it was added to the
+// queue). One report per run.
 //
 // Matrix replaces the MessageQueue's idle-handler list by reflection (and
 // drops the handlers registered before it); here the Looper tells its
@@ -76,7 +77,8 @@ class IdleHandlerLagTracer : public Tracer, private DispatchObserver {
   // Published by the looper thread (run number is odd while a handler runs).
   std::atomic<uint64_t> run_seq_{0};
   std::atomic<int64_t> run_begin_ns_{0};
-  std::atomic<const char*> run_type_{nullptr};  // typeid(handler).name()
+  // IdleHandler::registered_name(): interned, so valid after the run ends.
+  std::atomic<const std::string*> run_name_{nullptr};
 
   // Watchdog thread.
   uint64_t reported_seq_ = 0;

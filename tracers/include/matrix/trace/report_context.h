@@ -16,6 +16,7 @@
 #define MATRIX_TRACE_REPORT_CONTEXT_H_
 
 #include <string>
+#include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/types/span.h"
@@ -72,6 +73,14 @@ absl::flat_hash_set<uintptr_t> TracedFunctions(const SymbolizedStack& stack,
 // otherwise the tree's own key, then NativeStackKey().
 std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
                          const absl::flat_hash_set<uintptr_t>& traced, absl::Duration total_cost);
+
+// IsSystemOrRuntimeFrame()
+//
+// Whether a frame never names the culprit: code in libc, the C++ runtime,
+// the dynamic loader, the vDSO or the monitor's own libraries (by the file
+// name of `module`, a path or a base name), or a function of matrix-cpp,
+// std, absl or the implementation (names starting with "__").
+bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view function);
 
 // NativeStackKey()
 //

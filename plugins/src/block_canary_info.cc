@@ -1,0 +1,505 @@
+#include "matrix/plugins/block_canary_info.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "matrix/trace/report_context.h"
+
+namespace matrix {
+namespace {
+
+constexpr char kSep[] = "\r\n";
+constexpr char kKv[] = " = ";
+constexpr char kStars[] = "**********************";
+constexpr char kWriteLogTime[] = "(write log time)";
+// BlockInfo.TIME_FORMATTER "MM-dd HH:mm:ss.SSS" and LogWriter's
+// "yyyy-MM-dd HH:mm:ss".
+constexpr char kEntryTimeFormat[] = "%m-%d %H:%M:%E3S";
+constexpr size_t kEntryTimeLength = 18;
+constexpr char kHeaderTimeFormat[] = "%Y-%m-%d %H:%M:%S";
+
+// Keys, in BlockCanary's spelling; ours are chosen so that none starts with
+// another key (BlockCanary's own reader matches keys with startsWith).
+constexpr char kQua[] = "qua";
+constexpr char kVersionName[] = "versionName";
+constexpr char kVersionCode[] = "versionCode";
+constexpr char kUid[] = "uid";
+constexpr char kNetwork[] = "network";
+constexpr char kModel[] = "model";
+constexpr char kApi[] = "api-level";
+constexpr char kMachine[] = "machine";
+constexpr char kCpuCore[] = "cpu-core";
+constexpr char kProcess[] = "process";
+constexpr char kPid[] = "pid";
+constexpr char kFreeMemory[] = "freeMemory";
+constexpr char kTotalMemory[] = "totalMemory";
+constexpr char kVmRss[] = "vm-rss";
+constexpr char kTime[] = "time";
+constexpr char kThreadTime[] = "thread-time";
+constexpr char kTimeStart[] = "time-start";
+constexpr char kTimeEnd[] = "time-end";
+constexpr char kMessage[] = "message";
+constexpr char kScene[] = "scene";
+constexpr char kCpuBusy[] = "cpu-busy";
+constexpr char kBlockCpu[] = "block-cpu";
+constexpr char kCpuRate[] = "cpu-rate";
+constexpr char kStack[] = "stack";
+
+// One line per value: line breaks would break the layout.
+std::string OneLine(absl::string_view value) {
+  std::string out(value);
+  for (char& c : out) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  return out;
+}
+
+void AppendKv(std::string* out, absl::string_view key, absl::string_view value) {
+  absl::StrAppend(out, key, kKv, OneLine(value), kSep);
+}
+
+std::string FormatEntryTime(absl::Time t, absl::TimeZone tz) {
+  return absl::FormatTime(kEntryTimeFormat, t, tz);
+}
+
+std::string FormatRates(const BlockCpuRate& r) {
+  return absl::StrFormat("cpu:%d%% app:%d%% [user:%d%% system:%d%% ioWait:%d%% ]", r.cpu, r.app,
+                         r.user, r.system, r.iowait);
+}
+
+std::string FormatFrame(const BlockFrame& f) {
+  return absl::StrFormat("%s+0x%x (%s)", f.function.empty() ? "??" : OneLine(f.function),
+                         f.offset, OneLine(f.module));
+}
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("block log: ", what));
+}
+
+// Parses "MM-dd HH:mm:ss.SSS" in the year that puts it closest to
+// `reference` (the file has no year; a block can straddle New Year).
+std::optional<absl::Time> ParseEntryTime(absl::string_view text, absl::Time reference,
+                                         absl::TimeZone tz) {
+  const int year = static_cast<int>(absl::ToCivilYear(reference, tz).year());
+  std::optional<absl::Time> best;
+  for (int y : {year - 1, year, year + 1}) {
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime("%Y-%m-%d %H:%M:%E*S", absl::StrCat(y, "-", text), tz, &t, &err)) {
+      continue;
+    }
+    if (!best || absl::AbsDuration(t - reference) < absl::AbsDuration(*best - reference)) best = t;
+  }
+  return best;
+}
+
+std::optional<BlockCpuRate> ParseRates(absl::string_view text) {
+  BlockCpuRate r;
+  int consumed = 0;
+  const std::string s(text);
+  if (std::sscanf(s.c_str(), "cpu:%d%% app:%d%% [user:%d%% system:%d%% ioWait:%d%% ]%n", &r.cpu,
+                  &r.app, &r.user, &r.system, &r.iowait, &consumed) != 5 ||
+      consumed != static_cast<int>(s.size())) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::optional<BlockFrame> ParseFrame(absl::string_view line) {
+  if (line.empty() || line.back() != ')') return std::nullopt;
+  const size_t open = line.rfind(" (");
+  if (open == absl::string_view::npos) return std::nullopt;
+  BlockFrame f;
+  f.module = std::string(line.substr(open + 2, line.size() - open - 3));
+  const absl::string_view left = line.substr(0, open);
+  const size_t plus = left.rfind("+0x");
+  if (plus == absl::string_view::npos) return std::nullopt;
+  if (!absl::SimpleHexAtoi(left.substr(plus + 3), &f.offset)) return std::nullopt;
+  const absl::string_view fn = left.substr(0, plus);
+  if (fn != "??") f.function = std::string(fn);
+  return f;
+}
+
+template <typename T>
+bool ParseInt(absl::string_view s, T* out) {
+  return absl::SimpleAtoi(s, out);
+}
+
+}  // namespace
+
+std::string BlockFrame::Name() const {
+  if (!function.empty()) return function;
+  return absl::StrFormat("%s+0x%x", module.empty() ? "??" : module, offset);
+}
+
+std::string FormatBlockLog(const BlockInfo& info, absl::Time write_time, absl::TimeZone tz) {
+  std::string out;
+  // LogWriter.save().
+  absl::StrAppend(&out, kSep, kStars, kSep, absl::FormatTime(kHeaderTimeFormat, write_time, tz),
+                  kWriteLogTime, kSep, kSep);
+  // BlockInfo.flushString(): basic.
+  AppendKv(&out, kQua, info.qualifier);
+  AppendKv(&out, kVersionName, info.version_name);
+  AppendKv(&out, kVersionCode, absl::StrCat(info.version_code));
+  AppendKv(&out, kUid, info.uid);
+  AppendKv(&out, kNetwork, info.network);
+  AppendKv(&out, kModel, info.model);
+  AppendKv(&out, kApi, info.api_level);
+  AppendKv(&out, kMachine, info.machine);
+  AppendKv(&out, kCpuCore, absl::StrCat(info.cpu_cores));
+  AppendKv(&out, kProcess, info.process);
+  AppendKv(&out, kPid, absl::StrCat(info.pid));
+  AppendKv(&out, kFreeMemory, absl::StrCat(info.free_memory_kb));
+  AppendKv(&out, kTotalMemory, absl::StrCat(info.total_memory_kb));
+  AppendKv(&out, kVmRss, absl::StrCat(info.vm_rss_kb));
+  // time.
+  AppendKv(&out, kTime, absl::StrCat(info.time_cost_ms));
+  AppendKv(&out, kThreadTime, absl::StrCat(info.thread_time_ms));
+  AppendKv(&out, kTimeStart, FormatEntryTime(info.time_start, tz));
+  AppendKv(&out, kTimeEnd, FormatEntryTime(info.time_end, tz));
+  AppendKv(&out, kMessage, info.message);
+  AppendKv(&out, kScene, info.scene);
+  // cpu: the rate entries each end with a line break and the section with
+  // another, so a blank line ends it.
+  AppendKv(&out, kCpuBusy, info.cpu_busy ? "true" : "false");
+  if (info.block_cpu) AppendKv(&out, kBlockCpu, FormatRates(*info.block_cpu));
+  absl::StrAppend(&out, kCpuRate, kKv);
+  for (const BlockCpuRate& r : info.cpu_rate) {
+    absl::StrAppend(&out, FormatEntryTime(r.time, tz), " ", FormatRates(r), kSep);
+  }
+  absl::StrAppend(&out, kSep);
+  // stack: "<time>", blank, frames, blank; per sample.
+  if (!info.samples.empty()) {
+    absl::StrAppend(&out, kStack, kKv);
+    for (const BlockStackSample& s : info.samples) {
+      absl::StrAppend(&out, FormatEntryTime(s.time, tz), kSep, kSep);
+      for (const BlockFrame& f : s.frames) absl::StrAppend(&out, FormatFrame(f), kSep);
+      absl::StrAppend(&out, kSep);
+    }
+    absl::StrAppend(&out, kSep);
+  }
+  absl::StrAppend(&out, kSep);
+  return out;
+}
+
+absl::StatusOr<BlockInfo> ParseBlockLog(absl::string_view text, absl::TimeZone tz) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  for (absl::string_view& line : lines) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  }
+  size_t i = 0;
+  while (i < lines.size() && lines[i].empty()) ++i;
+  if (i >= lines.size() || lines[i] != kStars) return Corrupt("no '*****' header line");
+  ++i;
+  if (i >= lines.size() || !absl::EndsWith(lines[i], kWriteLogTime)) {
+    return Corrupt("no '(write log time)' header line");
+  }
+  absl::Time write_time;
+  {
+    std::string err;
+    absl::string_view t = lines[i];
+    t.remove_suffix(sizeof(kWriteLogTime) - 1);
+    if (!absl::ParseTime(kHeaderTimeFormat, t, tz, &write_time, &err)) {
+      return Corrupt(absl::StrCat("bad write time '", t, "': ", err));
+    }
+  }
+  ++i;
+
+  BlockInfo info;
+  bool has_time = false;
+  absl::string_view start_text, end_text;
+  std::vector<std::pair<absl::string_view, absl::string_view>> rate_lines;  // time, rates
+  struct RawSample {
+    absl::string_view time;
+    std::vector<BlockFrame> frames;
+  };
+  std::vector<RawSample> raw_samples;
+
+  auto bad = [](absl::string_view key, absl::string_view value) {
+    return Corrupt(absl::StrCat("bad ", key, " '", value, "'"));
+  };
+  auto read_rate_entry = [&](absl::string_view line) -> bool {
+    if (line.size() < kEntryTimeLength + 1 || line[kEntryTimeLength] != ' ') return false;
+    rate_lines.emplace_back(line.substr(0, kEntryTimeLength), line.substr(kEntryTimeLength + 1));
+    return true;
+  };
+
+  for (; i < lines.size(); ++i) {
+    const absl::string_view line = lines[i];
+    if (line.empty()) continue;
+    const size_t eq = line.find(kKv);
+    if (eq == absl::string_view::npos) return Corrupt(absl::StrCat("unexpected line '", line, "'"));
+    const absl::string_view key = line.substr(0, eq);
+    const absl::string_view value = line.substr(eq + sizeof(kKv) - 1);
+    if (key == kQua) {
+      info.qualifier = std::string(value);
+    } else if (key == kVersionName) {
+      info.version_name = std::string(value);
+    } else if (key == kVersionCode) {
+      if (!ParseInt(value, &info.version_code)) return bad(key, value);
+    } else if (key == kUid) {
+      info.uid = std::string(value);
+    } else if (key == kNetwork) {
+      info.network = std::string(value);
+    } else if (key == kModel) {
+      info.model = std::string(value);
+    } else if (key == kApi) {
+      info.api_level = std::string(value);
+    } else if (key == kMachine) {
+      info.machine = std::string(value);
+    } else if (key == kCpuCore) {
+      if (!ParseInt(value, &info.cpu_cores)) return bad(key, value);
+    } else if (key == kProcess) {
+      info.process = std::string(value);
+    } else if (key == kPid) {
+      if (!ParseInt(value, &info.pid)) return bad(key, value);
+    } else if (key == kFreeMemory) {
+      if (!ParseInt(value, &info.free_memory_kb)) return bad(key, value);
+    } else if (key == kTotalMemory) {
+      if (!ParseInt(value, &info.total_memory_kb)) return bad(key, value);
+    } else if (key == kVmRss) {
+      if (!ParseInt(value, &info.vm_rss_kb)) return bad(key, value);
+    } else if (key == kTime) {
+      if (!ParseInt(value, &info.time_cost_ms) || info.time_cost_ms < 0) return bad(key, value);
+      has_time = true;
+    } else if (key == kThreadTime) {
+      if (!ParseInt(value, &info.thread_time_ms)) return bad(key, value);
+    } else if (key == kTimeStart) {
+      start_text = value;
+    } else if (key == kTimeEnd) {
+      end_text = value;
+    } else if (key == kMessage) {
+      info.message = std::string(value);
+    } else if (key == kScene) {
+      info.scene = std::string(value);
+    } else if (key == kCpuBusy) {
+      if (value != "true" && value != "false") return bad(key, value);
+      info.cpu_busy = value == "true";
+    } else if (key == kBlockCpu) {
+      std::optional<BlockCpuRate> r = ParseRates(value);
+      if (!r) return bad(key, value);
+      info.block_cpu = *r;
+    } else if (key == kCpuRate) {
+      // Entries until a blank line; the first shares the key's line.
+      if (!value.empty() && !read_rate_entry(value)) return bad(key, value);
+      while (i + 1 < lines.size() && !lines[i + 1].empty() &&
+             lines[i + 1].find(kKv) == absl::string_view::npos) {
+        ++i;
+        if (!read_rate_entry(lines[i])) return bad(key, lines[i]);
+      }
+    } else if (key == kStack) {
+      // "<time>", blank, frames until a blank line; repeated until a blank
+      // line stands where the next time would.
+      absl::string_view time = value;
+      for (;;) {
+        RawSample sample{time, {}};
+        ++i;
+        if (i >= lines.size() || !lines[i].empty()) {
+          return Corrupt(absl::StrCat("stack entry '", time, "' lacks its blank line"));
+        }
+        for (++i; i < lines.size() && !lines[i].empty(); ++i) {
+          std::optional<BlockFrame> f = ParseFrame(lines[i]);
+          if (!f) return Corrupt(absl::StrCat("bad stack frame '", lines[i], "'"));
+          sample.frames.push_back(std::move(*f));
+        }
+        raw_samples.push_back(std::move(sample));
+        if (i + 1 >= lines.size() || lines[i + 1].empty()) break;
+        ++i;
+        time = lines[i];
+      }
+    }
+    // Unknown keys are skipped: newer writers may add fields.
+  }
+
+  if (!has_time) return Corrupt("no 'time'");
+  if (start_text.empty() || end_text.empty()) return Corrupt("no 'time-start' or 'time-end'");
+  std::optional<absl::Time> start = ParseEntryTime(start_text, write_time, tz);
+  if (!start) return bad(kTimeStart, start_text);
+  info.time_start = *start;
+  std::optional<absl::Time> end = ParseEntryTime(end_text, *start, tz);
+  if (!end || *end < *start) return bad(kTimeEnd, end_text);
+  info.time_end = *end;
+  for (const auto& [time_text, rates_text] : rate_lines) {
+    std::optional<absl::Time> t = ParseEntryTime(time_text, *start, tz);
+    std::optional<BlockCpuRate> r = ParseRates(rates_text);
+    if (!t || !r) return bad(kCpuRate, absl::StrCat(time_text, " ", rates_text));
+    r->time = *t;
+    info.cpu_rate.push_back(*r);
+  }
+  for (RawSample& raw : raw_samples) {
+    std::optional<absl::Time> t = ParseEntryTime(raw.time, *start, tz);
+    if (!t) return bad(kStack, raw.time);
+    info.samples.push_back(BlockStackSample{*t, std::move(raw.frames)});
+  }
+  return info;
+}
+
+proto::BlockReport ToBlockReport(const BlockInfo& info) {
+  proto::BlockReport r;
+  r.set_qualifier(info.qualifier);
+  r.set_version_name(info.version_name);
+  r.set_version_code(info.version_code);
+  r.set_uid(info.uid);
+  r.set_network(info.network);
+  r.set_model(info.model);
+  r.set_api_level(info.api_level);
+  r.set_cpu_cores(info.cpu_cores);
+  r.set_process(info.process);
+  r.set_pid(info.pid);
+  r.set_free_memory_kb(info.free_memory_kb);
+  r.set_total_memory_kb(info.total_memory_kb);
+  r.set_vm_rss_kb(info.vm_rss_kb);
+  r.set_cost_ms(info.time_cost_ms);
+  r.set_thread_time_ms(info.thread_time_ms);
+  r.set_time_start_ms(absl::ToUnixMillis(info.time_start));
+  r.set_time_end_ms(absl::ToUnixMillis(info.time_end));
+  if (!info.message.empty()) r.mutable_message()->set_callback(info.message);
+  r.set_scene(info.scene);
+  r.set_cpu_busy(info.cpu_busy);
+  auto fill_rate = [](const BlockCpuRate& from, proto::BlockCpuRate* to, bool with_time) {
+    if (with_time) to->set_time_ms(absl::ToUnixMillis(from.time));
+    to->set_cpu_percent(from.cpu);
+    to->set_app_percent(from.app);
+    to->set_user_percent(from.user);
+    to->set_system_percent(from.system);
+    to->set_iowait_percent(from.iowait);
+  };
+  if (info.block_cpu) fill_rate(*info.block_cpu, r.mutable_block_cpu(), false);
+  for (const BlockCpuRate& rate : info.cpu_rate) fill_rate(rate, r.add_cpu_rate(), true);
+  for (const BlockStackSample& s : info.samples) {
+    proto::BlockStackSample* sample = r.add_samples();
+    sample->set_time_ms(absl::ToUnixMillis(s.time));
+    sample->set_offset_ms(absl::ToInt64Milliseconds(s.time - info.time_start));
+    for (const BlockFrame& f : s.frames) {
+      proto::StackFrame* frame = sample->add_frames();
+      frame->set_function(f.function);
+      frame->set_module(f.module);
+      frame->set_offset(f.offset);
+    }
+  }
+  r.set_key_stack_line(info.key);
+  r.set_log_file(info.log_file);
+  return r;
+}
+
+bool FrameMatches(const BlockFrame& frame, absl::string_view package) {
+  if (package.empty()) return false;
+  return absl::StartsWith(frame.function, package) || absl::StartsWith(frame.module, package);
+}
+
+bool IsConcernedFrame(const BlockFrame& frame, const std::vector<std::string>& concern_packages) {
+  if (concern_packages.empty()) {
+    return !frame.function.empty() && !IsSystemOrRuntimeFrame(frame.module, frame.function);
+  }
+  for (const std::string& package : concern_packages) {
+    if (package.empty()) continue;
+    if (absl::StartsWith(frame.function, package)) return true;
+    // A module holds the runtime linked into it too (matrix-cpp, std).
+    if (absl::StartsWith(frame.module, package) && !IsSystemOrRuntimeFrame("", frame.function)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,
+                                      const std::vector<std::string>& concern_packages) {
+  for (const BlockFrame& frame : sample.frames) {
+    if (IsConcernedFrame(frame, concern_packages)) return &frame;
+  }
+  return nullptr;
+}
+
+std::string KeyStackLine(const BlockInfo& info, const std::vector<std::string>& concern_packages,
+                         int* count) {
+  struct Tally {
+    int count = 0;
+    size_t first = 0;
+  };
+  absl::flat_hash_map<std::string, Tally> tallies;
+  for (size_t i = 0; i < info.samples.size(); ++i) {
+    const BlockFrame* frame = FirstConcernedFrame(info.samples[i], concern_packages);
+    if (frame == nullptr) continue;
+    auto [it, inserted] = tallies.try_emplace(frame->Name(), Tally{0, i});
+    ++it->second.count;
+  }
+  const std::string* best = nullptr;
+  Tally best_tally;
+  for (const auto& [name, tally] : tallies) {
+    if (best == nullptr || tally.count > best_tally.count ||
+        (tally.count == best_tally.count && tally.first < best_tally.first)) {
+      best = &name;
+      best_tally = tally;
+    }
+  }
+  if (count != nullptr) *count = best != nullptr ? best_tally.count : 0;
+  if (best != nullptr) return *best;
+  if (!info.samples.empty()) {
+    for (const BlockFrame& frame : info.samples.front().frames) {
+      if (!frame.function.empty()) return frame.function;
+    }
+  }
+  return "unknown";
+}
+
+bool HasConcernedFrame(const BlockInfo& info, const std::vector<std::string>& concern_packages) {
+  for (const BlockStackSample& sample : info.samples) {
+    if (FirstConcernedFrame(sample, concern_packages) != nullptr) return true;
+  }
+  return false;
+}
+
+bool IsWhiteListed(const BlockInfo& info, const std::vector<std::string>& white_list) {
+  for (const BlockStackSample& sample : info.samples) {
+    for (const BlockFrame& frame : sample.frames) {
+      for (const std::string& package : white_list) {
+        if (FrameMatches(frame, package)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+void BlockGroup::Add(const BlockInfo& info) {
+  if (key.empty()) key = info.key.empty() ? "unknown" : info.key;
+  ++count;
+  total_cost_ms += info.time_cost_ms;
+  max_cost_ms = std::max(max_cost_ms, info.time_cost_ms);
+  first_seen = std::min(first_seen, info.time_start);
+  if (info.time_start >= last_seen) {
+    last_seen = info.time_start;
+    last_log_file = info.log_file;
+  }
+}
+
+void SortBlockGroups(std::vector<BlockGroup>& groups) {
+  std::sort(groups.begin(), groups.end(), [](const BlockGroup& a, const BlockGroup& b) {
+    if (a.count != b.count) return a.count > b.count;
+    if (a.total_cost_ms != b.total_cost_ms) return a.total_cost_ms > b.total_cost_ms;
+    return a.key < b.key;
+  });
+}
+
+std::vector<BlockGroup> GroupBlocks(const std::vector<BlockInfo>& blocks) {
+  absl::flat_hash_map<std::string, size_t> index;
+  std::vector<BlockGroup> groups;
+  for (const BlockInfo& info : blocks) {
+    const std::string key = info.key.empty() ? "unknown" : info.key;
+    auto [it, inserted] = index.try_emplace(key, groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].Add(info);
+  }
+  SortBlockGroups(groups);
+  return groups;
+}
+
+}  // namespace matrix

@@ -1,0 +1,49 @@
+// File: matrix/report/format_util.h
+//
+// Small text helpers shared by matrix-report's renderers and exporters:
+// JSON string quoting, CSV fields (RFC 4180), times and durations.
+//
+//   out += matrix::report::JsonQuote(key);         // "\"app::Draw()\""
+//   out += matrix::report::CsvField("a,b");        // "\"a,b\""
+//   out += matrix::report::FormatTimeMs(ms, tz);   // "2025-11-21 10:00:01.123"
+//
+// Thread safety: pure functions; thread-safe.
+
+#ifndef MATRIX_REPORT_FORMAT_UTIL_H_
+#define MATRIX_REPORT_FORMAT_UTIL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace matrix::report {
+
+// `s` as a JSON string literal, quotes included. Control characters are
+// escaped; bytes >= 0x80 pass through (the input is UTF-8 from protobuf).
+std::string JsonQuote(absl::string_view s);
+
+// `s` as one CSV field (RFC 4180): quoted when it holds a comma, quote, CR,
+// LF or leading/trailing space, with inner quotes doubled.
+std::string CsvField(absl::string_view s);
+
+// Milliseconds since the Unix epoch as "YYYY-MM-DD HH:MM:SS.mmm" in `tz`.
+std::string FormatTimeMs(int64_t time_ms, absl::TimeZone tz);
+// The same in RFC 3339 form with the zone's offset:
+// "2025-11-21T10:00:01.123+00:00".
+std::string FormatTimeMsRfc3339(int64_t time_ms, absl::TimeZone tz);
+
+// A duration in ms for people: "812.4 ms", "2.60 s", "3 min 12 s".
+std::string FormatDurationMs(double ms);
+
+// A number with at most `precision` decimals and no trailing zeros:
+// 60 -> "60", 52.44 -> "52.4" (precision 1), 1e-9 -> "0".
+std::string FormatNumber(double value, int precision);
+
+// The last path component: "/usr/lib/libfoo.so" -> "libfoo.so".
+absl::string_view Basename(absl::string_view path);
+
+}  // namespace matrix::report
+
+#endif  // MATRIX_REPORT_FORMAT_UTIL_H_

@@ -1,0 +1,413 @@
+#include "matrix/report/cli.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "matrix/report/export.h"
+#include "matrix/report/issue_groups.h"
+#include "matrix/report/issue_reader.h"
+#include "matrix/report/text_render.h"
+
+namespace matrix::report {
+namespace {
+
+constexpr char kUsage[] = R"(Usage: matrix-report [COMMAND] [OPTIONS] [FILE|DIR|-]...
+
+Reads the JSON-lines issue files matrix-cpp writes (JsonLinesIssueSink) and
+summarizes, groups, shows or exports them. A directory means every *.jsonl
+in it, rotated files included, oldest first; "-" reads standard input.
+Without inputs, ./matrix-reports is read. Malformed lines are reported on
+stderr with their file and line, skipped and counted.
+
+Commands:
+  summary     counts per tag/detail with worst and median, time range,
+              processes, scenes (the default)
+  group       issues grouped by tag + detail + key (the stack key of hangs,
+              slow methods and blocks, the scene of FPS reports), most frequent
+              first, then worst: count, worst and median cost (FPS for frame
+              reports), first/last seen, scenes
+  show        each issue in full, oldest first: header, then the evidence
+              (native stack, call tree, thread, memory; FPS levels, phases,
+              smoothness, input latency; startup timeline; BlockCanary
+              CPU and merged stack samples; other kinds' fields)
+  export      CSV (one row per issue: common columns and the main metric of
+              its kind) or JSON, to stdout or --output
+
+Filters (every command; repeat one to match any of its values):
+  --tag=TAG           Trace_FPS, Trace_EvilMethod, Trace_StartUp, BlockCanary
+                      (case-insensitive)
+  --detail=DETAIL     NORMAL, ANR, LAG, STARTUP, LAG_IDLE_HANDLER, LAG_TOUCH,
+                      SIGNAL_ANR; "none" for issues without one
+  --key=TEXT          a substring of the key
+  --scene=SCENE       the scene, exactly
+  --process=NAME|PID  the process name, exactly, or its pid
+  --since=TIME        issues reported at or after TIME
+  --until=TIME        issues reported before TIME
+                      TIME: 2025-11-21T10:00:00Z, "2025-11-21 10:00[:00]"
+                      (local time, UTC with --utc), 2025-11-21, ms since the
+                      epoch, or a span before now: 90s, 30m, 2h, 3d
+
+Options:
+  --utc               show and read times in UTC instead of local time
+  --limit=N           group: the first N groups; show: the first N issues
+  --newest-first      show: newest issue first
+  --full-paths        show: modules by full path instead of file name
+  --format=FORMAT     export: csv (default), json (an array) or jsonl (one
+                      issue per line, readable again by matrix-report)
+  --grouped           export: one row or object per group
+  -o, --output=FILE   export: write to FILE instead of stdout
+  -h, --help          this text
+
+A command name as the first argument is a command; to read a file or
+directory with such a name, write ./summary.
+
+Exit status: 0 ok; 1 no input, an unreadable input (the readable ones are
+still used) or an unwritable output; 2 usage error.
+
+Examples:
+  matrix-report ./matrix-reports
+  matrix-report group --tag=Trace_EvilMethod --since=2h reports/
+  matrix-report show --detail=ANR --key=Decode --limit=1 reports/
+  matrix-report export --format=csv -o issues.csv reports/
+  matrix-report export --grouped --format=json reports/ > groups.json
+)";
+
+enum class Flag {
+  kTag,
+  kDetail,
+  kKey,
+  kScene,
+  kProcess,
+  kSince,
+  kUntil,
+  kUtc,
+  kLimit,
+  kNewestFirst,
+  kFullPaths,
+  kFormat,
+  kGrouped,
+  kOutput,
+  kHelp,
+};
+
+struct FlagSpec {
+  Flag flag;
+  bool takes_value;
+};
+
+const absl::flat_hash_map<std::string, FlagSpec>& Flags() {
+  static const auto* const flags = new absl::flat_hash_map<std::string, FlagSpec>{
+      {"--tag", {Flag::kTag, true}},
+      {"--detail", {Flag::kDetail, true}},
+      {"--key", {Flag::kKey, true}},
+      {"--scene", {Flag::kScene, true}},
+      {"--process", {Flag::kProcess, true}},
+      {"--since", {Flag::kSince, true}},
+      {"--until", {Flag::kUntil, true}},
+      {"--utc", {Flag::kUtc, false}},
+      {"--limit", {Flag::kLimit, true}},
+      {"--newest-first", {Flag::kNewestFirst, false}},
+      {"--full-paths", {Flag::kFullPaths, false}},
+      {"--format", {Flag::kFormat, true}},
+      {"--grouped", {Flag::kGrouped, false}},
+      {"--output", {Flag::kOutput, true}},
+      {"-o", {Flag::kOutput, true}},
+      {"--help", {Flag::kHelp, false}},
+      {"-h", {Flag::kHelp, false}},
+  };
+  return *flags;
+}
+
+std::optional<Command> CommandNamed(absl::string_view name) {
+  if (name == "summary") return Command::kSummary;
+  if (name == "group") return Command::kGroup;
+  if (name == "show") return Command::kShow;
+  if (name == "export") return Command::kExport;
+  return std::nullopt;
+}
+
+absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+// Lists malformed lines, at most kMaxMalformedListedPerFile per file.
+void ReportMalformed(const ReadResult& read, std::ostream& err) {
+  size_t i = 0;
+  while (i < read.malformed.size()) {
+    const std::string& file = read.malformed[i].where.file;
+    size_t end = i;
+    while (end < read.malformed.size() && read.malformed[end].where.file == file) ++end;
+    const size_t listed = std::min(end - i, static_cast<size_t>(kMaxMalformedListedPerFile));
+    for (size_t k = i; k < i + listed; ++k) {
+      const MalformedLine& bad = read.malformed[k];
+      err << "matrix-report: " << bad.where.file << ":" << bad.where.line
+          << ": malformed line skipped: " << bad.reason << "\n";
+    }
+    if (end - i > listed) {
+      err << "matrix-report: ... and " << (end - i - listed) << " more malformed lines in " << file
+          << "\n";
+    }
+    i = end;
+  }
+}
+
+}  // namespace
+
+const char* UsageText() { return kUsage; }
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                             const RunEnvironment& env) {
+  CommandLine cl;
+  std::vector<std::string> since;
+  std::vector<std::string> until;
+  bool options_done = false;
+  bool command_seen = false;
+  bool export_only_flag = false;
+  bool show_only_flag = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!options_done && arg == "--") {
+      options_done = true;
+      continue;
+    }
+    if (options_done || arg == "-" || arg.empty() || arg[0] != '-') {
+      if (!command_seen && cl.inputs.empty()) {
+        if (std::optional<Command> command = CommandNamed(arg); command.has_value()) {
+          cl.command = *command;
+          command_seen = true;
+          continue;
+        }
+      }
+      cl.inputs.push_back(arg);
+      continue;
+    }
+    std::string name = arg;
+    std::optional<std::string> value;
+    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    auto it = Flags().find(name);
+    if (it == Flags().end()) return UsageError(absl::StrCat("unknown option ", name));
+    const FlagSpec spec = it->second;
+    if (!spec.takes_value && value.has_value()) {
+      return UsageError(absl::StrCat(name, " takes no value"));
+    }
+    if (spec.takes_value && !value.has_value()) {
+      if (i + 1 >= args.size()) return UsageError(absl::StrCat(name, " needs a value"));
+      value = args[++i];
+    }
+    if (spec.takes_value && value->empty()) {
+      return UsageError(absl::StrCat(name, " needs a non-empty value"));
+    }
+    switch (spec.flag) {
+      case Flag::kTag:
+        cl.filter.tags.push_back(*value);
+        break;
+      case Flag::kDetail:
+        cl.filter.details.push_back(*value);
+        break;
+      case Flag::kKey:
+        cl.filter.keys.push_back(*value);
+        break;
+      case Flag::kScene:
+        cl.filter.scenes.push_back(*value);
+        break;
+      case Flag::kProcess:
+        cl.filter.processes.push_back(*value);
+        break;
+      case Flag::kSince:
+        since.push_back(*value);
+        break;
+      case Flag::kUntil:
+        until.push_back(*value);
+        break;
+      case Flag::kUtc:
+        cl.utc = true;
+        break;
+      case Flag::kLimit: {
+        int limit = 0;
+        if (!absl::SimpleAtoi(*value, &limit) || limit <= 0) {
+          return UsageError(absl::StrCat("--limit needs a positive number, not \"", *value, "\""));
+        }
+        cl.limit = limit;
+        break;
+      }
+      case Flag::kNewestFirst:
+        cl.newest_first = true;
+        show_only_flag = true;
+        break;
+      case Flag::kFullPaths:
+        cl.full_paths = true;
+        show_only_flag = true;
+        break;
+      case Flag::kFormat:
+        if (*value == "csv") {
+          cl.format = ExportFormat::kCsv;
+        } else if (*value == "json") {
+          cl.format = ExportFormat::kJson;
+        } else if (*value == "jsonl") {
+          cl.format = ExportFormat::kJsonLines;
+        } else {
+          return UsageError(absl::StrCat("--format is csv, json or jsonl, not \"", *value, "\""));
+        }
+        export_only_flag = true;
+        break;
+      case Flag::kGrouped:
+        cl.grouped = true;
+        export_only_flag = true;
+        break;
+      case Flag::kOutput:
+        cl.output = *value;
+        export_only_flag = true;
+        break;
+      case Flag::kHelp:
+        cl.help = true;
+        break;
+    }
+  }
+  if (cl.help) return cl;
+  if (export_only_flag && cl.command != Command::kExport) {
+    return UsageError("--format, --grouped and --output apply to the export command only");
+  }
+  if (show_only_flag && cl.command != Command::kShow) {
+    return UsageError("--newest-first and --full-paths apply to the show command only");
+  }
+  if (cl.limit.has_value() && cl.command != Command::kShow && cl.command != Command::kGroup) {
+    return UsageError("--limit applies to the group and show commands only");
+  }
+  if (cl.grouped && cl.format == ExportFormat::kJsonLines) {
+    return UsageError("--grouped exports csv or json, not jsonl");
+  }
+  if (since.size() > 1 || until.size() > 1) {
+    return UsageError("--since and --until may each be given once");
+  }
+  const absl::TimeZone tz = cl.utc ? absl::UTCTimeZone() : env.local_zone;
+  if (!since.empty()) {
+    absl::StatusOr<int64_t> ms = ParseTimeSpec(since[0], env.now, tz);
+    if (!ms.ok()) return UsageError(absl::StrCat("--since: ", ms.status().message()));
+    cl.filter.since_ms = *ms;
+  }
+  if (!until.empty()) {
+    absl::StatusOr<int64_t> ms = ParseTimeSpec(until[0], env.now, tz);
+    if (!ms.ok()) return UsageError(absl::StrCat("--until: ", ms.status().message()));
+    cl.filter.until_ms = *ms;
+  }
+  if (cl.filter.since_ms && cl.filter.until_ms && *cl.filter.since_ms >= *cl.filter.until_ms) {
+    return UsageError("--since must be before --until");
+  }
+  return cl;
+}
+
+int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
+                    std::ostream& err, const RunEnvironment& env) {
+  absl::StatusOr<CommandLine> parsed = ParseCommandLine(args, env);
+  if (!parsed.ok()) {
+    err << "matrix-report: " << parsed.status().message() << "\n"
+        << "Try 'matrix-report --help'.\n";
+    return kExitUsage;
+  }
+  CommandLine& cl = *parsed;
+  if (cl.help) {
+    out << kUsage;
+    return kExitOk;
+  }
+  if (cl.inputs.empty()) cl.inputs.push_back(kDefaultInput);
+
+  const ReadResult read = ReadIssueInputs(cl.inputs, &in);
+  for (const std::string& error : read.errors) err << "matrix-report: " << error << "\n";
+  ReportMalformed(read, err);
+  if (read.files.empty()) {
+    err << "matrix-report: no input: nothing could be read from "
+        << (cl.inputs.size() == 1 ? cl.inputs[0] : "the inputs given") << "\n";
+    return kExitNoInput;
+  }
+  const int status = read.errors.empty() ? kExitOk : kExitNoInput;
+
+  RenderOptions options;
+  options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
+  options.full_paths = cl.full_paths;
+  std::vector<const IssueRecord*> selected = SelectIssues(read.records, cl.filter);
+  const bool filtered = !cl.filter.empty();
+
+  std::string text;
+  switch (cl.command) {
+    case Command::kSummary:
+      text = RenderSummary(read, selected, filtered, options);
+      break;
+    case Command::kGroup: {
+      std::vector<IssueGroup> groups = GroupIssues(selected);
+      const size_t all = groups.size();
+      if (cl.limit.has_value() && groups.size() > static_cast<size_t>(*cl.limit)) {
+        groups.resize(static_cast<size_t>(*cl.limit));
+      }
+      text = RenderGroups(groups, options);
+      if (groups.size() < all) {
+        const size_t more = all - groups.size();
+        absl::StrAppend(&text, "\n(", more, more == 1 ? " more group" : " more groups",
+                        "; drop --limit to see ", more == 1 ? "it" : "them", ")\n");
+      }
+      break;
+    }
+    case Command::kShow: {
+      if (cl.newest_first) std::reverse(selected.begin(), selected.end());
+      const size_t all = selected.size();
+      if (cl.limit.has_value() && selected.size() > static_cast<size_t>(*cl.limit)) {
+        selected.resize(static_cast<size_t>(*cl.limit));
+      }
+      if (selected.empty()) text = filtered ? "no issues match the filters\n" : "no issues\n";
+      for (size_t i = 0; i < selected.size(); ++i) {
+        if (i > 0) text += "\n";
+        text += RenderIssue(*selected[i], options);
+      }
+      if (selected.size() < all) {
+        const size_t more = all - selected.size();
+        absl::StrAppend(&text, "\n(", more, more == 1 ? " more issue" : " more issues",
+                        "; drop --limit to see ", more == 1 ? "it" : "them", ")\n");
+      }
+      break;
+    }
+    case Command::kExport: {
+      std::string what = absl::StrCat(selected.size(), selected.size() == 1 ? " issue" : " issues");
+      if (cl.grouped) {
+        const std::vector<IssueGroup> groups = GroupIssues(selected);
+        what = absl::StrCat(groups.size(), groups.size() == 1 ? " group" : " groups", " of ", what);
+        text = cl.format == ExportFormat::kCsv ? ExportGroupsCsv(groups, options.time_zone)
+                                               : ExportGroupsJson(groups, options.time_zone);
+      } else if (cl.format == ExportFormat::kCsv) {
+        text = ExportCsv(selected, options.time_zone);
+      } else if (cl.format == ExportFormat::kJson) {
+        text = ExportJson(selected);
+      } else {
+        text = ExportJsonLines(selected);
+      }
+      if (!cl.output.empty()) {
+        std::ofstream file(cl.output, std::ios::out | std::ios::trunc | std::ios::binary);
+        file << text;
+        file.flush();
+        if (!file) {
+          err << "matrix-report: cannot write " << cl.output << ": " << std::strerror(errno)
+              << "\n";
+          return kExitNoInput;
+        }
+        err << "matrix-report: wrote " << what << " to " << cl.output << "\n";
+        return status;
+      }
+      break;
+    }
+  }
+  out << text;
+  out.flush();
+  return status;
+}
+
+}  // namespace matrix::report

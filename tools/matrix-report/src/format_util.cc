@@ -1,0 +1,100 @@
+#include "matrix/report/format_util.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace matrix::report {
+
+std::string JsonQuote(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string CsvField(absl::string_view s) {
+  const bool needs_quotes = s.find_first_of(",\"\r\n") != absl::string_view::npos ||
+                            (!s.empty() && (s.front() == ' ' || s.back() == ' '));
+  if (!needs_quotes) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+std::string FormatTimeMs(int64_t time_ms, absl::TimeZone tz) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::FromUnixMillis(time_ms), tz);
+}
+
+std::string FormatTimeMsRfc3339(int64_t time_ms, absl::TimeZone tz) {
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3S%Ez", absl::FromUnixMillis(time_ms), tz);
+}
+
+std::string FormatDurationMs(double ms) {
+  if (!std::isfinite(ms)) return absl::StrCat(ms, " ms");
+  if (std::fabs(ms) < 1000) return absl::StrFormat("%.1f ms", ms);
+  if (std::fabs(ms) < 60'000) return absl::StrFormat("%.2f s", ms / 1000);
+  const int64_t total_s = static_cast<int64_t>(std::llround(ms / 1000));
+  if (total_s < 3600) return absl::StrFormat("%d min %d s", total_s / 60, total_s % 60);
+  if (total_s < 86400) {
+    return absl::StrFormat("%d h %d min", total_s / 3600, (total_s % 3600) / 60);
+  }
+  return absl::StrFormat("%d d %d h", total_s / 86400, (total_s % 86400) / 3600);
+}
+
+std::string FormatNumber(double value, int precision) {
+  if (!std::isfinite(value)) return absl::StrCat(value);
+  std::string s = absl::StrFormat("%.*f", precision, value);
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
+absl::string_view Basename(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace matrix::report
