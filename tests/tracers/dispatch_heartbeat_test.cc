@@ -86,9 +86,10 @@ TEST_F(DispatchHeartbeatTest, Read_DuringAndAfterDispatch_ReflectsBeginEndAndThe
   EXPECT_TRUE(during.has_callback);
   EXPECT_EQ(during.posted_from.line_number(), post_line);
   EXPECT_THAT(during.posted_from.file_name(), EndsWith("dispatch_heartbeat_test.cc"));
-  ASSERT_NE(during.target, nullptr);
-  EXPECT_EQ(during.target, &handler_.ToString());
-  EXPECT_THAT(*during.target, StartsWith("Handler (matrix::HeartbeatTest$Ui)"));
+  ASSERT_NE(during.target_name, nullptr);
+  EXPECT_EQ(*during.target_name, "matrix::HeartbeatTest$Ui");
+  EXPECT_EQ(during.target_address, reinterpret_cast<uintptr_t>(&handler_));
+  EXPECT_EQ(during.TargetString(), handler_.ToString());
 
   EXPECT_FALSE(after.active);
   EXPECT_EQ(after.dispatch_number, 1u);
@@ -119,7 +120,20 @@ TEST_F(DispatchHeartbeatTest, Read_ForAWhatMessage_GivesWhatAndNoCallback) {
   EXPECT_EQ(during.dispatch_number, 2u);
   EXPECT_EQ(during.what, 77);
   EXPECT_FALSE(during.has_callback);
-  EXPECT_EQ(during.target, &what_handler.ToString());
+  EXPECT_EQ(during.TargetString(), what_handler.ToString());
+}
+
+TEST_F(DispatchHeartbeatTest, TargetName_StaysValidAfterTheHandlerIsGone) {
+  Start(LooperMonitor::Source::kDispatchObserver);
+  DispatchHeartbeat::Snapshot kept;
+  {
+    Handler short_lived(env_.looper(), "matrix::HeartbeatTest$ShortLived");
+    short_lived.Post([&] { kept = heartbeat_.Read(); });
+    RunPending();
+  }
+  // A watchdog may still hold the snapshot: the name is interned.
+  ASSERT_NE(kept.target_name, nullptr);
+  EXPECT_EQ(*kept.target_name, "matrix::HeartbeatTest$ShortLived");
 }
 
 TEST_F(DispatchHeartbeatTest, DispatchNumber_CountsEveryOutermostDispatch) {
@@ -138,7 +152,8 @@ TEST_F(DispatchHeartbeatTest, PrinterSource_PublishesTheBeginLine) {
 
   EXPECT_TRUE(during.active);
   EXPECT_THAT(during.log_line, StartsWith(">>>>> Dispatching to Handler (matrix::HeartbeatTest$Ui)"));
-  EXPECT_EQ(during.target, nullptr);  // Text only.
+  EXPECT_EQ(during.target_name, nullptr);  // Text only.
+  EXPECT_EQ(during.TargetString(), "");
   EXPECT_FALSE(during.posted_from.has_source_info());
 }
 
