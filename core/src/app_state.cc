@@ -37,7 +37,15 @@ std::vector<AppStateObserver*> AppState::SnapshotObservers() const {
 
 template <typename Fn>
 void AppState::Notify(Fn fn) {
-  for (AppStateObserver* observer : SnapshotObservers()) fn(observer);
+  for (AppStateObserver* observer : SnapshotObservers()) {
+    // An observer removed by an earlier one (and maybe destroyed since) is
+    // not called, as with ObserverList.
+    {
+      absl::MutexLock lock(&mu_);
+      if (std::find(observers_.begin(), observers_.end(), observer) == observers_.end()) continue;
+    }
+    fn(observer);
+  }
 }
 
 void AppState::SetVisibleScene(std::string_view name) {

@@ -34,7 +34,15 @@ Handler::Handler(Looper* looper, std::string name, bool async)
   MATRIX_CHECK(looper_ != nullptr, "A Handler needs a Looper");
 }
 
-Handler::~Handler() { looper_->queue()->RemoveCallbacksAndMessages(this, nullptr); }
+Handler::~Handler() {
+  if (looper_->IsCurrentThread()) {
+    looper_->queue()->RemoveCallbacksAndMessages(this, nullptr);
+  } else {
+    // One of our messages may be running on the looper thread right now,
+    // using what its owner is destroying: wait for it to finish.
+    looper_->queue()->RemoveAllAndWaitForDispatch(this);
+  }
+}
 
 void Handler::HandleMessage(Message&) {}
 

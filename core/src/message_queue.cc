@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <typeinfo>
 #include <utility>
 
@@ -25,7 +26,10 @@ std::string IdleHandler::Name() const {
 }
 
 MessageQueue::MessageQueue(const TickClock* clock, bool quit_allowed)
-    : clock_(clock), quit_allowed_(quit_allowed) {}
+    : clock_(clock), quit_allowed_(quit_allowed) {
+  absl::MutexLock lock(&mu_);
+  dispatching_.reserve(8);  // Nesting deeper than this allocates.
+}
 
 MessageQueue::~MessageQueue() {
   Message* pending;
@@ -69,11 +73,18 @@ void MessageQueue::RecycleLocked(Message* msg) {
 }
 
 void MessageQueue::Recycle(Message* msg) {
-  // Destroy the payload outside the lock: it may run arbitrary destructors.
-  Message released = std::move(*msg);
-  (void)released;
+  const Handler* target = msg->target_;
+  {
+    // Destroy the payload outside the lock: it may run arbitrary destructors.
+    Message released = std::move(*msg);
+    (void)released;
+  }
   absl::MutexLock lock(&mu_);
   RecycleLocked(msg);
+  // The innermost dispatch of `target` is over.
+  auto it = std::find(dispatching_.rbegin(), dispatching_.rend(), target);
+  if (it != dispatching_.rend()) dispatching_.erase(std::next(it).base());
+  if (dispatch_waiters_ > 0) dispatch_done_.SignalAll();
 }
 
 void MessageQueue::InsertLocked(Message* msg) {
@@ -263,6 +274,25 @@ void MessageQueue::RemoveCallbacksAndMessages(const Handler* h, const void* toke
   DisposeRemoved(removed);
 }
 
+void MessageQueue::RemoveAllAndWaitForDispatch(const Handler* h) {
+  Message* removed = nullptr;
+  Message** tail = &removed;
+  {
+    absl::MutexLock lock(&mu_);
+    ++dispatch_waiters_;
+    for (;;) {
+      // Again after each wait: the running message may have posted more.
+      *tail = UnlinkIfLocked(
+          [&](const Message& m) { return !m.is_sync_barrier() && m.target_ == h; });
+      while (*tail != nullptr) tail = &(*tail)->next_;
+      if (std::find(dispatching_.begin(), dispatching_.end(), h) == dispatching_.end()) break;
+      dispatch_done_.Wait(&mu_);
+    }
+    --dispatch_waiters_;
+  }
+  DisposeRemoved(removed);
+}
+
 bool MessageQueue::IsIdle() const {
   const TimeTicks now = clock_->NowTicks();
   absl::MutexLock lock(&mu_);
@@ -352,6 +382,7 @@ MessageQueue::NextResult MessageQueue::Next(absl::Duration max_wait, bool idle_h
         (prev ? prev->next_ : head_) = m->next_;
         m->next_ = nullptr;
         --count_;
+        dispatching_.push_back(m->target_);  // Until Recycle().
         return {NextResult::kMessage, m, now};
       }
     }

@@ -43,7 +43,14 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
   s.dropped += dropped;
   ++s.level_count[level];
   s.level_sum[level] += dropped;
-  s.frame_time += frame.refresh_rate.Intervals(dropped + 1);
+  auto rate_it = std::find_if(
+      s.intervals_by_rate.begin(), s.intervals_by_rate.end(),
+      [&](const auto& entry) { return entry.first == frame.refresh_rate.millihertz(); });
+  if (rate_it == s.intervals_by_rate.end()) {
+    s.intervals_by_rate.emplace_back(frame.refresh_rate.millihertz(), dropped + 1);
+  } else {
+    rate_it->second += dropped + 1;
+  }
   s.jitter_sum += std::max(frame.jitter(), absl::ZeroDuration());
   s.phase_sum[0] += frame.input;
   s.phase_sum[1] += frame.animation;
@@ -65,7 +72,7 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
   s.smoothness.push_back(100.0 * static_cast<double>(s.window_dropped) /
                          static_cast<double>(s.window_dropped + s.window_frames));
 
-  if (s.frame_time < options_.time_slice) return std::nullopt;
+  if (s.FrameTime() < options_.time_slice) return std::nullopt;
   proto::FrameReport report = Report(s);
   scenes_.erase(frame.scene);
   return report;
@@ -89,13 +96,22 @@ std::vector<proto::FrameReport> FrameStatsCollector::Flush() {
   return reports;
 }
 
+absl::Duration FrameStatsCollector::SceneStats::FrameTime() const {
+  absl::Duration total;
+  for (const auto& [mhz, intervals] : intervals_by_rate) {
+    total += RefreshRate::FromMillihertz(mhz).Intervals(intervals);
+  }
+  return total;
+}
+
 proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
   proto::FrameReport r;
   const double n = static_cast<double>(std::max<int64_t>(s.frames, 1));
+  const absl::Duration frame_time = s.FrameTime();
   r.set_scene(s.name);
   r.set_frames(s.frames);
   r.set_dropped_frames(s.dropped);
-  if (s.frames > 0) r.set_fps(n / absl::ToDoubleSeconds(s.frame_time));
+  if (s.frames > 0) r.set_fps(n / absl::ToDoubleSeconds(frame_time));
   auto fill = [](proto::DropLevels* levels, const int64_t (&v)[5]) {
     levels->set_best(v[0]);
     levels->set_normal(v[1]);
@@ -106,7 +122,7 @@ proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
   fill(r.mutable_drop_level(), s.level_count);
   fill(r.mutable_drop_sum(), s.level_sum);
   r.set_refresh_rate(s.hz_sum / n);
-  r.set_window_ms(absl::ToDoubleMilliseconds(s.frame_time));
+  r.set_window_ms(absl::ToDoubleMilliseconds(frame_time));
   r.set_input_ms(absl::ToDoubleMilliseconds(s.phase_sum[0]) / n);
   r.set_animation_ms(absl::ToDoubleMilliseconds(s.phase_sum[1]) / n);
   r.set_traversal_ms(absl::ToDoubleMilliseconds(s.phase_sum[2]) / n);

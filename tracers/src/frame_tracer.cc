@@ -42,13 +42,15 @@ void FrameTracer::OnAlive() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   monitor_registration_ = options_.monitor->AddObserver(this);
   draining_.store(true);
-  ScheduleDrain();
+  ScheduleDrain(drain_generation_.fetch_add(1) + 1);
 }
 
 void FrameTracer::OnDead() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   monitor_registration_.Reset();
   draining_.store(false);
+  drain_generation_.fetch_add(1);
+  worker_handler_->RemoveCallbacks(this);  // The periodic drain.
   worker_handler_->Post([this] { Drain(); });  // Deliver what is left.
 }
 
@@ -104,6 +106,10 @@ void FrameTracer::DoFrame(const FrameData& frame) {
         const int64_t ns = absl::ToInt64Nanoseconds(took);
         if (ns > slowest_sync_ns_.load(std::memory_order_relaxed)) {
           slowest_sync_ns_.store(ns, std::memory_order_relaxed);
+          // Already a slow frame: naming the culprit costs little more.
+          std::string name = listener->name();
+          absl::MutexLock lock(&slowest_mu_);
+          slowest_sync_name_ = std::move(name);
         }
       }
     });
@@ -118,11 +124,13 @@ void FrameTracer::OnInputHandled(SceneId scene, absl::Duration latency) {
   input_ring_->Push(InputLatency{scene, absl::ToInt64Nanoseconds(latency)});
 }
 
-void FrameTracer::ScheduleDrain() {
+void FrameTracer::ScheduleDrain(uint64_t generation) {
   worker_handler_->PostDelayed(
-      [this] {
+      [this, generation] {
         Drain();
-        if (draining_.load()) ScheduleDrain();
+        if (draining_.load() && drain_generation_.load() == generation) {
+          ScheduleDrain(generation);
+        }
       },
       this, options_.drain_period);
 }
@@ -170,11 +178,16 @@ void FrameTracer::Drain() {
   }
   const uint64_t slow = slow_sync_calls_.load();
   if (slow > warned_slow_calls_) {
+    std::string slowest_name;
+    {
+      absl::MutexLock lock(&slowest_mu_);
+      slowest_name = slowest_sync_name_;
+    }
     Logger()->warn(
-        "FrameTracer: {} sync frame listener call(s) took longer than {}; slowest {}. "
+        "FrameTracer: {} sync frame listener call(s) took longer than {}; slowest {} ({}). "
         "Give slow listeners an executor.",
         slow - warned_slow_calls_, absl::FormatDuration(options_.slow_sync_listener),
-        absl::FormatDuration(absl::Nanoseconds(slowest_sync_ns_.load())));
+        absl::FormatDuration(absl::Nanoseconds(slowest_sync_ns_.load())), slowest_name);
     warned_slow_calls_ = slow;
   }
 }

@@ -15,7 +15,10 @@
 //   handler.PostDelayed([] { Tick(); }, /*token=*/&tick_token, absl::Seconds(1));
 //   handler.RemoveCallbacks(&tick_token);
 //
-// Destroying a Handler removes its pending messages.
+// Destroying a Handler removes its pending messages. Destroyed on another
+// thread than the looper's, it also waits for one of its messages that the
+// looper is dispatching at that moment, so the owner of a Handler can free
+// what its tasks use right after destroying it.
 //
 // Thread safety: posting, removal and queries are thread-safe. HandleMessage()
 // and tasks run on the looper thread.

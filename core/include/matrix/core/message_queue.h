@@ -92,6 +92,11 @@ class MessageQueue {
   void RemoveCallbacks(const Handler* h, const void* token);
   // Removes every message of `h` (null: of every handler) matching `token`.
   void RemoveCallbacksAndMessages(const Handler* h, const void* token);
+  // Removes every message of `h` and, while one of them is being dispatched
+  // (between Next() and Recycle()), waits for that dispatch to end. For a
+  // Handler's destructor on another thread than the looper's: calling it on
+  // the looper thread from inside such a dispatch would wait forever.
+  void RemoveAllAndWaitForDispatch(const Handler* h);
 
   // True when nothing is due now (empty, or the head is in the future).
   bool IsIdle() const;
@@ -131,7 +136,7 @@ class MessageQueue {
                   std::optional<TimeTicks> now_hint);
   // A snapshot of the idle handlers, for the looper to run.
   std::vector<IdleHandler*> IdleHandlersSnapshot() const;
-  // Returns a dispatched message's storage to the pool.
+  // Returns a dispatched message's storage to the pool; its dispatch is over.
   void Recycle(Message* msg);
 
  private:
@@ -161,6 +166,10 @@ class MessageQueue {
   bool quitting_ ABSL_GUARDED_BY(mu_) = false;
   int next_barrier_token_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<IdleHandler*> idle_handlers_ ABSL_GUARDED_BY(mu_);
+  // Targets of the messages being dispatched (nested loops: innermost last).
+  std::vector<const Handler*> dispatching_ ABSL_GUARDED_BY(mu_);
+  int dispatch_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::CondVar dispatch_done_;
 };
 
 }  // namespace matrix

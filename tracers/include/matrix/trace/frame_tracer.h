@@ -136,7 +136,9 @@ class FrameTracer : public Tracer {
   class SyncListenerEntry;
   // Empties the ring into the statistics and the async listeners (worker).
   void Drain();
-  void ScheduleDrain();
+  // Posts the periodic drain of timer `generation`; it re-posts itself only
+  // while that timer is current (a stop then start does not leave two).
+  void ScheduleDrain(uint64_t generation);
   void Deliver(const std::shared_ptr<AsyncSlot>& slot, std::vector<FrameData> frames);
 
   Options options_;
@@ -161,8 +163,13 @@ class FrameTracer : public Tracer {
   uint64_t reported_lost_ = 0;
 
   std::atomic<bool> draining_{false};  // Keep re-posting Drain() while true.
+  std::atomic<uint64_t> drain_generation_{0};
   std::atomic<uint64_t> slow_sync_calls_{0};
   std::atomic<int64_t> slowest_sync_ns_{0};
+  // The slowest sync listener's name(), taken on the looper thread only when
+  // a call is slow (and slower than any before), for the worker's warning.
+  absl::Mutex slowest_mu_;
+  std::string slowest_sync_name_ ABSL_GUARDED_BY(slowest_mu_);
   uint64_t warned_slow_calls_ = 0;
   MATRIX_THREAD_CHECKER(thread_checker_);
 };

@@ -1,0 +1,436 @@
+// Tests for the frame arithmetic: CountDroppedFrames at 60/90/120/144 Hz,
+// the drop levels and their scaling with the refresh rate, and
+// FrameStatsCollector's per-scene Trace_FPS statistics.
+
+#include "matrix/trace/frame_stats.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "matrix/core/refresh_rate.h"
+#include "matrix/trace/ui_thread_monitor.h"
+
+namespace {
+
+using ::matrix::ClassifyDroppedFrames;
+using ::matrix::CountDroppedFrames;
+using ::matrix::DropLevel;
+using ::matrix::DropThresholds;
+using ::matrix::FrameData;
+using ::matrix::FrameStatsCollector;
+using ::matrix::RefreshRate;
+using ::matrix::SceneId;
+using ::matrix::TimeTicks;
+using ::matrix::proto::FrameReport;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+const TimeTicks kBase = TimeTicks::FromNanoseconds(1'000'000'000);
+
+// --- CountDroppedFrames -------------------------------------------------------
+
+struct DropCase {
+  double hz;
+  int64_t end_after_vsync_ns;
+  int64_t dropped;
+};
+
+class CountDroppedFramesTest : public ::testing::TestWithParam<DropCase> {};
+
+TEST_P(CountDroppedFramesTest, FrameEndingAfterItsVsync_DropsWholeIntervals) {
+  const DropCase& c = GetParam();
+  const RefreshRate rate = RefreshRate::FromHz(c.hz);
+  EXPECT_EQ(CountDroppedFrames(kBase, kBase + absl::Nanoseconds(c.end_after_vsync_ns), TimeTicks(),
+                               rate),
+            c.dropped)
+      << c.hz << " Hz, frame ending " << c.end_after_vsync_ns << " ns after its vsync";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rates, CountDroppedFramesTest,
+    ::testing::Values(
+        // 60 Hz: 16.666667 ms intervals.
+        DropCase{60, 0, 0}, DropCase{60, 16'666'666, 0}, DropCase{60, 16'666'667, 1},
+        DropCase{60, 33'400'000, 2}, DropCase{60, 49'999'999, 2}, DropCase{60, 50'000'000, 3},
+        DropCase{60, 700'000'000, 42},
+        // 90 Hz: 11.111111 ms.
+        DropCase{90, 11'111'111, 0}, DropCase{90, 11'111'112, 1}, DropCase{90, 33'333'333, 2},
+        DropCase{90, 33'333'334, 3}, DropCase{90, 33'400'000, 3},
+        // 120 Hz: 8.333333 ms.
+        DropCase{120, 8'333'333, 0}, DropCase{120, 8'333'334, 1}, DropCase{120, 16'700'000, 2},
+        DropCase{120, 24'999'999, 2}, DropCase{120, 25'000'000, 3},
+        // 144 Hz: 6.944444 ms.
+        DropCase{144, 6'944'444, 0}, DropCase{144, 6'944'445, 1}, DropCase{144, 20'833'333, 2},
+        DropCase{144, 20'833'334, 3}, DropCase{144, 33'400'000, 4}),
+    [](const auto& info) {
+      return std::to_string(static_cast<int>(info.param.hz)) + "Hz_" +
+             std::to_string(info.param.end_after_vsync_ns) + "ns";
+    });
+
+TEST(CountDroppedFramesRuleTest, EndBeforeVsync_DropsNothing) {
+  EXPECT_EQ(CountDroppedFrames(kBase, kBase - absl::Milliseconds(1), TimeTicks(), RefreshRate()),
+            0);
+}
+
+TEST(CountDroppedFramesRuleTest, FrameQueuedBehindJankyOne_IsNotChargedForTheSameVsyncs) {
+  const RefreshRate rate = RefreshRate::FromHz(60);
+  // Frame 1: vsync at 0, ends at 40 ms: it dropped 2 vsyncs (16.7 and 33.3).
+  const TimeTicks v0 = kBase;
+  const TimeTicks end1 = v0 + absl::Milliseconds(40);
+  EXPECT_EQ(CountDroppedFrames(v0, end1, TimeTicks(), rate), 2);
+
+  // Frame 2 was due at the 16.7 ms vsync but could only start when frame 1
+  // ended, during the 33.3 ms vsync. Ending at 45 ms it missed nothing more.
+  const TimeTicks v1 = rate.TickAfter(v0, 1);
+  EXPECT_EQ(CountDroppedFrames(v1, v0 + absl::Milliseconds(45), end1, rate), 0);
+  // Ending at 55 ms it missed the 50 ms vsync: one more, not three.
+  EXPECT_EQ(CountDroppedFrames(v1, v0 + absl::Milliseconds(55), end1, rate), 1);
+  // Matrix would charge it (55 - 16.7) / 16.7 = 2 again.
+  EXPECT_EQ(CountDroppedFrames(v1, v0 + absl::Milliseconds(55), TimeTicks(), rate), 2);
+}
+
+TEST(CountDroppedFramesRuleTest, PreviousFrameEndedBeforeThisVsync_HasNoEffect) {
+  const RefreshRate rate = RefreshRate::FromHz(120);
+  const TimeTicks vsync = kBase + absl::Milliseconds(100);
+  EXPECT_EQ(CountDroppedFrames(vsync, vsync + absl::Milliseconds(25),
+                               vsync - absl::Milliseconds(1), rate),
+            3);
+}
+
+// --- Drop levels -------------------------------------------------------------
+
+struct LevelCase {
+  double hz;
+  int64_t dropped;
+  DropLevel level;
+};
+
+class ClassifyDroppedFramesTest : public ::testing::TestWithParam<LevelCase> {};
+
+TEST_P(ClassifyDroppedFramesTest, Thresholds_AreGivenAt60HzAndScaledToTheRate) {
+  const LevelCase& c = GetParam();
+  EXPECT_EQ(ClassifyDroppedFrames(c.dropped, RefreshRate::FromHz(c.hz), DropThresholds()), c.level)
+      << c.dropped << " dropped at " << c.hz << " Hz";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Levels, ClassifyDroppedFramesTest,
+    ::testing::Values(
+        // 60 Hz: BEST [0,3) NORMAL [3,9) MIDDLE [9,24) HIGH [24,42) FROZEN [42,inf).
+        LevelCase{60, 0, DropLevel::kBest}, LevelCase{60, 2, DropLevel::kBest},
+        LevelCase{60, 3, DropLevel::kNormal}, LevelCase{60, 8, DropLevel::kNormal},
+        LevelCase{60, 9, DropLevel::kMiddle}, LevelCase{60, 23, DropLevel::kMiddle},
+        LevelCase{60, 24, DropLevel::kHigh}, LevelCase{60, 41, DropLevel::kHigh},
+        LevelCase{60, 42, DropLevel::kFrozen}, LevelCase{60, 1000, DropLevel::kFrozen},
+        // 120 Hz: twice as many frames for the same time.
+        LevelCase{120, 5, DropLevel::kBest}, LevelCase{120, 6, DropLevel::kNormal},
+        LevelCase{120, 17, DropLevel::kNormal}, LevelCase{120, 18, DropLevel::kMiddle},
+        LevelCase{120, 47, DropLevel::kMiddle}, LevelCase{120, 48, DropLevel::kHigh},
+        LevelCase{120, 83, DropLevel::kHigh}, LevelCase{120, 84, DropLevel::kFrozen},
+        // 90 Hz (x1.5): 4.5 / 13.5 / 36 / 63.
+        LevelCase{90, 4, DropLevel::kBest}, LevelCase{90, 5, DropLevel::kNormal},
+        LevelCase{90, 13, DropLevel::kNormal}, LevelCase{90, 14, DropLevel::kMiddle},
+        LevelCase{90, 35, DropLevel::kMiddle}, LevelCase{90, 36, DropLevel::kHigh},
+        LevelCase{90, 62, DropLevel::kHigh}, LevelCase{90, 63, DropLevel::kFrozen},
+        // 144 Hz (x2.4): 7.2 / 21.6 / 57.6 / 100.8.
+        LevelCase{144, 7, DropLevel::kBest}, LevelCase{144, 8, DropLevel::kNormal},
+        LevelCase{144, 21, DropLevel::kNormal}, LevelCase{144, 22, DropLevel::kMiddle},
+        LevelCase{144, 57, DropLevel::kMiddle}, LevelCase{144, 58, DropLevel::kHigh},
+        LevelCase{144, 100, DropLevel::kHigh}, LevelCase{144, 101, DropLevel::kFrozen}),
+    [](const auto& info) {
+      return std::to_string(static_cast<int>(info.param.hz)) + "Hz_" +
+             std::to_string(info.param.dropped);
+    });
+
+TEST(ClassifyDroppedFramesCustomTest, CustomThresholds_AreUsed) {
+  const DropThresholds t{1, 2, 3, 4};
+  const RefreshRate r60 = RefreshRate::FromHz(60);
+  EXPECT_EQ(ClassifyDroppedFrames(0, r60, t), DropLevel::kBest);
+  EXPECT_EQ(ClassifyDroppedFrames(1, r60, t), DropLevel::kNormal);
+  EXPECT_EQ(ClassifyDroppedFrames(2, r60, t), DropLevel::kMiddle);
+  EXPECT_EQ(ClassifyDroppedFrames(3, r60, t), DropLevel::kHigh);
+  EXPECT_EQ(ClassifyDroppedFrames(4, r60, t), DropLevel::kFrozen);
+}
+
+// --- FrameStatsCollector -------------------------------------------------------
+
+// Builds vsync frames on a refresh grid, the way FrameTracer hands them over.
+class FrameMaker {
+ public:
+  explicit FrameMaker(RefreshRate rate = RefreshRate(), SceneId scene = 1)
+      : rate_(rate), scene_(scene) {}
+
+  // The next frame: its vsync is the next free tick; it drops `dropped`.
+  FrameData Next(int64_t dropped = 0) {
+    FrameData f;
+    f.scene = scene_;
+    f.is_vsync_frame = true;
+    f.refresh_rate = rate_;
+    f.intended_frame_time = rate_.TickAfter(kBase, tick_);
+    f.start = f.intended_frame_time;
+    f.end = f.intended_frame_time + rate_.Intervals(dropped) + absl::Microseconds(100);
+    f.dropped_frames = dropped;
+    f.frame_number = ++frame_number_;
+    tick_ += dropped + 1;
+    return f;
+  }
+  void set_scene(SceneId scene) { scene_ = scene; }
+  void set_rate(RefreshRate rate) { rate_ = rate; }
+
+ private:
+  RefreshRate rate_;
+  SceneId scene_;
+  int64_t tick_ = 0;
+  int64_t frame_number_ = 0;
+};
+
+FrameStatsCollector::Options SliceOf(absl::Duration slice) {
+  FrameStatsCollector::Options options;
+  options.time_slice = slice;
+  return options;
+}
+
+TEST(FrameStatsCollectorTest, NonVsyncFrames_AreIgnored) {
+  FrameStatsCollector collector(SliceOf(absl::Milliseconds(1)));
+  FrameData message;
+  message.is_vsync_frame = false;
+  message.end = kBase + absl::Seconds(5);
+  message.intended_frame_time = kBase;
+  EXPECT_FALSE(collector.Add(message, "Home").has_value());
+  EXPECT_THAT(collector.Flush(), IsEmpty());
+}
+
+TEST(FrameStatsCollectorTest, TimeSliceOfPerfectFrames_ReportsOnTheFrameThatCompletesIt) {
+  // 600 frames at 60 Hz are exactly 10 s of frame time: the 600th reports.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int i = 1; i < 600; ++i) {
+    ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value()) << "frame " << i;
+  }
+  std::optional<FrameReport> report = collector.Add(maker.Next(), "Home");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->scene(), "Home");
+  EXPECT_EQ(report->frames(), 600);
+  EXPECT_EQ(report->dropped_frames(), 0);
+  EXPECT_DOUBLE_EQ(report->fps(), 60.0);
+  EXPECT_DOUBLE_EQ(report->window_ms(), 10000.0);
+  EXPECT_DOUBLE_EQ(report->refresh_rate(), 60.0);
+  EXPECT_EQ(report->drop_level().best(), 600);
+
+  // The scene starts afresh: the next report needs another full slice.
+  for (int i = 1; i < 600; ++i) ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value());
+  ASSERT_TRUE(collector.Add(maker.Next(), "Home").has_value());
+}
+
+TEST(FrameStatsCollectorTest, TimeSliceAt144Hz_ReportsAfterExactlyTheSlice) {
+  // 1440 frames at 144 Hz are exactly 10 s.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(144));
+  for (int i = 1; i < 1440; ++i) {
+    ASSERT_FALSE(collector.Add(maker.Next(), "Game").has_value()) << "frame " << i;
+  }
+  std::optional<FrameReport> report = collector.Add(maker.Next(), "Game");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_DOUBLE_EQ(report->fps(), 144.0);
+  EXPECT_DOUBLE_EQ(report->refresh_rate(), 144.0);
+}
+
+TEST(FrameStatsCollectorTest, DroppedFrames_CountAsIntervalsOfFrameTime) {
+  // 5 frames on time and one that dropped 2: 6 frames over 8 intervals.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int64_t d : {0, 0, 0, 0, 0, 2}) {
+    ASSERT_FALSE(collector.Add(maker.Next(d), "Home").has_value());
+  }
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  const FrameReport& r = reports[0];
+  EXPECT_EQ(r.frames(), 6);
+  EXPECT_EQ(r.dropped_frames(), 2);
+  EXPECT_NEAR(r.fps(), 6.0 / (8.0 / 60.0), 1e-6);  // 45 fps.
+  EXPECT_NEAR(r.window_ms(), 8000.0 / 60.0, 1e-6);
+}
+
+TEST(FrameStatsCollectorTest, DropLevels_CountFramesAndSumDropsPerLevel) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(100)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int64_t d : {0, 2, 3, 8, 9, 23, 24, 41, 42, 50}) collector.Add(maker.Next(d), "Home");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  const FrameReport& r = reports[0];
+  EXPECT_EQ(r.drop_level().best(), 2);
+  EXPECT_EQ(r.drop_level().normal(), 2);
+  EXPECT_EQ(r.drop_level().middle(), 2);
+  EXPECT_EQ(r.drop_level().high(), 2);
+  EXPECT_EQ(r.drop_level().frozen(), 2);
+  EXPECT_EQ(r.drop_sum().best(), 2);
+  EXPECT_EQ(r.drop_sum().normal(), 11);
+  EXPECT_EQ(r.drop_sum().middle(), 32);
+  EXPECT_EQ(r.drop_sum().high(), 65);
+  EXPECT_EQ(r.drop_sum().frozen(), 92);
+  EXPECT_EQ(r.dropped_frames(), 202);
+}
+
+TEST(FrameStatsCollectorTest, DropLevelsAt120Hz_UseScaledThresholds) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(100)));
+  FrameMaker maker(RefreshRate::FromHz(120));
+  // At 60 Hz these would be NORMAL, MIDDLE, HIGH, FROZEN; at 120 Hz each is
+  // one level lower.
+  for (int64_t d : {5, 17, 47, 83}) collector.Add(maker.Next(d), "Game");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_EQ(reports[0].drop_level().best(), 1);
+  EXPECT_EQ(reports[0].drop_level().normal(), 1);
+  EXPECT_EQ(reports[0].drop_level().middle(), 1);
+  EXPECT_EQ(reports[0].drop_level().high(), 1);
+  EXPECT_EQ(reports[0].drop_level().frozen(), 0);
+}
+
+TEST(FrameStatsCollectorTest, InterleavedScenes_AreCountedSeparately) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  // Interleave A, B, A, B, ...: six frames each; one of A's drops 3.
+  for (int i = 0; i < 12; ++i) {
+    maker.set_scene(i % 2 == 0 ? 1 : 2);
+    ASSERT_FALSE(collector.Add(maker.Next(i == 4 ? 3 : 0), i % 2 == 0 ? "A" : "B").has_value());
+  }
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(2));
+  const FrameReport& a = reports[0].scene() == "A" ? reports[0] : reports[1];
+  const FrameReport& b = reports[0].scene() == "A" ? reports[1] : reports[0];
+  EXPECT_EQ(a.scene(), "A");
+  EXPECT_EQ(b.scene(), "B");
+  EXPECT_EQ(a.frames(), 6);
+  EXPECT_EQ(a.dropped_frames(), 3);
+  EXPECT_EQ(a.drop_level().normal(), 1);
+  EXPECT_EQ(b.frames(), 6);
+  EXPECT_EQ(b.dropped_frames(), 0);
+  EXPECT_EQ(b.drop_level().normal(), 0);
+  EXPECT_DOUBLE_EQ(b.fps(), 60.0);
+  EXPECT_NEAR(a.fps(), 6.0 / (9.0 / 60.0), 1e-6);  // 40 fps.
+}
+
+TEST(FrameStatsCollectorTest, TimeSlice_IsCountedPerScene) {
+  // 100 ms = 6 intervals at 60 Hz. A's frames reach it first.
+  FrameStatsCollector collector(SliceOf(absl::Milliseconds(100)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  std::vector<std::string> reported;
+  for (int i = 0; i < 4; ++i) {
+    maker.set_scene(1);
+    if (auto r = collector.Add(maker.Next(i == 1 ? 3 : 0), "A")) reported.push_back(r->scene());
+    maker.set_scene(2);
+    if (auto r = collector.Add(maker.Next(), "B")) reported.push_back(r->scene());
+  }
+  // A: 1 + 4 + 1 = 6 intervals at its third frame. B: 4 intervals so far.
+  EXPECT_EQ(reported, std::vector<std::string>({"A"}));
+  std::vector<FrameReport> rest = collector.Flush();
+  ASSERT_THAT(rest, SizeIs(2));
+}
+
+TEST(FrameStatsCollectorTest, PhaseCosts_AreAveragedPerFrame) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker;
+  FrameData f1 = maker.Next();
+  f1.input = absl::Milliseconds(2);
+  f1.animation = absl::Milliseconds(4);
+  f1.traversal = absl::Milliseconds(6);
+  f1.commit = absl::Milliseconds(1);
+  FrameData f2 = maker.Next();
+  f2.input = absl::Milliseconds(4);
+  f2.animation = absl::Milliseconds(2);
+  f2.traversal = absl::Milliseconds(10);
+  f2.commit = absl::Milliseconds(3);
+  collector.Add(f1, "Home");
+  collector.Add(f2, "Home");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_DOUBLE_EQ(reports[0].input_ms(), 3.0);
+  EXPECT_DOUBLE_EQ(reports[0].animation_ms(), 3.0);
+  EXPECT_DOUBLE_EQ(reports[0].traversal_ms(), 8.0);
+  EXPECT_DOUBLE_EQ(reports[0].commit_ms(), 2.0);
+  // Frame time: vsync to end, averaged (100 us each here).
+  EXPECT_NEAR(reports[0].frame_ms(), 0.1, 1e-9);
+}
+
+TEST(FrameStatsCollectorTest, RefreshRate_IsTheFrameWeightedAverage) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  collector.Add(maker.Next(), "Home");
+  maker.set_rate(RefreshRate::FromHz(120));
+  for (int i = 0; i < 3; ++i) collector.Add(maker.Next(), "Home");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_DOUBLE_EQ(reports[0].refresh_rate(), 105.0);
+  // 1/60 + 3/120 s = 41.67 ms for 4 frames.
+  EXPECT_NEAR(reports[0].fps(), 4.0 / (1.0 / 60 + 3.0 / 120), 1e-5);
+}
+
+TEST(FrameStatsCollectorTest, Smoothness_GivesTheWorstAndP95OfTheSlidingWindow) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker;
+  // The first frame drops 1 vsync, the 19 after it none. The percentage of
+  // dropped vsyncs in the window ending at frame k is 1 / (k + 1).
+  collector.Add(maker.Next(1), "Home");
+  for (int i = 0; i < 19; ++i) collector.Add(maker.Next(0), "Home");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_DOUBLE_EQ(reports[0].worst_dropped_percent(), 50.0);
+  // Nearest rank 19 of 20: the second worst, 1/3.
+  EXPECT_DOUBLE_EQ(reports[0].p95_dropped_percent(), 100.0 / 3.0);
+}
+
+TEST(FrameStatsCollectorTest, Smoothness_ForgetsDropsOlderThanTheWindow) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(100)));
+  FrameMaker maker;  // 60 Hz: a 1 s window holds 60 vsyncs.
+  for (int i = 0; i < 100; ++i) collector.Add(maker.Next(0), "Home");  // Ticks 0..99.
+  collector.Add(maker.Next(6), "Home");  // Tick 100: drops 6 (ticks 101..106).
+  for (int i = 0; i < 200; ++i) collector.Add(maker.Next(0), "Home");  // Ticks 107..306.
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  // While the jank is in the window (frames at ticks 107..159) the window
+  // holds 54 frames and 6 dropped vsyncs: 10 %. At tick 160 it leaves the
+  // window, so the 147 frames after it are at 0 %. Without forgetting, the
+  // share would keep shrinking (6 / (6 + 102 + k)) and stay below 6 %.
+  EXPECT_DOUBLE_EQ(reports[0].worst_dropped_percent(), 10.0);
+  EXPECT_DOUBLE_EQ(reports[0].p95_dropped_percent(), 10.0);
+}
+
+TEST(FrameStatsCollectorTest, LostFrames_AreReportedOnceWithTheNextReport) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker;
+  collector.AddLostFrames(7);
+  collector.Add(maker.Next(), "Home");
+  std::vector<FrameReport> first = collector.Flush();
+  ASSERT_THAT(first, SizeIs(1));
+  EXPECT_EQ(first[0].lost_frames(), 7);
+  collector.Add(maker.Next(), "Home");
+  std::vector<FrameReport> second = collector.Flush();
+  ASSERT_THAT(second, SizeIs(1));
+  EXPECT_EQ(second[0].lost_frames(), 0);
+}
+
+TEST(FrameStatsCollectorTest, Flush_ReportsEveryScenePendingAndStartsAfresh) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker;
+  maker.set_scene(1);
+  collector.Add(maker.Next(), "A");
+  maker.set_scene(2);
+  collector.Add(maker.Next(), "B");
+  collector.Add(maker.Next(), "B");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(2));
+  int64_t total = 0;
+  for (const FrameReport& r : reports) {
+    total += r.frames();
+    EXPECT_EQ(r.frames(), r.scene() == "A" ? 1 : 2);
+  }
+  EXPECT_EQ(total, 3);
+  EXPECT_THAT(collector.Flush(), IsEmpty());
+}
+
+}  // namespace

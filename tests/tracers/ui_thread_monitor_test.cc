@@ -1,0 +1,559 @@
+// Tests for UIThreadMonitor: begin / frame / end for every dispatch, vsync
+// frames told from other messages, the intended frame time, exact per-queue
+// costs, markers that never request frames, foreign frame hooks, observers
+// that change the set during callbacks, CPU sampling and SnapshotFrame().
+
+#include "matrix/trace/ui_thread_monitor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/choreographer.h"
+#include "matrix/core/handler.h"
+#include "matrix/core/looper.h"
+#include "matrix/core/observer_list.h"
+#include "matrix/testing/test_environment.h"
+#include "matrix/trace/looper_monitor.h"
+
+namespace {
+
+namespace mt = ::matrix::testing;
+using ::matrix::AppState;
+using ::matrix::Choreographer;
+using ::matrix::DispatchData;
+using ::matrix::FrameData;
+using ::matrix::Handler;
+using ::matrix::Looper;
+using ::matrix::LooperMonitor;
+using ::matrix::LooperObserver;
+using ::matrix::ObserverRegistration;
+using ::matrix::RefreshRate;
+using ::matrix::TimeTicks;
+using ::matrix::UIThreadMonitor;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+absl::Duration Ms(double ms) { return absl::Milliseconds(ms); }
+
+class RecordingObserver : public LooperObserver {
+ public:
+  explicit RecordingObserver(std::string name = "O") : name_(std::move(name)) {}
+  void DispatchBegin(const DispatchData& d) override {
+    log.push_back(name_ + ".begin");
+    begins.push_back(d);
+    if (on_begin) on_begin();
+  }
+  void DoFrame(const FrameData& f) override {
+    log.push_back(name_ + ".frame");
+    frames.push_back(f);
+    if (on_frame) on_frame();
+  }
+  void DispatchEnd(const DispatchData& d) override {
+    log.push_back(name_ + ".end");
+    ends.push_back(d);
+    if (on_end) on_end();
+  }
+
+  std::vector<std::string> log;
+  std::vector<DispatchData> begins;
+  std::vector<FrameData> frames;
+  std::vector<DispatchData> ends;
+  std::function<void()> on_begin, on_frame, on_end;
+
+ private:
+  std::string name_;
+};
+
+mt::TestEnvironment::Options ManualVsync() {
+  mt::TestEnvironment::Options options;
+  options.auto_vsync = false;
+  return options;
+}
+
+class UIThreadMonitorTest : public ::testing::Test {
+ protected:
+  explicit UIThreadMonitorTest(mt::TestEnvironment::Options options = ManualVsync())
+      : env_(options) {
+    AppState::Get()->ResetForTesting();
+  }
+
+  void StartMonitor(UIThreadMonitor::Options options = {}) {
+    looper_monitor_.Start();
+    monitor_ = std::make_unique<UIThreadMonitor>(&looper_monitor_, env_.choreographer(), options);
+    monitor_->Start();
+    registration_ = monitor_->AddObserver(&observer_);
+  }
+
+  void RunPending() { env_.FastForwardBy(absl::ZeroDuration()); }
+
+  // Fires the requested vsync at `timestamp` and runs the frame.
+  void FireVsyncAt(TimeTicks timestamp) {
+    ASSERT_TRUE(env_.vsync()->Fire(timestamp));
+    RunPending();
+  }
+
+  // Posts a frame whose INPUT, ANIMATION, TRAVERSAL and COMMIT callbacks
+  // each take the given fake time.
+  void PostFrame(absl::Duration input, absl::Duration animation, absl::Duration traversal,
+                 absl::Duration commit) {
+    Choreographer* c = env_.choreographer();
+    c->PostCallback(Choreographer::kInput, [this, input] { env_.AdvanceClock(input); });
+    c->PostCallback(Choreographer::kAnimation, [this, animation] { env_.AdvanceClock(animation); });
+    c->PostCallback(Choreographer::kTraversal, [this, traversal] { env_.AdvanceClock(traversal); });
+    c->PostCallback(Choreographer::kCommit, [this, commit] { env_.AdvanceClock(commit); });
+  }
+
+  mt::TestEnvironment env_;
+  Handler handler_{env_.looper(), "matrix::UIThreadMonitorTest"};
+  LooperMonitor looper_monitor_{env_.looper()};
+  std::unique_ptr<UIThreadMonitor> monitor_;
+  RecordingObserver observer_;
+  ObserverRegistration registration_;
+};
+
+TEST_F(UIThreadMonitorTest, EveryDispatch_GivesBeginAndEnd_AVsyncFrameAlsoDoFrameBetween) {
+  StartMonitor();
+  handler_.Post([] {});
+  RunPending();
+  env_.choreographer()->PostCallback(Choreographer::kTraversal, [] {});
+  FireVsyncAt(env_.Now());
+  handler_.Post([] {});
+  RunPending();
+
+  // Plain messages get no DoFrame (Matrix calls it for every message, which
+  // is how its classic FPS counted messages as frames).
+  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.end",             //
+                                         "O.begin", "O.frame", "O.end",  //
+                                         "O.begin", "O.end"));
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  EXPECT_TRUE(observer_.frames[0].is_vsync_frame);
+  EXPECT_FALSE(observer_.ends[0].is_vsync_frame);
+  EXPECT_TRUE(observer_.ends[1].is_vsync_frame);
+  EXPECT_FALSE(observer_.ends[2].is_vsync_frame);
+  // Dispatch numbers come from the heartbeat and match begin to end.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(observer_.begins[i].dispatch_number, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(observer_.ends[i].dispatch_number, static_cast<uint64_t>(i + 1));
+  }
+}
+
+TEST_F(UIThreadMonitorTest, PlainMessage_DispatchDataHasItsTimes) {
+  StartMonitor();
+  const TimeTicks t0 = env_.Now();
+  handler_.Post([this] { env_.AdvanceClock(Ms(12)); });
+  RunPending();
+
+  EXPECT_THAT(observer_.frames, IsEmpty());
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  EXPECT_FALSE(observer_.ends[0].is_vsync_frame);
+  EXPECT_EQ(observer_.begins[0].begin, t0);
+  EXPECT_EQ(observer_.ends[0].begin, t0);
+  EXPECT_EQ(observer_.ends[0].end, t0 + Ms(12));
+}
+
+TEST_F(UIThreadMonitorTest, VsyncFrame_IntendedFrameTimeIsTheVsyncTimestamp) {
+  StartMonitor();
+  AppState::Get()->OnSceneShown("Settings");
+  env_.choreographer()->PostCallback(Choreographer::kInput, [] {});
+  ASSERT_TRUE(env_.vsync()->vsync_requested());
+  const TimeTicks vsync = env_.Now();
+  env_.AdvanceClock(Ms(6));  // The frame message runs 6 ms after its vsync.
+  FireVsyncAt(vsync);
+
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  const FrameData& f = observer_.frames[0];
+  EXPECT_TRUE(f.is_vsync_frame);
+  EXPECT_EQ(f.intended_frame_time, vsync);
+  EXPECT_EQ(f.start, vsync + Ms(6));
+  EXPECT_EQ(f.end, vsync + Ms(6));
+  EXPECT_EQ(f.jitter(), Ms(6));
+  EXPECT_EQ(f.refresh_rate, RefreshRate::FromHz(60));
+  EXPECT_EQ(f.frame_number, 1);
+  EXPECT_EQ(f.scene, AppState::Get()->InternScene("Settings"));
+}
+
+TEST_F(UIThreadMonitorTest, VsyncFrameLateByIntervals_IntendedStaysTheOriginalVsync) {
+  StartMonitor();
+  env_.choreographer()->PostCallback(Choreographer::kInput, [] {});
+  const TimeTicks vsync = env_.Now();
+  env_.AdvanceClock(Ms(40));  // The Choreographer skips to a later vsync...
+  FireVsyncAt(vsync);
+
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  // ...but the frame is charged from the vsync that started it (Matrix's
+  // mTimestampNanos), not from the adjusted frame time.
+  EXPECT_EQ(observer_.frames[0].intended_frame_time, vsync);
+  EXPECT_GT(env_.choreographer()->frame_info().frame_time, vsync);
+}
+
+TEST_F(UIThreadMonitorTest, VsyncFrame_ReportsExactPerPhaseCosts) {
+  StartMonitor();
+  PostFrame(Ms(5), Ms(7), Ms(20), Ms(1));
+  const TimeTicks vsync = env_.Now();
+  FireVsyncAt(vsync);
+
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  const FrameData& f = observer_.frames[0];
+  EXPECT_TRUE(f.is_vsync_frame);
+  EXPECT_EQ(f.input, Ms(5));
+  EXPECT_EQ(f.animation, Ms(7));
+  EXPECT_EQ(f.traversal, Ms(20));
+  EXPECT_EQ(f.commit, Ms(1));
+  EXPECT_EQ(f.end, vsync + Ms(33));
+}
+
+TEST_F(UIThreadMonitorTest, VsyncFrame_InsetsAnimationCountsAsAnimation) {
+  StartMonitor();
+  PostFrame(Ms(1), Ms(2), Ms(3), Ms(4));
+  env_.choreographer()->PostCallback(Choreographer::kInsetsAnimation,
+                                     [this] { env_.AdvanceClock(Ms(10)); });
+  FireVsyncAt(env_.Now());
+
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  EXPECT_EQ(observer_.frames[0].input, Ms(1));
+  EXPECT_EQ(observer_.frames[0].animation, Ms(12));
+  EXPECT_EQ(observer_.frames[0].traversal, Ms(3));
+  EXPECT_EQ(observer_.frames[0].commit, Ms(4));
+}
+
+TEST_F(UIThreadMonitorTest, ConsecutiveFrames_EachIsTimedAndMessagesBetweenAreNotFrames) {
+  StartMonitor();
+  PostFrame(Ms(1), Ms(2), Ms(3), Ms(4));
+  FireVsyncAt(env_.Now());
+  handler_.Post([this] { env_.AdvanceClock(Ms(2)); });
+  RunPending();
+  env_.AdvanceClock(Ms(10));
+  PostFrame(Ms(4), Ms(3), Ms(2), Ms(1));
+  FireVsyncAt(env_.Now());
+
+  ASSERT_THAT(observer_.frames, SizeIs(2));
+  ASSERT_THAT(observer_.ends, SizeIs(3));
+  EXPECT_TRUE(observer_.frames[0].is_vsync_frame);
+  EXPECT_FALSE(observer_.ends[1].is_vsync_frame);
+  const FrameData& second = observer_.frames[1];
+  EXPECT_TRUE(second.is_vsync_frame);
+  EXPECT_EQ(second.frame_number, 2);
+  EXPECT_EQ(second.input, Ms(4));
+  EXPECT_EQ(second.animation, Ms(3));
+  EXPECT_EQ(second.traversal, Ms(2));
+  EXPECT_EQ(second.commit, Ms(1));
+}
+
+TEST_F(UIThreadMonitorTest, Markers_NeverRequestAFrameByThemselves) {
+  StartMonitor();
+  EXPECT_FALSE(env_.vsync()->vsync_requested());
+  env_.set_auto_vsync(true);
+  env_.FastForwardBy(absl::Seconds(1));
+  EXPECT_EQ(env_.vsync()->frames_fired(), 0);
+
+  // One frame the app asked for; the re-armed markers must not ask for more.
+  env_.choreographer()->PostCallback(Choreographer::kTraversal, [] {});
+  env_.FastForwardBy(absl::Seconds(1));
+  EXPECT_EQ(env_.vsync()->frames_fired(), 1);
+  EXPECT_FALSE(env_.vsync()->vsync_requested());
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  EXPECT_TRUE(observer_.frames[0].is_vsync_frame);
+}
+
+TEST_F(UIThreadMonitorTest, Stop_RemovesTheMarkersAndStopsObserving) {
+  StartMonitor();
+  EXPECT_TRUE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
+  monitor_->Stop();
+  EXPECT_FALSE(monitor_->is_alive());
+  EXPECT_FALSE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
+
+  handler_.Post([] {});
+  RunPending();
+  env_.choreographer()->PostCallback(Choreographer::kInput, [] {});
+  FireVsyncAt(env_.Now());
+  EXPECT_THAT(observer_.log, IsEmpty());
+}
+
+// --- Foreign render loops -----------------------------------------------------
+
+TEST_F(UIThreadMonitorTest, ForeignFrameHooks_GiveTheSameFrameDataAsTheChoreographer) {
+  StartMonitor();
+  const TimeTicks vsync = env_.Now();
+  env_.AdvanceClock(Ms(2));
+  PostFrame(Ms(5), Ms(7), Ms(20), Ms(1));
+  FireVsyncAt(vsync);
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  const FrameData ours = observer_.frames[0];
+
+  // The same frame, reported by a foreign loop with explicit timestamps.
+  LooperMonitor foreign(env_.clock());
+  UIThreadMonitor foreign_monitor(&foreign, /*choreographer=*/nullptr, {});
+  foreign_monitor.Start();
+  RecordingObserver foreign_observer("F");
+  ObserverRegistration r = foreign_monitor.AddObserver(&foreign_observer);
+  const TimeTicks begin = ours.start;
+  foreign.DispatchBegin(begin, "render");
+  foreign_monitor.MarkFrame(vsync, RefreshRate::FromHz(60), ours.frame_number);
+  foreign_monitor.MarkPhase(UIThreadMonitor::Phase::kInput, begin);
+  foreign_monitor.MarkPhase(UIThreadMonitor::Phase::kAnimation, begin + Ms(5));
+  foreign_monitor.MarkPhase(UIThreadMonitor::Phase::kTraversal, begin + Ms(12));
+  foreign_monitor.MarkPhase(UIThreadMonitor::Phase::kCommit, begin + Ms(32));
+  foreign.DispatchEnd(begin + Ms(33));
+
+  EXPECT_THAT(foreign_observer.log, ElementsAre("F.begin", "F.frame", "F.end"));
+  ASSERT_THAT(foreign_observer.frames, SizeIs(1));
+  const FrameData& theirs = foreign_observer.frames[0];
+  EXPECT_TRUE(theirs.is_vsync_frame);
+  EXPECT_EQ(theirs.scene, ours.scene);
+  EXPECT_EQ(theirs.start, ours.start);
+  EXPECT_EQ(theirs.end, ours.end);
+  EXPECT_EQ(theirs.intended_frame_time, ours.intended_frame_time);
+  EXPECT_EQ(theirs.refresh_rate, ours.refresh_rate);
+  EXPECT_EQ(theirs.frame_number, ours.frame_number);
+  EXPECT_EQ(theirs.input, ours.input);
+  EXPECT_EQ(theirs.animation, ours.animation);
+  EXPECT_EQ(theirs.traversal, ours.traversal);
+  EXPECT_EQ(theirs.commit, ours.commit);
+  EXPECT_EQ(ours.input, Ms(5));
+  EXPECT_EQ(ours.commit, Ms(1));
+  EXPECT_TRUE(foreign_observer.ends[0].is_vsync_frame);
+}
+
+TEST_F(UIThreadMonitorTest, ForeignDispatchWithoutMarkFrame_IsNotAFrame) {
+  LooperMonitor foreign(env_.clock());
+  UIThreadMonitor foreign_monitor(&foreign, nullptr, {});
+  foreign_monitor.Start();
+  RecordingObserver observer;
+  ObserverRegistration r = foreign_monitor.AddObserver(&observer);
+
+  foreign.DispatchBegin(env_.Now(), "event");
+  foreign.DispatchEnd(env_.Now() + Ms(3));
+  foreign.DispatchBegin(env_.Now() + Ms(5), "frame");
+  foreign_monitor.MarkFrame(env_.Now() + Ms(4), RefreshRate::FromHz(120));
+  foreign.DispatchEnd(env_.Now() + Ms(6));
+  foreign.DispatchBegin(env_.Now() + Ms(7), "event");
+  foreign.DispatchEnd(env_.Now() + Ms(8));
+
+  EXPECT_THAT(observer.log, ElementsAre("O.begin", "O.end",             //
+                                        "O.begin", "O.frame", "O.end",  //
+                                        "O.begin", "O.end"));
+  ASSERT_THAT(observer.frames, SizeIs(1));
+  EXPECT_TRUE(observer.frames[0].is_vsync_frame);
+  EXPECT_EQ(observer.frames[0].refresh_rate, RefreshRate::FromHz(120));
+  EXPECT_EQ(observer.frames[0].intended_frame_time, env_.Now() + Ms(4));
+  EXPECT_EQ(observer.frames[0].start, env_.Now() + Ms(5));
+  EXPECT_EQ(observer.frames[0].end, env_.Now() + Ms(6));
+  EXPECT_FALSE(observer.ends[2].is_vsync_frame);
+}
+
+// --- Observers changing the set during callbacks ------------------------------
+
+TEST_F(UIThreadMonitorTest, ObserverAddedDuringBegin_MissesThatDispatchOnly) {
+  StartMonitor();
+  RecordingObserver late("Late");
+  ObserverRegistration late_registration;
+  observer_.on_begin = [&] {
+    if (!late_registration.active()) late_registration = monitor_->AddObserver(&late);
+  };
+  PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+  FireVsyncAt(env_.Now());
+  EXPECT_THAT(late.log, IsEmpty());
+  PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+  FireVsyncAt(env_.Now());
+  EXPECT_THAT(late.log, ElementsAre("Late.begin", "Late.frame", "Late.end"));
+}
+
+TEST_F(UIThreadMonitorTest, ObserverRemovingItselfInDoFrame_GetsNoDispatchEnd) {
+  StartMonitor();
+  RecordingObserver other("Other");
+  ObserverRegistration other_registration = monitor_->AddObserver(&other);
+  observer_.on_frame = [&] { registration_.Reset(); };
+  for (int i = 0; i < 2; ++i) {
+    PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+    FireVsyncAt(env_.Now());
+  }
+  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.frame"));
+  EXPECT_THAT(other.log, ElementsAre("Other.begin", "Other.frame", "Other.end",  //
+                                     "Other.begin", "Other.frame", "Other.end"));
+}
+
+TEST_F(UIThreadMonitorTest, ObserverRemovedByAnotherDuringBegin_GetsNothing) {
+  StartMonitor();
+  RecordingObserver victim("V");
+  ObserverRegistration victim_registration = monitor_->AddObserver(&victim);
+  observer_.on_begin = [&] { victim_registration.Reset(); };
+  handler_.Post([] {});
+  RunPending();
+  EXPECT_THAT(victim.log, IsEmpty());
+  EXPECT_THAT(observer_.log, ElementsAre("O.begin", "O.end"));
+}
+
+TEST_F(UIThreadMonitorTest, ObserverDeclaringItsCallbacks_GetsOnlyThose) {
+  StartMonitor();
+  class FrameOnly : public LooperObserver {
+   public:
+    FrameOnly() : LooperObserver(kDoFrame) {}
+    void DispatchBegin(const DispatchData&) override { log.push_back("begin"); }
+    void DoFrame(const FrameData&) override { log.push_back("frame"); }
+    void DispatchEnd(const DispatchData&) override { log.push_back("end"); }
+    std::vector<std::string> log;
+  } frame_only;
+  class EndOnly : public LooperObserver {
+   public:
+    EndOnly() : LooperObserver(kDispatchEnd) {}
+    void DispatchBegin(const DispatchData&) override { log.push_back("begin"); }
+    void DoFrame(const FrameData&) override { log.push_back("frame"); }
+    void DispatchEnd(const DispatchData&) override { log.push_back("end"); }
+    std::vector<std::string> log;
+  } end_only;
+  ObserverRegistration r1 = monitor_->AddObserver(&frame_only);
+  ObserverRegistration r2 = monitor_->AddObserver(&end_only);
+
+  handler_.Post([] {});
+  RunPending();
+  PostFrame(Ms(1), Ms(1), Ms(1), Ms(1));
+  FireVsyncAt(env_.Now());
+
+  EXPECT_THAT(frame_only.log, ElementsAre("frame"));
+  EXPECT_THAT(end_only.log, ElementsAre("end", "end"));
+}
+
+// --- CPU sampling ---------------------------------------------------------------
+
+class UIThreadMonitorCpuTest : public UIThreadMonitorTest {
+ protected:
+  void StartWithSampler() {
+    watchdog_ = env_.CreateBackgroundLooper("matrix-watchdog");
+    UIThreadMonitor::Options options;
+    options.sampler_looper = watchdog_;
+    options.cpu_sample_period = Ms(50);
+    StartMonitor(options);
+  }
+  // The watchdog thread gets to run now (it is concurrent with the looper in
+  // real life; in the test environment we let it run mid-dispatch).
+  void LetWatchdogRun() {
+    while (watchdog_->PollOnce(absl::ZeroDuration()) == Looper::PollResult::kDispatched) {
+    }
+  }
+  Looper* watchdog_ = nullptr;
+};
+
+TEST_F(UIThreadMonitorCpuTest, LongDispatchCaughtBySampler_CarriesCpuTimeSinceTheSample) {
+  StartWithSampler();
+  handler_.Post([this] {
+    env_.AdvanceClock(Ms(60));
+    env_.clock()->AdvanceThreadCpuTime(Ms(45));
+    LetWatchdogRun();  // The sampler's 50 ms poll sees this dispatch running.
+    env_.AdvanceClock(Ms(40));
+    env_.clock()->AdvanceThreadCpuTime(Ms(30));
+  });
+  RunPending();
+
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  const DispatchData& d = observer_.ends[0];
+  EXPECT_TRUE(d.cpu_sampled);
+  EXPECT_EQ(d.cpu_time, Ms(30));
+  EXPECT_EQ(d.cpu_wall, Ms(40));
+  EXPECT_DOUBLE_EQ(d.CpuUsagePercent(), 75.0);
+}
+
+TEST_F(UIThreadMonitorCpuTest, ShortDispatch_CarriesNoCpuTime) {
+  StartWithSampler();
+  handler_.Post([this] {
+    env_.AdvanceClock(Ms(10));
+    env_.clock()->AdvanceThreadCpuTime(Ms(10));
+    LetWatchdogRun();  // Its poll is not due yet.
+  });
+  RunPending();
+
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  EXPECT_FALSE(observer_.ends[0].cpu_sampled);
+  EXPECT_EQ(observer_.ends[0].CpuUsagePercent(), -1);
+}
+
+TEST_F(UIThreadMonitorCpuTest, ShortDispatchCaughtInFlight_CarriesNoCpuTime) {
+  StartWithSampler();
+  env_.FastForwardBy(Ms(45));
+  handler_.Post([this] {
+    env_.AdvanceClock(Ms(8));
+    LetWatchdogRun();  // The 50 ms poll lands inside this 10 ms dispatch...
+    env_.AdvanceClock(Ms(2));
+  });
+  RunPending();
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  // ...but a dispatch shorter than the period is not worth a CPU-clock read.
+  EXPECT_FALSE(observer_.ends[0].cpu_sampled);
+}
+
+TEST_F(UIThreadMonitorCpuTest, SampleOfOneDispatch_IsNotGivenToTheNext) {
+  StartWithSampler();
+  handler_.Post([this] {
+    env_.AdvanceClock(Ms(60));
+    LetWatchdogRun();
+    env_.AdvanceClock(Ms(10));
+  });
+  handler_.Post([this] { env_.AdvanceClock(Ms(60)); });  // Long, but not caught.
+  RunPending();
+
+  ASSERT_THAT(observer_.ends, SizeIs(2));
+  EXPECT_TRUE(observer_.ends[0].cpu_sampled);
+  EXPECT_FALSE(observer_.ends[1].cpu_sampled);
+}
+
+TEST_F(UIThreadMonitorCpuTest, SamplerPollingAnIdleLooper_SamplesNothing) {
+  StartWithSampler();
+  env_.FastForwardBy(Ms(500));  // Ten polls, nothing running.
+  handler_.Post([this] { env_.AdvanceClock(Ms(5)); });
+  RunPending();
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  EXPECT_FALSE(observer_.ends[0].cpu_sampled);
+}
+
+TEST_F(UIThreadMonitorCpuTest, Stop_StopsTheSampler) {
+  StartWithSampler();
+  EXPECT_GT(env_.PendingMessageCount(), 0u);
+  const size_t with_sampler = watchdog_->queue()->PendingCount();
+  EXPECT_EQ(with_sampler, 1u);
+  monitor_->Stop();
+  EXPECT_EQ(watchdog_->queue()->PendingCount(), 0u);
+}
+
+// --- SnapshotFrame ---------------------------------------------------------------
+
+TEST_F(UIThreadMonitorCpuTest, SnapshotFrame_FromAnotherThreadMidFrame_GivesCostsSoFar) {
+  StartWithSampler();
+  UIThreadMonitor::FrameSnapshot during;
+  UIThreadMonitor::FrameSnapshot in_message;
+  Handler watchdog_handler(watchdog_, "watchdog");
+  Choreographer* c = env_.choreographer();
+  c->PostCallback(Choreographer::kInput, [this] { env_.AdvanceClock(Ms(5)); });
+  c->PostCallback(Choreographer::kAnimation, [this] { env_.AdvanceClock(Ms(7)); });
+  c->PostCallback(Choreographer::kTraversal, [&] {
+    env_.AdvanceClock(Ms(12));
+    watchdog_handler.Post([&] { during = monitor_->SnapshotFrame(env_.Now()); });
+    LetWatchdogRun();
+    env_.AdvanceClock(Ms(8));
+  });
+  FireVsyncAt(env_.Now());
+  const UIThreadMonitor::FrameSnapshot after = monitor_->SnapshotFrame(env_.Now());
+  handler_.Post([&] {
+    env_.AdvanceClock(Ms(3));
+    in_message = monitor_->SnapshotFrame(env_.Now());
+  });
+  RunPending();
+
+  EXPECT_TRUE(during.in_frame);
+  EXPECT_EQ(during.phase_costs[0], Ms(5));
+  EXPECT_EQ(during.phase_costs[1], Ms(7));
+  EXPECT_EQ(during.phase_costs[2], Ms(12));
+  EXPECT_EQ(during.phase_costs[3], absl::ZeroDuration());
+  EXPECT_FALSE(after.in_frame);
+  EXPECT_FALSE(in_message.in_frame);
+  EXPECT_EQ(in_message.phase_costs[0], absl::ZeroDuration());
+  ASSERT_THAT(observer_.frames, SizeIs(1));
+  EXPECT_EQ(observer_.frames[0].traversal, Ms(20));
+}
+
+}  // namespace
