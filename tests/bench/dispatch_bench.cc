@@ -1,13 +1,18 @@
 // The cost of monitoring per dispatched message and per drawn frame: the same
 // loop with monitoring off (the runtime alone) and with TracePlugin running
-// every tracer, in one run, so the difference is what matrix-cpp adds. Each
+// every tracer, in one run, so the difference is what matrix-cpp adds. Two more
+// rows give context: FrameTracer alone (TracePlugin with only FPS on), and the
+// baseline Matrix and BlockCanary stand on in Android, a Printer that receives
+// Android's ">>>>> Dispatching to ..." text lines for every message. Each
 // benchmark iteration is one message dispatched by Looper::Loop() (the
 // message itself advances the benchmark and posts the next), as a program
 // runs.
 //
 //   ./matrix_bench --benchmark_filter='BM_Dispatch|BM_Frame'
 
+#include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
@@ -25,12 +30,44 @@ class NullListener : public matrix::PluginListener {
   void OnReportIssue(const matrix::Issue&) override {}
 };
 
-// A main looper with a Choreographer on a manual vsync and, when `monitored`,
-// Matrix with a TracePlugin running every tracer. Torn down after each
-// benchmark so other benchmarks start clean.
+// What watches the loop. The benchmark argument.
+enum Mode : int64_t {
+  kOff = 0,          // the runtime alone
+  kAllTracers = 1,   // TracePlugin, every tracer on
+  kFrameTracer = 2,  // TracePlugin, FrameTracer only
+  kPrinterText = 3,  // no Matrix; a Printer receiving Android's text lines
+};
+
+const char* ModeLabel(int64_t mode) {
+  switch (mode) {
+    case kAllTracers:
+      return "all tracers";
+    case kFrameTracer:
+      return "FrameTracer only";
+    case kPrinterText:
+      return "Printer text lines";
+    default:
+      return "monitoring off";
+  }
+}
+
+// Matrix's LooperPrinter in Android: look at the first character of each line.
+class FirstCharPrinter : public matrix::Printer {
+ public:
+  void Println(std::string_view line) override {
+    begins_ += !line.empty() && line[0] == '>';
+    benchmark::DoNotOptimize(begins_);
+  }
+
+ private:
+  int64_t begins_ = 0;
+};
+
+// A main looper with a Choreographer on a manual vsync, watched as `mode`
+// says. Torn down after each benchmark so other benchmarks start clean.
 class Program {
  public:
-  explicit Program(bool monitored) {
+  explicit Program(int64_t mode) {
     // Both configurations run as Matrix::Init leaves the process: without
     // Abseil's mutex deadlock detection (see Matrix::Builder).
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -40,14 +77,19 @@ class Program {
     vsync_ = source.get();
     choreographer_ = matrix::Choreographer::Install(std::move(source));
     handler_ = std::make_unique<matrix::Handler>(looper_);
-    if (!monitored) return;
+    if (mode == kPrinterText) {
+      looper_->SetMessageLogging(&printer_);
+      return;
+    }
+    if (mode != kAllTracers && mode != kFrameTracer) return;
+    const bool all = mode == kAllTracers;
     auto config = matrix::TraceConfig::Builder()
                       .EnableFps(true)
-                      .EnableEvilMethodTrace(true)
-                      .EnableAnrTrace(true)
-                      .EnableStartup(true)
-                      .EnableIdleHandlerTrace(true)
-                      .EnableTouchEventTrace(true)
+                      .EnableEvilMethodTrace(all)
+                      .EnableAnrTrace(all)
+                      .EnableStartup(all)
+                      .EnableIdleHandlerTrace(all)
+                      .EnableTouchEventTrace(all)
                       .Build();
     auto trace = std::make_unique<matrix::TracePlugin>(*config);
     matrix::TracePlugin* plugin = trace.get();
@@ -59,6 +101,7 @@ class Program {
     (void)plugin->Start();
   }
   ~Program() {
+    looper_->SetMessageLogging(nullptr);
     matrix::Matrix::Shutdown();
     handler_.reset();
     matrix::Choreographer::ReleaseForTesting();
@@ -111,22 +154,36 @@ class Program {
   matrix::testing::ManualVsyncSource* vsync_ = nullptr;
   matrix::Choreographer* choreographer_ = nullptr;
   std::unique_ptr<matrix::Handler> handler_;
+  FirstCharPrinter printer_;
 };
 
 void BM_DispatchMessage(benchmark::State& state) {
-  Program program(/*monitored=*/state.range(0) != 0);
+  Program program(state.range(0));
   for (int i = 0; i < 10000; ++i) program.DispatchOne();  // Warm up.
   program.LoopMessages(state);
-  state.SetLabel(state.range(0) ? "all tracers" : "monitoring off");
+  state.SetLabel(ModeLabel(state.range(0)));
 }
-BENCHMARK(BM_DispatchMessage)->Arg(0)->Arg(1)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_DispatchMessage)
+    ->ArgName("mode")
+    ->Arg(kOff)
+    ->Arg(kAllTracers)
+    ->Arg(kFrameTracer)
+    ->Arg(kPrinterText)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_FrameDraw(benchmark::State& state) {
-  Program program(/*monitored=*/state.range(0) != 0);
+  Program program(state.range(0));
   for (int i = 0; i < 2000; ++i) program.DrawOne();
   program.LoopFrames(state);
-  state.SetLabel(state.range(0) ? "all tracers" : "monitoring off");
+  state.SetLabel(ModeLabel(state.range(0)));
 }
-BENCHMARK(BM_FrameDraw)->Arg(0)->Arg(1)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_FrameDraw)
+    ->ArgName("mode")
+    ->Arg(kOff)
+    ->Arg(kAllTracers)
+    ->Arg(kFrameTracer)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace

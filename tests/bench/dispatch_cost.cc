@@ -2,8 +2,11 @@
 // monitoring off or with every tracer on, for instruction counting under
 // callgrind, which is exact and repeatable on a noisy machine:
 //
-//   valgrind --tool=callgrind --toggle-collect=RunMeasured
+//   valgrind --tool=callgrind '--toggle-collect=*RunMeasured*'
 //       ./matrix_dispatch_cost --monitored --messages=100000   (one command)
+//
+// (RunMeasured is in an anonymous namespace, hence the wildcards.) For frames,
+// use --messages=0 --frames=N (messages default to 100000).
 //
 // Divide the total by N, and compare with the run without --monitored.
 
