@@ -61,7 +61,9 @@ TEST(EvilMethodE2ETest, SlowMethod_KeyIsC_TreeShowsCallersAndEarlierWork) {
   EXPECT_EQ(report.detail(), matrix::proto::NORMAL);
 
   // The key names C, in the report and as the issue's de-duplication key.
-  EXPECT_TRUE(absl::StrContains(report.stack_key(), "C()")) << report.stack_key();
+  EXPECT_TRUE(absl::StrContains(report.stack_key(), "C()"))
+      << report.stack_key() << "\n"
+      << report.stack_text();
   EXPECT_EQ(issue.key(), report.stack_key());
 
   // A > B > C with costs within 10% of the truth (800 ms).

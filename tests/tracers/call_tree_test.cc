@@ -455,7 +455,7 @@ TEST(CallTreeTest, Trim_BelowTreeDepth_RemovesWholeBranchesBottomUp) {
   EXPECT_TRUE(tree.empty());
 }
 
-TEST(CallTreeTest, Key_IsTheCostliestDeepCall) {
+TEST(CallTreeTest, Key_IsTheEndOfTheHotPath) {
   CallTree tree = Named(CallTree::Build(SlowDispatch().records()));
   std::optional<size_t> key = tree.KeyIndex(absl::Milliseconds(1101));
   ASSERT_TRUE(key.has_value());
@@ -477,6 +477,37 @@ TEST(CallTreeTest, Key_UsesMeasuredCostWhenLargerThanTheTree) {
   r.Enter(kA).Advance(absl::Milliseconds(150)).Call(kC, absl::Milliseconds(250)).Exit(kA);
   CallTree tree = Named(CallTree::Build(r.records()));
   EXPECT_EQ(tree.nodes()[*tree.KeyIndex(absl::ZeroDuration())].name, "C()");
+  EXPECT_EQ(tree.nodes()[*tree.KeyIndex(absl::Seconds(1))].name, "A()");
+}
+
+TEST(CallTreeTest, Key_FollowsTheHotPath_WhateverTheWrapperDepth) {
+  // dispatch > seven wrappers (std::invoke and friends in a debug build) >
+  // handler M (1100 ms) > { W (300 ms), A > B > C (800 ms) }. Ranked by
+  // (depth + 1) * cost, M (8 x 1100) would tie with C (11 x 800); one more
+  // wrapper would make M the key. The hot path names C at any depth.
+  for (int wrappers : {0, 7, 8, 20}) {
+    Records r;
+    r.DispatchBegin();
+    for (int i = 0; i < wrappers; ++i) r.Enter(kL);
+    r.Enter(kM).Call(kW, absl::Milliseconds(300));
+    r.Enter(kA).Enter(kB).Call(kC, absl::Milliseconds(800)).Exit(kB).Exit(kA).Exit(kM);
+    for (int i = 0; i < wrappers; ++i) r.Exit(kL);
+    r.DispatchEnd();
+    CallTree tree = Named(CallTree::Build(r.records()));
+    std::optional<size_t> key = tree.KeyIndex(absl::Milliseconds(1100));
+    ASSERT_TRUE(key.has_value());
+    EXPECT_EQ(tree.nodes()[*key].name, "C()") << wrappers << " wrappers\n" << tree.ToString();
+  }
+}
+
+TEST(CallTreeTest, Key_StopsWhereNoChildHoldsThirtyPercent) {
+  // A (1000 ms) spends its time in four 250 ms children: none reaches 30%, so
+  // A, the call that spread the work, is the key.
+  Records r;
+  r.DispatchBegin().Enter(kA);
+  for (uintptr_t fn : {kB, kC, kL, kM}) r.Call(fn, absl::Milliseconds(250));
+  r.Exit(kA).DispatchEnd();
+  CallTree tree = Named(CallTree::Build(r.records()));
   EXPECT_EQ(tree.nodes()[*tree.KeyIndex(absl::Seconds(1))].name, "A()");
 }
 

@@ -421,21 +421,28 @@ std::optional<size_t> CallTree::KeyIndex(absl::Duration total_cost) const {
   if (nodes_.empty()) return std::nullopt;
   const absl::Duration total = std::max(total_cost, MaxTopLevelCost());
   const absl::Duration limit = total * kKeyCostShare;
-  std::optional<size_t> best;       // Best above the limit, by (depth+1)*cost.
-  std::optional<size_t> costliest;  // Costliest non-dispatch call.
-  double best_score = -1;
+  // The costliest child of every call (the first one on ties); the last slot
+  // stands for the virtual root above the top-level calls.
+  constexpr int kNone = -1;
+  std::vector<int> costliest_child(nodes_.size() + 1, kNone);
+  std::optional<size_t> costliest;  // Costliest non-dispatch call, the fallback.
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const CallNode& node = nodes_[i];
-    if (node.kind == MethodKind::kDispatch) continue;
-    if (!costliest || node.cost > nodes_[*costliest].cost) costliest = i;
-    if (node.cost < limit) continue;
-    const double score = (node.depth + 1) * absl::ToDoubleNanoseconds(node.cost);
-    if (score > best_score) {
-      best_score = score;
-      best = i;
+    const size_t parent = node.parent < 0 ? nodes_.size() : static_cast<size_t>(node.parent);
+    int& child = costliest_child[parent];
+    if (child == kNone || node.cost > nodes_[child].cost) child = static_cast<int>(i);
+    if (node.kind != MethodKind::kDispatch &&
+        (!costliest || node.cost > nodes_[*costliest].cost)) {
+      costliest = i;
     }
   }
-  if (best) return best;
+  // Follow the costliest child down while it holds at least the limit.
+  int at = kNone;
+  for (int next = costliest_child[nodes_.size()]; next != kNone && nodes_[next].cost >= limit;
+       next = costliest_child[next]) {
+    at = next;
+  }
+  if (at != kNone && nodes_[at].kind != MethodKind::kDispatch) return static_cast<size_t>(at);
   if (costliest) return costliest;
   return size_t{0};
 }

@@ -3,7 +3,7 @@
 // EvilMethodTracer reports dispatches that take at least the evil-method
 // threshold (700 ms by default; changeable at run time) as Trace_EvilMethod,
 // detail NORMAL: the method-trace call tree of the dispatch, trimmed to 30
-// calls, its stack key (the costliest deep call), cost, CPU usage (thread CPU
+// calls, its stack key (the end of the hot path), cost, CPU usage (thread CPU
 // over wall time), the frame's queue costs, the scene and the message.
 //
 // On the looper thread it only remembers the dispatch; a slow one is handed

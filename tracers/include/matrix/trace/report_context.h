@@ -50,7 +50,7 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
 
 // A call tree from method-trace records, as the reports use it: trimmed to
 // CallTree::kDefaultTargetCount while it is built, names resolved with the
-// Symbolizer, and its key (Matrix's getTreeKey: the costliest deep call of
+// Symbolizer, and its key (CallTree::KeyIndex: the end of the hot path of
 // the work that cost `total_cost`), or "" when no traced call explains it.
 struct TracedCallTree {
   CallTree tree;
