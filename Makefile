@@ -11,7 +11,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
-.PHONY: demo test deps build test-asan test-tsan bench clean
+.PHONY: demo test deps build test-asan test-tsan bench package install clean
 
 demo: build
 	cd $(CURDIR) && ./$(BUILD)/samples/demo/matrix-demo $(DEMO_ARGS)
@@ -47,6 +47,16 @@ test-tsan:
 # Benchmarks against the budgets in docs/performance.md.
 bench: build
 	./$(BUILD)/tests/bench/matrix_bench --benchmark_min_time=0.2
+
+# A .deb of the libraries, headers, CMake package, pkg-config file and
+# matrix-report: build/packages/matrix-cpp-dev_<version>_<arch>.deb.
+package: build
+	cmake --build $(BUILD) --target package
+
+# Installs into PREFIX (default /usr/local): see docs/integration.md.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -1,12 +1,15 @@
 # Build helpers shared by every folder, in the style of Abseil's absl_cc_library.
 #
-#   matrix_cc_library(NAME core HDRS ... SRCS ... DEPS ... [PUBLIC_INCLUDE dir])
-#     creates the static library `matrix_core` and its alias `matrix::core`.
+#   matrix_cc_library(NAME core HDRS ... SRCS ... DEPS ... [PUBLIC_INCLUDE dir] [INTERNAL])
+#     creates the library `matrix_core` (static, or shared with BUILD_SHARED_LIBS)
+#     and its alias `matrix::core`, which is also its name in the installed
+#     package. INTERNAL: always static, neither installed nor exported.
 #   matrix_cc_test(NAME looper_test SRCS ... DEPS ... [LABELS ...] [TIMEOUT s])
 #     creates a GoogleTest binary and registers each case with ctest.
 #   matrix_cc_binary(NAME matrix-demo SRCS ... DEPS ...)
 
 include_guard(GLOBAL)
+include(GNUInstallDirs)
 
 set(MATRIX_WARNING_FLAGS -Wall -Wextra)
 if(MATRIX_WERROR)
@@ -28,17 +31,35 @@ function(_matrix_apply_common target)
 endfunction()
 
 function(matrix_cc_library)
-  cmake_parse_arguments(ARG "" "NAME;PUBLIC_INCLUDE" "HDRS;SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "INTERNAL" "NAME;PUBLIC_INCLUDE" "HDRS;SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
   set(target matrix_${ARG_NAME})
-  add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+  if(ARG_INTERNAL)
+    # Not installed: a tool's own code, always linked statically into it.
+    add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+  else()
+    # Static unless BUILD_SHARED_LIBS is ON; exported as matrix::<NAME>.
+    add_library(${target} ${ARG_SRCS} ${ARG_HDRS})
+    set_target_properties(${target} PROPERTIES
+        EXPORT_NAME ${ARG_NAME}
+        VERSION ${PROJECT_VERSION}
+        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+    set_property(GLOBAL APPEND PROPERTY MATRIX_EXPORTED_TARGETS ${target})
+  endif()
   add_library(matrix::${ARG_NAME} ALIAS ${target})
   if(NOT ARG_PUBLIC_INCLUDE)
     set(ARG_PUBLIC_INCLUDE ${CMAKE_CURRENT_SOURCE_DIR}/include)
   endif()
-  target_include_directories(${target} PUBLIC ${ARG_PUBLIC_INCLUDE}
-                             PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_include_directories(${target}
+      PUBLIC $<BUILD_INTERFACE:${ARG_PUBLIC_INCLUDE}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+      PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  # The public headers use C++20 (operator<=>, designated initializers): every
+  # user of the target compiles as C++20 at least, whatever it selects itself.
+  target_compile_features(${target} PUBLIC cxx_std_20)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   _matrix_apply_common(${target})
+  if(MATRIX_INSTALL AND NOT ARG_INTERNAL)
+    install(DIRECTORY ${ARG_PUBLIC_INCLUDE}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
 endfunction()
 
 function(matrix_cc_test)

@@ -32,13 +32,18 @@ if(NOT MATRIX_TRACE_SCOPES)
   add_compile_definitions(MATRIX_TRACE_SCOPES_DISABLED=1)
 endif()
 
-# matrix-cpp's public headers: never instrumented in user code.
-set(_MATRIX_TRACE_OWN_HEADERS
-    "${CMAKE_CURRENT_LIST_DIR}/../core/include/matrix/"
-    "${CMAKE_CURRENT_LIST_DIR}/../core/testing/include/matrix/"
-    "${CMAKE_CURRENT_LIST_DIR}/../tracers/include/matrix/"
-    "${CMAKE_CURRENT_LIST_DIR}/../plugins/include/matrix/"
-    "${PROJECT_BINARY_DIR}/proto/matrix/")
+# matrix-cpp's public headers: never instrumented in user code. The installed
+# package (matrix_cppConfig.cmake) sets MATRIX_TRACE_OWN_HEADERS to its include
+# directory before including this file; a source tree uses its own folders.
+get_property(_matrix_own_headers_set GLOBAL PROPERTY MATRIX_TRACE_OWN_HEADERS SET)
+if(NOT _matrix_own_headers_set)
+  set_property(GLOBAL PROPERTY MATRIX_TRACE_OWN_HEADERS
+      "${CMAKE_CURRENT_LIST_DIR}/../core/include/matrix/"
+      "${CMAKE_CURRENT_LIST_DIR}/../core/testing/include/matrix/"
+      "${CMAKE_CURRENT_LIST_DIR}/../tracers/include/matrix/"
+      "${CMAKE_CURRENT_LIST_DIR}/../plugins/include/matrix/"
+      "${PROJECT_BINARY_DIR}/proto/matrix/")
+endif()
 
 function(matrix_trace_methods target)
   cmake_parse_arguments(ARG "" "" "EXCLUDE" ${ARGN})
@@ -47,7 +52,8 @@ function(matrix_trace_methods target)
   endif()
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     set(excludes ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES} ${CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES})
-    foreach(dir ${_MATRIX_TRACE_OWN_HEADERS})
+    get_property(own_headers GLOBAL PROPERTY MATRIX_TRACE_OWN_HEADERS)
+    foreach(dir ${own_headers})
       get_filename_component(dir "${dir}" ABSOLUTE)
       list(APPEND excludes "${dir}/")
     endforeach()
