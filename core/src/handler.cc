@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "matrix/core/check.h"
 #include "matrix/core/interned_string.h"
+#include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
 
 namespace matrix {
@@ -18,6 +19,9 @@ std::string Describe(const Handler* h, const std::string& name) {
 
 Handler::Handler(Looper* looper, Callback* callback, bool async)
     : looper_(looper),
+      queue_(looper != nullptr ? looper->queue_ : nullptr),
+      clock_(looper != nullptr ? looper->clock() : nullptr),
+      looper_thread_(looper != nullptr ? looper->thread() : ThreadHandle()),
       callback_(callback),
       async_(async),
       name_(InternString("matrix::Handler")),
@@ -27,6 +31,9 @@ Handler::Handler(Looper* looper, Callback* callback, bool async)
 
 Handler::Handler(Looper* looper, std::string name, bool async)
     : looper_(looper),
+      queue_(looper != nullptr ? looper->queue_ : nullptr),
+      clock_(looper != nullptr ? looper->clock() : nullptr),
+      looper_thread_(looper != nullptr ? looper->thread() : ThreadHandle()),
       callback_(nullptr),
       async_(async),
       name_(InternString(name)),
@@ -35,12 +42,13 @@ Handler::Handler(Looper* looper, std::string name, bool async)
 }
 
 Handler::~Handler() {
-  if (looper_->IsCurrentThread()) {
-    looper_->queue()->RemoveCallbacksAndMessages(this, nullptr);
+  // Never touches looper_: it may be gone (its thread exited).
+  if (looper_thread_.IsCurrent()) {
+    queue_->RemoveCallbacksAndMessages(this, nullptr);
   } else {
     // One of our messages may be running on the looper thread right now,
     // using what its owner is destroying: wait for it to finish.
-    looper_->queue()->RemoveAllAndWaitForDispatch(this);
+    queue_->RemoveAllAndWaitForDispatch(this);
   }
 }
 
@@ -57,7 +65,17 @@ void Handler::DispatchMessage(Message& msg) {
 
 bool Handler::Enqueue(Message msg, TimeTicks when) {
   if (async_) msg.set_asynchronous(true);
-  return looper_->queue()->EnqueueMessage(std::move(msg), this, when);
+  if (queue_->EnqueueMessage(std::move(msg), this, when)) return true;
+  LogRefused();
+  return false;
+}
+
+void Handler::LogRefused() {
+  if (refusal_logged_.exchange(true, std::memory_order_relaxed)) return;
+  Logger()->warn("{} sending message to a Handler on a dead thread ({}); further refused "
+                 "messages of this handler are not logged",
+                 description_,
+                 queue_->IsShutDown() ? "its looper's thread has exited" : "its looper quit");
 }
 
 namespace {
@@ -71,7 +89,7 @@ Message TaskMessage(Task task, const void* token, Location from) {
 }  // namespace
 
 bool Handler::Post(Task task, Location from) {
-  return Enqueue(TaskMessage(std::move(task), nullptr, from), looper_->clock()->NowTicks());
+  return Enqueue(TaskMessage(std::move(task), nullptr, from), clock_->NowTicks());
 }
 
 bool Handler::PostDelayed(Task task, absl::Duration delay, Location from) {
@@ -81,7 +99,7 @@ bool Handler::PostDelayed(Task task, absl::Duration delay, Location from) {
 bool Handler::PostDelayed(Task task, const void* token, absl::Duration delay, Location from) {
   if (delay < absl::ZeroDuration()) delay = absl::ZeroDuration();
   return Enqueue(TaskMessage(std::move(task), token, from),
-                 looper_->clock()->NowTicks() + delay);
+                 clock_->NowTicks() + delay);
 }
 
 bool Handler::PostAtTime(Task task, TimeTicks when, Location from) {
@@ -97,12 +115,12 @@ bool Handler::PostAtFrontOfQueue(Task task, Location from) {
 }
 
 bool Handler::SendMessage(Message msg) {
-  return Enqueue(std::move(msg), looper_->clock()->NowTicks());
+  return Enqueue(std::move(msg), clock_->NowTicks());
 }
 
 bool Handler::SendMessageDelayed(Message msg, absl::Duration delay) {
   if (delay < absl::ZeroDuration()) delay = absl::ZeroDuration();
-  return Enqueue(std::move(msg), looper_->clock()->NowTicks() + delay);
+  return Enqueue(std::move(msg), clock_->NowTicks() + delay);
 }
 
 bool Handler::SendMessageAtTime(Message msg, TimeTicks when) {
@@ -111,7 +129,9 @@ bool Handler::SendMessageAtTime(Message msg, TimeTicks when) {
 
 bool Handler::SendMessageAtFrontOfQueue(Message msg) {
   if (async_) msg.set_asynchronous(true);
-  return looper_->queue()->EnqueueMessageAtFront(std::move(msg), this);
+  if (queue_->EnqueueMessageAtFront(std::move(msg), this)) return true;
+  LogRefused();
+  return false;
 }
 
 bool Handler::SendEmptyMessage(int what) { return SendMessage(Message(what)); }
@@ -125,21 +145,21 @@ bool Handler::SendEmptyMessageAtTime(int what, TimeTicks when) {
 }
 
 void Handler::RemoveMessages(int what, const void* token) {
-  looper_->queue()->RemoveMessages(this, what, token);
+  queue_->RemoveMessages(this, what, token);
 }
 
-void Handler::RemoveCallbacks(const void* token) { looper_->queue()->RemoveCallbacks(this, token); }
+void Handler::RemoveCallbacks(const void* token) { queue_->RemoveCallbacks(this, token); }
 
 void Handler::RemoveCallbacksAndMessages(const void* token) {
-  looper_->queue()->RemoveCallbacksAndMessages(this, token);
+  queue_->RemoveCallbacksAndMessages(this, token);
 }
 
 bool Handler::HasMessages(int what, const void* token) const {
-  return looper_->queue()->HasMessages(this, what, token);
+  return queue_->HasMessages(this, what, token);
 }
 
 bool Handler::HasCallbacks(const void* token) const {
-  return looper_->queue()->HasCallbacks(this, token);
+  return queue_->HasCallbacks(this, token);
 }
 
 }  // namespace matrix

@@ -17,9 +17,14 @@ std::atomic<Looper*> g_main_looper{nullptr};
 }  // namespace
 
 Looper::Looper(const TickClock* clock, bool quit_allowed)
-    : clock_(clock), queue_(clock, quit_allowed), thread_(ThreadHandle::Current()) {}
+    : clock_(clock),
+      queue_(std::make_shared<MessageQueue>(clock, quit_allowed)),
+      thread_(ThreadHandle::Current()) {}
 
 Looper::~Looper() {
+  // Handlers may outlive this looper (its thread exited): they share the
+  // queue, which from now on refuses their messages.
+  queue_->Shutdown();
   Looper* self = this;
   g_main_looper.compare_exchange_strong(self, nullptr);
 }
@@ -82,7 +87,7 @@ Looper::PollResult Looper::PollOnce(absl::Duration timeout) {
 Looper::PollResult Looper::Poll(absl::Duration timeout) {
   for (;;) {
     std::optional<TimeTicks> hint = std::exchange(now_hint_, std::nullopt);
-    MessageQueue::NextResult next = queue_.Next(timeout, idle_handlers_ran_, hint);
+    MessageQueue::NextResult next = queue_->Next(timeout, idle_handlers_ran_, hint);
     switch (next.kind) {
       case MessageQueue::NextResult::kMessage:
         Dispatch(next.message, next.now);
@@ -137,7 +142,7 @@ void Looper::Dispatch(Message* msg, TimeTicks begin) {
       }
       if (printer != nullptr) printer->Println(EndLine(*msg));
       --looper->dispatch_depth_;
-      looper->queue_.Recycle(msg);
+      looper->queue_->Recycle(msg);
     }
   };
 
@@ -155,7 +160,7 @@ void Looper::Dispatch(Message* msg, TimeTicks begin) {
 }
 
 void Looper::RunIdleHandlers() {
-  for (IdleHandler* handler : queue_.IdleHandlersSnapshot()) {
+  for (IdleHandler* handler : queue_->IdleHandlersSnapshot()) {
     struct Finisher {
       Looper* looper;
       IdleHandler* handler;
@@ -177,7 +182,7 @@ void Looper::RunIdleHandlers() {
       finisher.scope->Notify(
           [&](DispatchObserver* o) { o->OnIdleHandlerBegin(*handler, finisher.begin); });
     }
-    if (!handler->QueueIdle()) queue_.RemoveIdleHandler(handler);
+    if (!handler->QueueIdle()) queue_->RemoveIdleHandler(handler);
   }
 }
 
@@ -187,13 +192,13 @@ void Looper::Flush() {
   Handler handler(this, "matrix::Looper$Flush");
   if (!handler.Post([done] { done->Notify(); })) return;  // Quitting.
   while (!done->WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    if (queue_.IsQuitting() || !is_looping()) return;
+    if (queue_->IsQuitting() || !is_looping()) return;
   }
 }
 
-void Looper::Quit() { queue_.Quit(/*safe=*/false); }
+void Looper::Quit() { queue_->Quit(/*safe=*/false); }
 
-void Looper::QuitSafely() { queue_.Quit(/*safe=*/true); }
+void Looper::QuitSafely() { queue_->Quit(/*safe=*/true); }
 
 ObserverRegistration Looper::AddDispatchObserver(DispatchObserver* observer) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);

@@ -190,6 +190,14 @@ Plugin* Matrix::GetPluginByTag(std::string_view tag) const {
   return nullptr;
 }
 
+int64_t Matrix::listener_failures() const {
+  int64_t total = 0;
+  for (const auto& plugin : plugins_) {
+    if (plugin != nullptr) total += plugin->listener_failures();
+  }
+  return total;
+}
+
 absl::Status Matrix::StartAllPlugins() {
   absl::Status first;
   for (const auto& plugin : plugins_) first.Update(plugin->Start());

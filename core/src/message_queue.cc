@@ -362,6 +362,23 @@ bool MessageQueue::IsQuitting() const {
   return quitting_;
 }
 
+void MessageQueue::Shutdown() {
+  Message* removed;
+  {
+    absl::MutexLock lock(&mu_);
+    quitting_ = true;
+    shut_down_ = true;
+    removed = UnlinkIfLocked([](const Message&) { return true; });
+    cv_.SignalAll();
+  }
+  DisposeRemoved(removed);
+}
+
+bool MessageQueue::IsShutDown() const {
+  absl::MutexLock lock(&mu_);
+  return shut_down_;
+}
+
 MessageQueue::NextResult MessageQueue::Next(absl::Duration max_wait, bool idle_handlers_done,
                                             std::optional<TimeTicks> now_hint) {
   absl::MutexLock lock(&mu_);

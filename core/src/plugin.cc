@@ -1,7 +1,13 @@
 #include "matrix/core/plugin.h"
 
+#include <cxxabi.h>
 #include <errno.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <typeinfo>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -28,7 +34,7 @@ Plugin::Plugin(std::string tag) : tag_(std::move(tag)) {}
 Plugin::~Plugin() = default;  // delivery_handler_ drops pending deliveries.
 
 absl::Status Plugin::Transition(const char* action, State to, std::initializer_list<State> from,
-                                absl::Status (Plugin::*hook)(),
+                                absl::Status (Plugin::*hook)(), const char* callback,
                                 void (PluginListener::*notify)(Plugin&)) {
   absl::MutexLock lock(&lifecycle_mu_);
   const State current = state();
@@ -46,7 +52,9 @@ absl::Status Plugin::Transition(const char* action, State to, std::initializer_l
     return status;
   }
   state_.store(to, std::memory_order_release);
-  for (const auto& listener : context_.listeners) ((*listener).*notify)(*this);
+  for (size_t i = 0; i < context_.listeners.size(); ++i) {
+    NotifyListener(i, callback, [&](PluginListener& listener) { (listener.*notify)(*this); });
+  }
   return absl::OkStatus();
 }
 
@@ -55,6 +63,8 @@ absl::Status Plugin::Init(PluginContext context) {
     absl::MutexLock lock(&lifecycle_mu_);
     if (state() == State::kCreated) {
       context_ = std::move(context);
+      listener_failure_logged_ =
+          std::make_unique<std::atomic<bool>[]>(context_.listeners.size());
       if (context_.worker_looper != nullptr) {
         delivery_handler_ =
             std::make_unique<Handler>(context_.worker_looper, "matrix::Plugin$Delivery");
@@ -64,18 +74,19 @@ absl::Status Plugin::Init(PluginContext context) {
       }
     }
   }
-  return Transition("init", State::kInited, {State::kCreated}, &Plugin::OnInit,
+  return Transition("init", State::kInited, {State::kCreated}, &Plugin::OnInit, "OnInit",
                     &PluginListener::OnInit);
 }
 
 absl::Status Plugin::Start() {
   if (!IsSupported()) return absl::UnimplementedError("plugin '" + tag_ + "' is unsupported");
   return Transition("start", State::kStarted, {State::kInited, State::kStopped},
-                    &Plugin::OnStart, &PluginListener::OnStart);
+                    &Plugin::OnStart, "OnStart",
+                    &PluginListener::OnStart);
 }
 
 absl::Status Plugin::Stop() {
-  return Transition("stop", State::kStopped, {State::kStarted}, &Plugin::OnStop,
+  return Transition("stop", State::kStopped, {State::kStarted}, &Plugin::OnStop, "OnStop",
                     &PluginListener::OnStop);
 }
 
@@ -85,7 +96,7 @@ absl::Status Plugin::Destroy() {
   }
   return Transition("destroy", State::kDestroyed,
                     {State::kCreated, State::kInited, State::kStopped}, &Plugin::OnDestroy,
-                    &PluginListener::OnDestroy);
+                    "OnDestroy", &PluginListener::OnDestroy);
 }
 
 namespace {
@@ -147,7 +158,44 @@ void Plugin::Deliver(const Issue& issue) {
     Logger()->info("{}", issue.ToString());
     return;
   }
-  for (const auto& listener : context_.listeners) listener->OnReportIssue(issue);
+  for (size_t i = 0; i < context_.listeners.size(); ++i) {
+    NotifyListener(i, "OnReportIssue",
+                   [&](PluginListener& listener) { listener.OnReportIssue(issue); });
+  }
+}
+
+namespace {
+
+std::string TypeName(const PluginListener& listener) {
+  const char* mangled = typeid(listener).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = (status == 0 && demangled != nullptr) ? demangled : mangled;
+  std::free(demangled);
+  return name;
+}
+
+}  // namespace
+
+void Plugin::NotifyListener(size_t index, const char* callback,
+                            absl::FunctionRef<void(PluginListener&)> notify) {
+  PluginListener& listener = *context_.listeners[index];
+  std::string what;
+  try {
+    notify(listener);
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception (not a std::exception)";
+  }
+  // A monitor never takes its host down for a listener's bug.
+  listener_failures_.fetch_add(1, std::memory_order_relaxed);
+  if (listener_failure_logged_[index].exchange(true, std::memory_order_relaxed)) return;
+  Logger()->error(
+      "plugin '{}': PluginListener #{} ({}) threw from {}: {}; delivery goes on, and its "
+      "further failures are only counted (Plugin::listener_failures())",
+      tag_, index, TypeName(listener), callback, what);
 }
 
 }  // namespace matrix

@@ -1,62 +1,107 @@
 #include "matrix/plugins/trace_config.h"
 
 #include <csignal>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace matrix {
 namespace {
 
-absl::Status RequirePositive(const char* name, absl::Duration d) {
-  if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TraceConfig: ", name, " must be a positive, finite duration, got ",
-                     absl::FormatDuration(d)));
+// Collects every problem, so that one Build() names them all.
+class Problems {
+ public:
+  void Add(std::string problem) { problems_.push_back(std::move(problem)); }
+  void RequirePositive(const char* name, absl::Duration d) {
+    if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+      Add(absl::StrCat(name, " must be a positive, finite duration, got ",
+                       absl::FormatDuration(d)));
+    }
   }
-  return absl::OkStatus();
+  absl::Status ToStatus() const {
+    if (problems_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("TraceConfig: ", absl::StrJoin(problems_, "; ")));
+  }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Signals the kernel sends for a fault in the program itself (or that abort(),
+// debuggers and seccomp use). A dump handler on one of them would swallow a
+// real crash, or take it for a dump request.
+bool IsSynchronousFaultSignal(int signo) {
+  switch (signo) {
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGILL:
+    case SIGFPE:
+    case SIGTRAP:
+    case SIGABRT:
+    case SIGSYS:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
 
 absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
   const TraceConfig& c = c_;
-  absl::Status status;
-  status.Update(RequirePositive("evil_threshold", c.evil_threshold));
-  status.Update(RequirePositive("anr_threshold", c.anr_threshold));
-  status.Update(RequirePositive("lag_threshold", c.lag_threshold));
-  status.Update(RequirePositive("idle_handler_threshold", c.idle_handler_threshold));
-  status.Update(RequirePositive("touch_event_threshold", c.touch_event_threshold));
-  status.Update(RequirePositive("cold_startup_threshold", c.cold_startup_threshold));
-  status.Update(RequirePositive("warm_startup_threshold", c.warm_startup_threshold));
-  status.Update(RequirePositive("fps_time_slice", c.fps_time_slice));
-  status.Update(RequirePositive("cpu_sample_period", c.cpu_sample_period));
-  if (!status.ok()) return status;
+  Problems problems;
+  problems.RequirePositive("evil_threshold", c.evil_threshold);
+  problems.RequirePositive("anr_threshold", c.anr_threshold);
+  problems.RequirePositive("lag_threshold", c.lag_threshold);
+  problems.RequirePositive("idle_handler_threshold", c.idle_handler_threshold);
+  problems.RequirePositive("touch_event_threshold", c.touch_event_threshold);
+  problems.RequirePositive("cold_startup_threshold", c.cold_startup_threshold);
+  problems.RequirePositive("warm_startup_threshold", c.warm_startup_threshold);
+  problems.RequirePositive("fps_time_slice", c.fps_time_slice);
+  if (c.cpu_sample_period == absl::InfiniteDuration() ||
+      c.cpu_sample_period < kMinCpuSamplePeriod) {
+    problems.Add(absl::StrCat("cpu_sample_period must be a finite duration of at least ",
+                              absl::FormatDuration(kMinCpuSamplePeriod), ", got ",
+                              absl::FormatDuration(c.cpu_sample_period)));
+  }
 
   const DropThresholds& t = c.drop_thresholds;
   if (!(0 < t.normal && t.normal < t.middle && t.middle < t.high && t.high < t.frozen)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TraceConfig: drop thresholds must satisfy 0 < normal < middle < high < frozen, got ",
-        t.normal, "/", t.middle, "/", t.high, "/", t.frozen));
+    problems.Add(absl::StrCat(
+        "drop thresholds must satisfy 0 < normal < middle < high < frozen, got ", t.normal, "/",
+        t.middle, "/", t.high, "/", t.frozen));
   }
   if (c.lag_threshold >= c.anr_threshold) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TraceConfig: lag_threshold (", absl::FormatDuration(c.lag_threshold),
-        ") must be shorter than anr_threshold (", absl::FormatDuration(c.anr_threshold), ")"));
+    problems.Add(absl::StrCat("lag_threshold (", absl::FormatDuration(c.lag_threshold),
+                              ") must be shorter than anr_threshold (",
+                              absl::FormatDuration(c.anr_threshold), ")"));
   }
-  if (c.method_trace_enabled() && c.method_trace_buffer_bytes < 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TraceConfig: method_trace_buffer_bytes must be at least 4096, got ",
-        c.method_trace_buffer_bytes));
+  if (c.method_trace_enabled() && (c.method_trace_buffer_bytes < kMinMethodTraceBufferBytes ||
+                                   c.method_trace_buffer_bytes > kMaxMethodTraceBufferBytes)) {
+    problems.Add(absl::StrCat("method_trace_buffer_bytes must be in [",
+                              kMinMethodTraceBufferBytes, ", ", kMaxMethodTraceBufferBytes,
+                              "] (4 KiB to 1 GiB), got ", c.method_trace_buffer_bytes));
   }
-  if (c.signal_anr && (c.signal_anr_signal <= 0 || c.signal_anr_signal >= NSIG ||
-                       c.signal_anr_signal == SIGKILL || c.signal_anr_signal == SIGSTOP)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TraceConfig: signal_anr_signal ", c.signal_anr_signal,
-                     " cannot be caught"));
+  if (c.signal_anr) {
+    const int signo = c.signal_anr_signal;
+    if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP) {
+      problems.Add(absl::StrCat("signal_anr_signal ", signo, " cannot be caught"));
+    } else if (IsSynchronousFaultSignal(signo)) {
+      problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
+                                ") is a fault signal: a crash would be taken for a dump "
+                                "request"));
+    }
   }
   for (const std::string& scene : c.splash_scenes) {
-    if (scene.empty()) return absl::InvalidArgumentError("TraceConfig: empty splash scene name");
+    if (scene.empty()) {
+      problems.Add("empty splash scene name");
+      break;
+    }
   }
+  if (absl::Status status = problems.ToStatus(); !status.ok()) return status;
   return c;
 }
 

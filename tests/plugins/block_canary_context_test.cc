@@ -7,6 +7,7 @@ namespace matrix {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(BlockCanaryContextTest, Defaults_AreBlockCanarys) {
   absl::StatusOr<BlockCanaryContext> c = BlockCanaryContext::Builder().Build();
@@ -79,6 +80,35 @@ TEST(BlockCanaryContextTest, Build_RejectsBadValuesNamingTheField) {
     EXPECT_THAT(built.status().message(), HasSubstr(c.field));
     EXPECT_THAT(built.status().message(), HasSubstr("BlockCanaryContext"));
   }
+}
+
+TEST(BlockCanaryContextTest, Build_NamesEveryBadFieldInOneError) {
+  absl::StatusOr<BlockCanaryContext> built = BlockCanaryContext::Builder()
+                                                 .SetDumpInterval(absl::Microseconds(10))
+                                                 .SetMaxSamplesPerBlock(7)
+                                                 .SetMaxLogFiles(0)
+                                                 .SetWhiteList({""})
+                                                 .SetCpuBusyPercent(0)
+                                                 .AddInterceptor(nullptr)
+                                                 .Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  for (const char* field : {"dump_interval", "max_samples_per_block", "max_log_files",
+                            "white-list", "cpu_busy_percent", "null interceptor"}) {
+    EXPECT_THAT(std::string(built.status().message()), HasSubstr(field));
+  }
+}
+
+TEST(BlockCanaryContextTest, Build_BadThresholdIsNamedOnceNotAgainThroughTheDerivedInterval) {
+  absl::StatusOr<BlockCanaryContext> built =
+      BlockCanaryContext::Builder().SetBlockThreshold(absl::ZeroDuration()).Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(built.status().message(), HasSubstr("block_threshold"));
+  EXPECT_THAT(std::string(built.status().message()), Not(HasSubstr("dump_interval")));
+  // A threshold under 1 ms derives the 1 ms floor, which exceeds it.
+  built = BlockCanaryContext::Builder().SetBlockThreshold(absl::Microseconds(500)).Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(built.status().message(), HasSubstr("must not exceed block_threshold"));
 }
 
 TEST(BlockCanaryContextTest, LogPath_EmptyMeansNoFilesAndTrailingSlashIsDropped) {

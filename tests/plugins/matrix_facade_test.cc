@@ -4,6 +4,7 @@
 #include "matrix/core/matrix.h"
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,38 @@ TEST_F(MatrixTest, Issues_ReachTheListenersOnTheWorker) {
   env_.RunUntilIdle();
   ASSERT_THAT(listener_->issues, SizeIs(1));
   EXPECT_EQ(listener_->issues[0].tag(), "Fake");
+}
+
+TEST_F(MatrixTest, ThrowingListener_IsCountedOnTheFacadeAndOthersKeepHearing) {
+  class Throwing : public PluginListener {
+   public:
+    void OnStart(Plugin&) override { throw std::runtime_error("listener failed"); }
+    void OnReportIssue(const Issue&) override { throw std::runtime_error("listener failed"); }
+  };
+  auto a = std::make_unique<FakePlugin>("A");
+  auto b = std::make_unique<OtherPlugin>();
+  Plugin* a_ptr = a.get();
+  Plugin* b_ptr = b.get();
+  ASSERT_TRUE(Matrix::Init(Builder()
+                               .SetPluginListener(std::make_shared<Throwing>())
+                               .AddPluginListener(listener_)
+                               .AddPlugin(std::move(a))
+                               .AddPlugin(std::move(b))
+                               .Build())
+                  .ok());
+  EXPECT_EQ(Matrix::With().listener_failures(), 0);
+  ASSERT_TRUE(Matrix::With().StartAllPlugins().ok());  // Two failing OnStart.
+  a_ptr->OnDetectIssue(Issue());
+  a_ptr->OnDetectIssue(Issue());
+  b_ptr->OnDetectIssue(Issue());
+  env_.RunUntilIdle();
+
+  EXPECT_THAT(listener_->issues, SizeIs(3));
+  EXPECT_THAT(listener_->events, ElementsAre("OnInit:A", "OnInit:Other", "OnStart:A",
+                                             "OnStart:Other"));
+  EXPECT_EQ(a_ptr->listener_failures(), 3);
+  EXPECT_EQ(b_ptr->listener_failures(), 2);
+  EXPECT_EQ(Matrix::With().listener_failures(), 5);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <memory>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,8 +19,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/core/issue.h"
+#include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
 #include "matrix/testing/test_environment.h"
+#include "spdlog/sinks/ostream_sink.h"
 
 namespace {
 
@@ -314,6 +318,132 @@ TEST_F(PluginIssueTest, PluginDestroyedBeforeDelivery_DropsTheIssue) {
   plugin.reset();
   env_->RunUntilIdle();
   EXPECT_THAT(listener_->issues, IsEmpty());
+}
+
+// --- Throwing listeners ---------------------------------------------------------
+
+// Captures matrix's log lines for the duration of a test.
+class ScopedLogCapture {
+ public:
+  ScopedLogCapture() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    sink->set_pattern("%v");
+    matrix::SetLogger(std::make_shared<spdlog::logger>("matrix-test", std::move(sink)));
+  }
+  ~ScopedLogCapture() { matrix::SetLogger(nullptr); }
+  std::string text() const { return out_.str(); }
+  int Count(const std::string& needle) const {
+    std::istringstream lines(out_.str());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(needle) != std::string::npos) ++n;
+    }
+    return n;
+  }
+
+ private:
+  std::ostringstream out_;
+};
+
+// Throws from every callback: a std::exception, or (with `non_standard`) an int.
+class ThrowingListener : public PluginListener {
+ public:
+  explicit ThrowingListener(bool non_standard = false) : non_standard_(non_standard) {}
+  void OnInit(Plugin&) override { Throw(); }
+  void OnStart(Plugin&) override { Throw(); }
+  void OnStop(Plugin&) override { Throw(); }
+  void OnDestroy(Plugin&) override { Throw(); }
+  void OnReportIssue(const Issue&) override { Throw(); }
+  int calls = 0;
+
+ private:
+  void Throw() {
+    ++calls;
+    if (non_standard_) throw 42;
+    throw std::runtime_error("listener failed");
+  }
+  const bool non_standard_;
+};
+
+TEST_F(PluginIssueTest, ThrowingListener_OthersStillGetEveryIssueAndFailuresAreCounted) {
+  ScopedLogCapture logs;
+  auto thrower = std::make_shared<ThrowingListener>();
+  auto after = std::make_shared<RecordingListener>(worker_);
+  PluginContext context = ContextWith(thrower, worker_);
+  context.listeners.push_back(after);
+  FakePlugin plugin("Trace");
+  ASSERT_TRUE(plugin.Init(context).ok());
+  const int64_t lifecycle_failures = plugin.listener_failures();  // OnInit threw.
+
+  for (const char* key : {"a", "b", "c", "d", "e"}) {
+    Issue issue;
+    issue.mutable_proto()->set_key(key);
+    plugin.OnDetectIssue(std::move(issue));
+  }
+  env_->RunUntilIdle();
+
+  ASSERT_THAT(after->issues, SizeIs(5));
+  EXPECT_EQ(after->issues[0].key(), "a");
+  EXPECT_EQ(after->issues[4].key(), "e");
+  EXPECT_EQ(thrower->calls, 6);  // OnInit + 5 issues: it was not dropped.
+  EXPECT_EQ(lifecycle_failures, 1);
+  EXPECT_EQ(plugin.listener_failures(), 6);
+  matrix::FlushLogs();
+  // Logged once for this listener, with what it threw, not once per issue.
+  EXPECT_EQ(logs.Count("listener failed"), 1) << logs.text();
+  EXPECT_EQ(logs.Count("PluginListener"), 1) << logs.text();
+  EXPECT_THAT(logs.text(), HasSubstr("Trace"));
+}
+
+TEST_F(PluginIssueTest, ThrowingListeners_AreLoggedOnceEachAndCaughtWhateverTheyThrow) {
+  ScopedLogCapture logs;
+  auto first = std::make_shared<ThrowingListener>();
+  auto second = std::make_shared<ThrowingListener>(/*non_standard=*/true);
+  PluginContext context = ContextWith(first, worker_);
+  context.listeners.push_back(second);
+  context.listeners.push_back(listener_);
+  FakePlugin plugin("Trace");
+  ASSERT_TRUE(plugin.Init(context).ok());
+  for (int i = 0; i < 3; ++i) plugin.OnDetectIssue(Issue());
+  env_->RunUntilIdle();
+
+  EXPECT_THAT(listener_->issues, SizeIs(3));
+  EXPECT_EQ(plugin.listener_failures(), 2 * (1 + 3));
+  matrix::FlushLogs();
+  EXPECT_EQ(logs.Count("PluginListener"), 2) << logs.text();
+  EXPECT_EQ(logs.Count("listener failed"), 1) << logs.text();
+  EXPECT_EQ(logs.Count("unknown exception"), 1) << logs.text();
+}
+
+TEST(PluginListenerFailureTest, ThrowingLifecycleListener_DoesNotStopTheLifecycle) {
+  auto thrower = std::make_shared<ThrowingListener>();
+  auto recorder = std::make_shared<RecordingListener>();
+  PluginContext context = ContextWith(thrower);
+  context.listeners.push_back(recorder);
+  FakePlugin plugin;
+  ASSERT_TRUE(plugin.Init(context).ok());
+  ASSERT_TRUE(plugin.Start().ok());
+  ASSERT_TRUE(plugin.Stop().ok());
+  ASSERT_TRUE(plugin.Destroy().ok());
+
+  EXPECT_EQ(plugin.state(), Plugin::State::kDestroyed);
+  EXPECT_THAT(plugin.hooks, ElementsAre("init", "start", "stop", "destroy"));
+  EXPECT_THAT(recorder->events,
+              ElementsAre("OnInit:Fake", "OnStart:Fake", "OnStop:Fake", "OnDestroy:Fake"));
+  EXPECT_EQ(thrower->calls, 4);
+  EXPECT_EQ(plugin.listener_failures(), 4);
+}
+
+TEST(PluginListenerFailureTest, WithoutWorker_TheReportingThreadSurvives) {
+  auto thrower = std::make_shared<ThrowingListener>();
+  auto recorder = std::make_shared<RecordingListener>();
+  PluginContext context = ContextWith(thrower, /*worker=*/nullptr);
+  context.listeners.push_back(recorder);
+  FakePlugin plugin;
+  ASSERT_TRUE(plugin.Init(context).ok());
+  plugin.OnDetectIssue(Issue());  // Delivered here, on this thread.
+  EXPECT_THAT(recorder->issues, SizeIs(1));
+  EXPECT_EQ(plugin.listener_failures(), 2);  // OnInit and the issue.
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "matrix/plugins/trace_config.h"
 
+#include <csignal>
 #include <string>
 
 #include "absl/status/status.h"
@@ -172,13 +173,88 @@ TEST(TraceConfigTest, EmptySplashScene_IsRejected) {
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("splash"));
 }
 
-TEST(TraceConfigTest, FirstInvalidField_IsTheOneReported) {
+TEST(TraceConfigTest, FaultSignals_AreRejectedAsTheSignalAnrSignal) {
+  for (int signo : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT, SIGSYS}) {
+    absl::StatusOr<TraceConfig> config =
+        TraceConfig::Builder().EnableSignalAnrTrace(true).SetSignalAnrSignal(signo).Build();
+    ASSERT_FALSE(config.ok()) << signo;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("signal_anr_signal"));
+    EXPECT_THAT(std::string(config.status().message()),
+                HasSubstr(std::string("SIG") + sigabbrev_np(signo)));
+  }
+  for (int signo : {SIGQUIT, SIGUSR1, SIGUSR2, SIGRTMIN}) {
+    EXPECT_TRUE(
+        TraceConfig::Builder().EnableSignalAnrTrace(true).SetSignalAnrSignal(signo).Build().ok())
+        << signo;
+  }
+}
+
+TEST(TraceConfigTest, CpuSamplePeriodUnderTheMinimum_IsRejected) {
+  for (absl::Duration bad : {absl::Nanoseconds(1), absl::Milliseconds(1),
+                             TraceConfig::kMinCpuSamplePeriod - absl::Nanoseconds(1)}) {
+    absl::StatusOr<TraceConfig> config = TraceConfig::Builder().SetCpuSamplePeriod(bad).Build();
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("cpu_sample_period"));
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("at least 10ms"));
+  }
+  EXPECT_EQ(TraceConfig::kMinCpuSamplePeriod, absl::Milliseconds(10));
+  EXPECT_TRUE(
+      TraceConfig::Builder().SetCpuSamplePeriod(TraceConfig::kMinCpuSamplePeriod).Build().ok());
+}
+
+TEST(TraceConfigTest, HugeMethodTraceBuffer_IsRejectedWhenMethodTracingIsOn) {
+  const size_t tebibyte = size_t{1} << 40;
+  EXPECT_TRUE(TraceConfig::Builder().SetMethodTraceBufferBytes(tebibyte).Build().ok());  // Off.
+  for (size_t bad : {tebibyte, TraceConfig::kMaxMethodTraceBufferBytes + 1}) {
+    absl::StatusOr<TraceConfig> config =
+        TraceConfig::Builder().EnableAnrTrace(true).SetMethodTraceBufferBytes(bad).Build();
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("method_trace_buffer_bytes"));
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(std::to_string(bad)));
+  }
+  EXPECT_EQ(TraceConfig::kMaxMethodTraceBufferBytes, size_t{1} << 30);
+  EXPECT_TRUE(TraceConfig::Builder()
+                  .EnableAnrTrace(true)
+                  .SetMethodTraceBufferBytes(TraceConfig::kMaxMethodTraceBufferBytes)
+                  .Build()
+                  .ok());
+}
+
+TEST(TraceConfigTest, ThreeInvalidFields_AreAllNamedInOneError) {
+  absl::StatusOr<TraceConfig> config = TraceConfig::Builder()
+                                           .EnableEvilMethodTrace(true)
+                                           .EnableSignalAnrTrace(true)
+                                           .SetSignalAnrSignal(SIGSEGV)
+                                           .SetCpuSamplePeriod(absl::Nanoseconds(1))
+                                           .SetMethodTraceBufferBytes(size_t{1} << 40)
+                                           .Build();
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("signal_anr_signal"));
+  EXPECT_THAT(message, HasSubstr("cpu_sample_period"));
+  EXPECT_THAT(message, HasSubstr("method_trace_buffer_bytes"));
+}
+
+TEST(TraceConfigTest, EveryKindOfCheck_AccumulatesIntoOneError) {
   absl::StatusOr<TraceConfig> config = TraceConfig::Builder()
                                            .SetEvilThreshold(absl::ZeroDuration())
                                            .SetFpsTimeSlice(absl::ZeroDuration())
+                                           .SetDropThresholds(3, 3, 3, 3)
+                                           .SetLagThreshold(absl::Seconds(9))
+                                           .SetSplashScenes({""})
                                            .Build();
   ASSERT_FALSE(config.ok());
-  EXPECT_THAT(std::string(config.status().message()), HasSubstr("evil_threshold"));
+  const std::string message(config.status().message());
+  EXPECT_THAT(message, HasSubstr("TraceConfig: "));
+  EXPECT_THAT(message, HasSubstr("evil_threshold"));
+  EXPECT_THAT(message, HasSubstr("fps_time_slice"));
+  EXPECT_THAT(message, HasSubstr("drop thresholds"));
+  EXPECT_THAT(message, HasSubstr("lag_threshold (9s) must be shorter than anr_threshold"));
+  EXPECT_THAT(message, HasSubstr("splash"));
 }
 
 }  // namespace

@@ -27,11 +27,14 @@ class Executor {
   virtual void Execute(Task task) = 0;
 };
 
-// Posts each task to a looper (FIFO). The looper must outlive the executor.
+// Posts each task to a looper (FIFO). If the looper's thread exits first,
+// Execute() drops the task (logged once, see Handler).
 class LooperExecutor : public Executor {
  public:
+  // `looper` must be alive now.
   explicit LooperExecutor(Looper* looper);
   void Execute(Task task) override;
+  // The looper (freed when a prepared thread exits; see Handler::GetLooper()).
   Looper* looper() const { return handler_.GetLooper(); }
 
  private:

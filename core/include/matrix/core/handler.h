@@ -20,22 +20,33 @@
 // looper is dispatching at that moment, so the owner of a Handler can free
 // what its tasks use right after destroying it.
 //
+// A Handler may outlive its Looper: a thread prepared with Looper::Prepare()
+// frees its looper when it exits. The handler shares the looper's queue, so
+// posting and sending then return false and drop the message, as Android's
+// "sending message to a Handler on a dead thread" (logged once per handler,
+// also when the looper merely quit); removal and queries find nothing.
+//
 // Thread safety: posting, removal and queries are thread-safe. HandleMessage()
 // and tasks run on the looper thread.
 
 #ifndef MATRIX_CORE_HANDLER_H_
 #define MATRIX_CORE_HANDLER_H_
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
 #include "matrix/core/location.h"
 #include "matrix/core/message.h"
+#include "matrix/core/thread_handle.h"
 #include "matrix/core/time_ticks.h"
 
 namespace matrix {
 
 class Looper;
+class MessageQueue;
+class TickClock;
 
 class Handler {
  public:
@@ -47,8 +58,9 @@ class Handler {
     virtual bool HandleMessage(Message& msg) = 0;
   };
 
-  // `looper` must outlive the handler. With `async`, every message this
-  // handler sends is asynchronous (passes sync barriers).
+  // `looper` must be alive now; it may die first (see above). Its clock must
+  // outlive the handler. With `async`, every message this handler sends is
+  // asynchronous (passes sync barriers).
   explicit Handler(Looper* looper, Callback* callback = nullptr, bool async = false);
   Handler(Looper* looper, std::string name, bool async = false);
   virtual ~Handler();
@@ -60,8 +72,8 @@ class Handler {
   // Runs msg.callback, else the Callback, else HandleMessage(). Looper thread.
   void DispatchMessage(Message& msg);
 
-  // Posting. Each returns false if the looper is quitting. `token` tags the
-  // task for RemoveCallbacks()/HasCallbacks().
+  // Posting. Each returns false (and drops the task) if the looper is
+  // quitting or gone. `token` tags the task for RemoveCallbacks()/HasCallbacks().
   bool Post(Task task, Location from = Location::Current());
   bool PostDelayed(Task task, absl::Duration delay, Location from = Location::Current());
   bool PostDelayed(Task task, const void* token, absl::Duration delay,
@@ -86,6 +98,8 @@ class Handler {
   bool HasMessages(int what, const void* token = nullptr) const;
   bool HasCallbacks(const void* token) const;
 
+  // The looper this handler was created for. Freed when a prepared thread
+  // exits: do not use the pointer after that (the handler itself stays safe).
   Looper* GetLooper() const { return looper_; }
   bool is_asynchronous() const { return async_; }
   // "Handler (<name>) {<address>}", the target text in Printer lines.
@@ -97,8 +111,15 @@ class Handler {
 
  private:
   bool Enqueue(Message msg, TimeTicks when);
+  // Logs the first refused message (the looper quit or is gone).
+  void LogRefused();
 
   Looper* const looper_;
+  // Shared with the looper: still valid once the looper is gone.
+  const std::shared_ptr<MessageQueue> queue_;
+  const TickClock* const clock_;
+  const ThreadHandle looper_thread_;
+  std::atomic<bool> refusal_logged_{false};
   Callback* const callback_;
   const bool async_;
   const std::string& name_;

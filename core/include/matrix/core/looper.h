@@ -77,7 +77,8 @@ class Looper {
   // Prepare()
   //
   // Creates the calling thread's looper. Preparing a thread twice is a fatal
-  // error. Returns the new looper.
+  // error. Returns the new looper, which is destroyed when the thread exits:
+  // Handlers that outlive it then refuse to post (they return false).
   static Looper* Prepare(const TickClock* clock = TickClock::Default());
   // As Prepare(), and makes it the process's main looper. Only one thread may
   // be the main thread; its looper cannot quit.
@@ -140,7 +141,7 @@ class Looper {
   // Looper thread only.
   [[nodiscard]] ObserverRegistration AddDispatchObserver(DispatchObserver* observer);
 
-  MessageQueue* queue() { return &queue_; }
+  MessageQueue* queue() { return queue_.get(); }
   const TickClock* clock() const { return clock_; }
   const ThreadHandle& thread() const { return thread_; }
   bool IsCurrentThread() const { return thread_.IsCurrent(); }
@@ -159,8 +160,12 @@ class Looper {
   void Dispatch(Message* msg, TimeTicks begin);
   void RunIdleHandlers();
 
+  friend class Handler;  // Shares queue_.
+
   const TickClock* const clock_;
-  MessageQueue queue_;
+  // Shared with every Handler of this looper, so that a Handler that outlives
+  // the looper (its thread exited) still has a queue, which refuses posts.
+  const std::shared_ptr<MessageQueue> queue_;
   ThreadHandle thread_;
   std::atomic<Printer*> printer_{nullptr};
   ObserverList<DispatchObserver> observers_;

@@ -24,6 +24,7 @@
 #ifndef MATRIX_CORE_MATRIX_H_
 #define MATRIX_CORE_MATRIX_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -109,6 +110,14 @@ class Matrix {
   absl::Status StartAllPlugins();
   absl::Status StopAllPlugins();
   absl::Status DestroyAllPlugins();
+
+  // listener_failures()
+  //
+  // How many times a PluginListener threw, over every plugin (the sum of
+  // Plugin::listener_failures()). A throwing listener is caught, logged once
+  // per plugin and listener, and never stops delivery to the others. Any
+  // thread.
+  int64_t listener_failures() const;
 
   AppState& app_state() const { return *context_.app_state; }
   const PluginContext& context() const { return context_; }

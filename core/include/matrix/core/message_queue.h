@@ -121,6 +121,15 @@ class MessageQueue {
   void Quit(bool safe);
   bool IsQuitting() const;
 
+  // Shutdown()
+  //
+  // The looper is gone (its thread exited): quits, also a main looper's
+  // queue, and drops every pending message. Enqueueing fails from now on;
+  // removal and queries find nothing. Called by ~Looper(). Any thread.
+  void Shutdown();
+  // True after Shutdown(). Any thread.
+  bool IsShutDown() const;
+
   // ---- Looper side (looper thread only) ----
 
   struct NextResult {
@@ -164,6 +173,7 @@ class MessageQueue {
   size_t pool_size_ ABSL_GUARDED_BY(mu_) = 0;
   bool blocked_ ABSL_GUARDED_BY(mu_) = false;
   bool quitting_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   int next_barrier_token_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<IdleHandler*> idle_handlers_ ABSL_GUARDED_BY(mu_);
   // Targets of the messages being dispatched (nested loops: innermost last).

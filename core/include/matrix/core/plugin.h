@@ -20,7 +20,11 @@
 //     absl::Status OnStart() override { ...; return absl::OkStatus(); }
 //   };
 //
-// PluginListener receives lifecycle events and issues.
+// PluginListener receives lifecycle events and issues. A listener that throws
+// never takes the host down: the plugin catches what it throws (std::exception
+// or anything else), logs the first failure of each listener, counts every
+// failure (listener_failures()) and goes on with the other listeners, the
+// lifecycle transition and later issues.
 //
 // Thread safety: lifecycle methods and OnDetectIssue() can be called from any
 // thread; lifecycle transitions are serialised. The On*() hooks run on the
@@ -30,12 +34,15 @@
 #define MATRIX_CORE_PLUGIN_H_
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/issue.h"
@@ -108,6 +115,16 @@ class Plugin {
   // The context given at Init (empty before). Stable after Init.
   const PluginContext& context() const { return context_; }
 
+  // listener_failures()
+  //
+  // How many times one of this plugin's listeners threw, from OnReportIssue()
+  // or a lifecycle notification (OnInit/OnStart/OnStop/OnDestroy). Each
+  // listener's first failure is logged (with what it threw); later ones are
+  // only counted. Any thread.
+  int64_t listener_failures() const {
+    return listener_failures_.load(std::memory_order_relaxed);
+  }
+
  protected:
   virtual absl::Status OnInit() { return absl::OkStatus(); }
   virtual absl::Status OnStart() { return absl::OkStatus(); }
@@ -131,15 +148,23 @@ class Plugin {
 
  private:
   absl::Status Transition(const char* action, State to, std::initializer_list<State> from,
-                          absl::Status (Plugin::*hook)(),
+                          absl::Status (Plugin::*hook)(), const char* callback,
                           void (PluginListener::*notify)(Plugin&));
   void Deliver(const Issue& issue);
+  // Calls `notify` on listener `index` of the context, catching, counting and
+  // (the first time for that listener) logging whatever it throws.
+  void NotifyListener(size_t index, const char* callback,
+                      absl::FunctionRef<void(PluginListener&)> notify);
 
   const std::string tag_;
   std::atomic<State> state_{State::kCreated};
   std::atomic<bool> supported_{true};
   absl::Mutex lifecycle_mu_;  // Serialises transitions (held across hooks).
   PluginContext context_;
+  std::atomic<int64_t> listener_failures_{0};
+  // One flag per context_.listeners entry: its first failure was logged.
+  // Sized at Init.
+  std::unique_ptr<std::atomic<bool>[]> listener_failure_logged_;
   // Posts deliveries to the worker; destroying it drops undelivered issues.
   std::unique_ptr<Handler> delivery_handler_;
   // Posts lifecycle work to the main looper.

@@ -1,8 +1,10 @@
 // File: matrix/plugins/trace_config.h
 //
 // TraceConfig holds TracePlugin's switches and thresholds, with Matrix's
-// defaults. Build() validates them and returns a clear error for values that
-// make no sense (negative or zero durations, drop levels out of order, ...).
+// defaults. Build() validates them and returns one clear error naming every
+// value that makes no sense (negative or zero durations, drop levels out of
+// order, a fault signal as the dump signal, a CPU sample period under 10 ms,
+// a method-trace buffer over 1 GiB, ...).
 //
 //   absl::StatusOr<matrix::TraceConfig> config = matrix::TraceConfig::Builder()
 //       .EnableFps(true)
@@ -65,11 +67,29 @@ struct TraceConfig {
   // off for a foreign render loop that reports frames itself.
   bool use_choreographer = true;
   // The method-trace ring buffer, in bytes (rounded down to a power of two).
+  // In [kMinMethodTraceBufferBytes, kMaxMethodTraceBufferBytes] when method
+  // tracing is on.
   size_t method_trace_buffer_bytes = size_t{8} << 20;
-  // How often the watchdog samples the looper thread's CPU clock.
+  // How often the watchdog samples the looper thread's CPU clock. At least
+  // kMinCpuSamplePeriod.
   absl::Duration cpu_sample_period = absl::Milliseconds(50);
-  // SIGQUIT unless changed.
+  // SIGQUIT unless changed. Not SIGKILL or SIGSTOP (they cannot be caught),
+  // nor a fault signal: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT or
+  // SIGSYS (a crash, abort() or seccomp kill would be taken for a dump
+  // request and hidden from crash handlers).
   int signal_anr_signal = 3;
+
+  // The smallest CPU sample period. The watchdog wakes once per period, and
+  // every dispatch that lasts a period reads the looper thread's CPU clock (a
+  // syscall on the looper thread): below 10 ms that approaches a syscall per
+  // message and a watchdog that never sleeps.
+  static constexpr absl::Duration kMinCpuSamplePeriod = absl::Milliseconds(10);
+  // Bounds of the method-trace ring. The ring is allocated and zeroed up
+  // front, and each evil-method or ANR report copies up to all of it on the
+  // worker thread, so more than 1 GiB of resident memory is a mistake (the
+  // 8 MiB default holds 512 Ki traced calls).
+  static constexpr size_t kMinMethodTraceBufferBytes = 4096;
+  static constexpr size_t kMaxMethodTraceBufferBytes = size_t{1} << 30;
   // Matrix's isDebug / isDevEnv: verbose logs.
   bool debug = false;
   bool dev_env = false;
@@ -115,7 +135,8 @@ class TraceConfig::Builder {
   Builder& IsDebug(bool on) { c_.debug = on; return *this; }
   Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
 
-  // Validates and returns the config, or InvalidArgument naming the field.
+  // Validates and returns the config, or InvalidArgument naming every
+  // invalid field (all of them, in one message, separated by "; ").
   absl::StatusOr<TraceConfig> Build() const;
 
  private:
