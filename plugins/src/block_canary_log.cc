@@ -19,7 +19,10 @@ namespace matrix {
 namespace {
 
 using internal::ErrnoError;
-using internal::MakeDirectories;
+using internal::OpenFileInDirectory;
+using internal::OpenReportDirectory;
+using internal::SymlinkError;
+using internal::UniqueFd;
 
 constexpr char kPrefix[] = "looper-";
 constexpr char kSuffix[] = ".log";
@@ -30,18 +33,6 @@ bool IsBlockLogName(absl::string_view name) {
          name.size() > sizeof(kPrefix) - 1 + sizeof(kSuffix) - 1;
 }
 
-
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("write " + path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -54,48 +45,80 @@ std::string BlockLogWriter::FileName(absl::Time write_time, absl::TimeZone time_
 absl::StatusOr<std::string> BlockLogWriter::Write(const BlockInfo& info, absl::Time write_time) {
   const std::string text = FormatBlockLog(info, write_time, options_.time_zone);
   absl::MutexLock lock(&mu_);
-  if (absl::Status status = MakeDirectories(options_.directory); !status.ok()) return status;
+  // Opened (and re-created if it was deleted) for every file: no descriptor
+  // stays open between blocks. Never a symbolic link (see file_util.h).
+  absl::StatusOr<UniqueFd> dir = OpenReportDirectory(options_.directory);
+  if (!dir.ok()) return dir.status();
   const std::string name = FileName(write_time, options_.time_zone);
-  const std::string temp =
-      absl::StrCat(options_.directory, "/.", name, ".", getpid(), ".tmp");
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError("open " + temp, errno);
-  absl::Status status = WriteAll(fd, text, temp);
-  if (close(fd) != 0 && status.ok()) status = ErrnoError("close " + temp, errno);
+  const std::string temp_name = absl::StrCat(".", name, ".", getpid(), ".tmp");
+  const std::string temp = absl::StrCat(options_.directory, "/", temp_name);
+  // O_EXCL: never an existing file, nor a link planted at this predictable
+  // name. A leftover (a crashed writer with the same pid) is removed once;
+  // unlink removes a link itself, not its target.
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL;
+  absl::StatusOr<UniqueFd> fd = OpenFileInDirectory(dir->get(), temp_name, kFlags, temp);
+  if (!fd.ok() && unlinkat(dir->get(), temp_name.c_str(), 0) == 0) {
+    fd = OpenFileInDirectory(dir->get(), temp_name, kFlags, temp);
+  }
+  if (!fd.ok()) return fd.status();
+  size_t written = 0;
+  absl::Status status;
+  if (const int err = internal::WriteFully(fd->get(), text, &written); err != 0) {
+    status = ErrnoError("write " + temp, err);
+  }
+  if (close(fd->release()) != 0 && status.ok()) status = ErrnoError("close " + temp, errno);
   if (!status.ok()) {
-    unlink(temp.c_str());
+    unlinkat(dir->get(), temp_name.c_str(), 0);
     return status;
   }
-  // link() never replaces an existing file: a second block in the same
-  // millisecond gets the next free "-N" name.
+  // link() never replaces an existing file (nor follows a link there): a
+  // second block in the same millisecond gets the next free "-N" name.
   const std::string stem = name.substr(0, name.size() - (sizeof(kSuffix) - 1));
   std::string path;
   for (int n = 0; n < 1000; ++n) {
-    path = n == 0 ? absl::StrCat(options_.directory, "/", name)
-                  : absl::StrCat(options_.directory, "/", stem, "-", n, kSuffix);
-    if (link(temp.c_str(), path.c_str()) == 0) {
-      unlink(temp.c_str());
+    const std::string final_name = n == 0 ? name : absl::StrCat(stem, "-", n, kSuffix);
+    path = absl::StrCat(options_.directory, "/", final_name);
+    if (linkat(dir->get(), temp_name.c_str(), dir->get(), final_name.c_str(), 0) == 0) {
+      unlinkat(dir->get(), temp_name.c_str(), 0);
       return path;
     }
     if (errno != EEXIST) break;
   }
   const int err = errno;
-  unlink(temp.c_str());
+  unlinkat(dir->get(), temp_name.c_str(), 0);
   return ErrnoError("link " + path, err);
 }
 
 absl::StatusOr<std::vector<BlockLogWriter::Entry>> BlockLogWriter::ListLocked() const {
   std::vector<Entry> entries;
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(options_.directory.c_str()), &closedir);
+  // The report directory itself must not be a link (as in Write()).
+  const int fd =
+      open(options_.directory.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st;
+    if (err == ENOENT) return entries;
+    if (err == ELOOP || (err == ENOTDIR && lstat(options_.directory.c_str(), &st) == 0 &&
+                         S_ISLNK(st.st_mode))) {
+      return SymlinkError(options_.directory);
+    }
+    return ErrnoError("open " + options_.directory, err);
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fdopendir(fd), &closedir);
   if (dir == nullptr) {
-    if (errno == ENOENT) return entries;
-    return ErrnoError("opendir " + options_.directory, errno);
+    const int err = errno;
+    close(fd);
+    return ErrnoError("opendir " + options_.directory, err);
   }
   while (const dirent* e = readdir(dir.get())) {
     if (!IsBlockLogName(e->d_name)) continue;
     std::string path = absl::StrCat(options_.directory, "/", e->d_name);
     struct stat st;
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    // Regular files only: a link named looper-*.log is not listed.
+    if (fstatat(dirfd(dir.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      continue;
+    }
     entries.push_back(Entry{std::move(path), absl::TimeFromTimespec(st.st_mtim)});
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {

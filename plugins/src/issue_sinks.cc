@@ -16,9 +16,10 @@ namespace matrix {
 namespace {
 
 using internal::ErrnoError;
-using internal::MakeDirectories;
-
-
+using internal::OpenFileInDirectory;
+using internal::OpenReportDirectory;
+using internal::UniqueFd;
+using internal::WriteFully;
 
 }  // namespace
 
@@ -86,7 +87,6 @@ absl::StatusOr<std::shared_ptr<JsonLinesIssueSink>> JsonLinesIssueSink::Create(O
   if (options.max_files < 1) {
     return absl::InvalidArgumentError("JsonLinesIssueSink: max_files must be >= 1");
   }
-  if (absl::Status status = MakeDirectories(options.directory); !status.ok()) return status;
   std::shared_ptr<JsonLinesIssueSink> sink(new JsonLinesIssueSink(std::move(options)));
   absl::MutexLock lock(&sink->mu_);
   if (absl::Status status = sink->OpenLocked(); !status.ok()) return status;
@@ -95,39 +95,106 @@ absl::StatusOr<std::shared_ptr<JsonLinesIssueSink>> JsonLinesIssueSink::Create(O
 
 JsonLinesIssueSink::~JsonLinesIssueSink() {
   absl::MutexLock lock(&mu_);
-  if (fd_ >= 0) close(fd_);
+  CloseLocked();
+}
+
+std::string JsonLinesIssueSink::NameFor(int index) const {
+  if (index == 0) return absl::StrCat(options_.name, ".jsonl");
+  return absl::StrCat(options_.name, ".", index, ".jsonl");
 }
 
 std::string JsonLinesIssueSink::PathFor(int index) const {
-  if (index == 0) return absl::StrCat(options_.directory, "/", options_.name, ".jsonl");
-  return absl::StrCat(options_.directory, "/", options_.name, ".", index, ".jsonl");
+  return absl::StrCat(options_.directory, "/", NameFor(index));
+}
+
+void JsonLinesIssueSink::CloseLocked() {
+  if (fd_ >= 0) close(fd_);
+  if (dir_fd_ >= 0) close(dir_fd_);
+  fd_ = -1;
+  dir_fd_ = -1;
 }
 
 absl::Status JsonLinesIssueSink::OpenLocked() {
+  CloseLocked();
+  // The directory is walked (and re-created) on every open: it may have been
+  // deleted since the last one.
+  absl::StatusOr<UniqueFd> dir = OpenReportDirectory(options_.directory);
+  if (!dir.ok()) return dir.status();
   const std::string path = PathFor(0);
-  fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd_ < 0) return ErrnoError("open " + path, errno);
+  absl::StatusOr<UniqueFd> file =
+      OpenFileInDirectory(dir->get(), NameFor(0), O_RDWR | O_CREAT | O_APPEND, path);
+  if (!file.ok()) return file.status();
   struct stat st;
-  if (fstat(fd_, &st) != 0) return ErrnoError("fstat " + path, errno);
-  size_ = st.st_size;
+  if (fstat(file->get(), &st) != 0) return ErrnoError("fstat " + path, errno);
+  int64_t size = st.st_size;
+  // A writer killed in the middle of a line left a fragment: start on a
+  // fresh line, so that only the fragment is lost and not the next issue too.
+  if (size > 0) {
+    char last = '\n';
+    const ssize_t n = pread(file->get(), &last, 1, size - 1);
+    if (n < 0) return ErrnoError("read " + path, errno);
+    if (n == 1 && last != '\n') {
+      size_t written = 0;
+      if (const int err = WriteFully(file->get(), "\n", &written); err != 0) {
+        return ErrnoError("appending to " + path, err);
+      }
+      ++size;
+    }
+  }
+  dir_fd_ = dir->release();
+  fd_ = file->release();
+  size_ = size;
+  file_dev_ = static_cast<uint64_t>(st.st_dev);
+  file_ino_ = static_cast<uint64_t>(st.st_ino);
   return absl::OkStatus();
+}
+
+bool JsonLinesIssueSink::FileReplacedLocked() const {
+  struct stat st;
+  return lstat(PathFor(0).c_str(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != file_dev_ ||
+         static_cast<uint64_t>(st.st_ino) != file_ino_;
 }
 
 absl::Status JsonLinesIssueSink::RotateLocked() {
   close(fd_);
   fd_ = -1;
   // issues.(n-1) is dropped; issues.k -> issues.(k+1); issues -> issues.1.
-  unlink(PathFor(options_.max_files - 1).c_str());
+  // In the directory opened by OpenLocked(); rename and unlink act on a
+  // symbolic link itself, never on its target.
+  unlinkat(dir_fd_, NameFor(options_.max_files - 1).c_str(), 0);
   for (int i = options_.max_files - 2; i >= 0; --i) {
-    rename(PathFor(i).c_str(), PathFor(i + 1).c_str());
+    renameat(dir_fd_, NameFor(i).c_str(), dir_fd_, NameFor(i + 1).c_str());
   }
-  if (options_.max_files == 1) unlink(PathFor(0).c_str());
+  if (options_.max_files == 1) unlinkat(dir_fd_, NameFor(0).c_str(), 0);
   return OpenLocked();
 }
 
 absl::Status JsonLinesIssueSink::Append(const Issue& issue) {
-  const std::string line = issue.ToJson() + "\n";
-  absl::MutexLock lock(&mu_);
+  // The whole record in one buffer, for one write().
+  std::string line = issue.ToJson();
+  line.push_back('\n');
+  bool replaced = false;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    status = AppendLocked(line, &replaced);
+  }
+  if (replaced) {
+    Logger()->warn("JsonLinesIssueSink: {} was removed or replaced (directory deleted?); "
+                   "re-creating it",
+                   PathFor(0));
+  }
+  return status;
+}
+
+absl::Status JsonLinesIssueSink::AppendLocked(absl::string_view line, bool* replaced) {
+  // One lstat() per issue: the sink runs on the worker thread, never on the
+  // looper thread. It finds the file deleted, or the directory with it, or
+  // something else (a link) put in its place; the file is then re-opened.
+  if (fd_ >= 0 && FileReplacedLocked()) {
+    *replaced = true;
+    CloseLocked();
+  }
   if (fd_ < 0) {
     if (absl::Status status = OpenLocked(); !status.ok()) return status;
   }
@@ -135,15 +202,19 @@ absl::Status JsonLinesIssueSink::Append(const Issue& issue) {
     if (absl::Status status = RotateLocked(); !status.ok()) return status;
   }
   // One write() on an O_APPEND descriptor: the line lands whole at the end.
-  // A short write (disk full) is cut back off, so no half line remains.
-  const ssize_t written = write(fd_, line.data(), line.size());
-  if (written == static_cast<ssize_t>(line.size())) {
-    size_ += written;
+  // Only a short write is continued; if the rest cannot be written (disk
+  // full), the part written is cut back off, so no half line remains.
+  size_t written = 0;
+  const int err = WriteFully(fd_, line, &written);
+  if (err == 0) {
+    size_ += static_cast<int64_t>(written);
     return absl::OkStatus();
   }
-  const int err = written < 0 ? errno : ENOSPC;
-  if (written > 0 && ftruncate(fd_, size_) != 0) {
-    return ErrnoError("truncating a partial line in " + PathFor(0), errno);
+  if (written > 0) {
+    const off_t end = lseek(fd_, 0, SEEK_CUR);
+    if (end < 0 || ftruncate(fd_, end - static_cast<off_t>(written)) != 0) {
+      return ErrnoError("truncating a partial line in " + PathFor(0), errno);
+    }
   }
   return ErrnoError("appending to " + PathFor(0), err);
 }

@@ -179,6 +179,59 @@ TEST_F(BlockLogWriterTest, Write_DirectoryIsAFile_Fails) {
   std::remove(dir_.c_str());
 }
 
+// --- File safety (issue 9) ---------------------------------------------------------
+
+TEST_F(BlockLogWriterTest, Write_WhenTheDirectoryIsASymlink_FailsNamingIt) {
+  const std::string elsewhere = dir_ + "_elsewhere";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), dir_.c_str()), 0);
+  BlockLogWriter writer(Options());
+  absl::StatusOr<std::string> path = writer.Write(Info(1100), kNow);
+  ASSERT_FALSE(path.ok());
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(path.status().message(), HasSubstr(dir_));
+  EXPECT_THAT(path.status().message(), HasSubstr("symbolic link"));
+  EXPECT_EQ(std::system(absl::StrCat("test -z \"$(ls -A '", elsewhere, "')\"").c_str()), 0);
+  std::system(absl::StrCat("rm -rf '", elsewhere, "'").c_str());
+}
+
+TEST_F(BlockLogWriterTest, Write_OverAPlantedTemporaryFileSymlink_NeverWritesThroughIt) {
+  ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0);
+  const std::string victim = dir_ + "/victim.txt";
+  std::ofstream(victim) << "precious\n";
+  const std::string temp = absl::StrCat(dir_, "/.", BlockLogWriter::FileName(kNow, kUtc), ".",
+                                        getpid(), ".tmp");
+  ASSERT_EQ(symlink(victim.c_str(), temp.c_str()), 0);
+
+  BlockLogWriter writer(Options());
+  absl::StatusOr<std::string> path = writer.Write(Info(1100), kNow);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(Read(victim), "precious\n");
+  struct stat st;
+  ASSERT_EQ(lstat(path->c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(Read(*path), FormatBlockLog(Info(1100), kNow, kUtc));
+  EXPECT_NE(lstat(temp.c_str(), &st), 0);  // The planted link is gone, not followed.
+}
+
+TEST_F(BlockLogWriterTest, ListLogFiles_SkipsSymlinks) {
+  BlockLogWriter writer(Options());
+  const std::string a = *writer.Write(Info(1100), kNow);
+  const std::string victim = dir_ + "/victim.txt";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(symlink(victim.c_str(), (dir_ + "/looper-planted.log").c_str()), 0);
+  EXPECT_THAT(*writer.ListLogFiles(), ElementsAre(a));
+}
+
+TEST_F(BlockLogWriterTest, Write_AfterTheDirectoryWasRemoved_RecreatesIt) {
+  BlockLogWriter writer(Options());
+  ASSERT_TRUE(writer.Write(Info(1100), kNow).ok());
+  std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+  absl::StatusOr<std::string> path = writer.Write(Info(1200), kNow);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(ReadBlockLog(*path, kUtc)->time_cost_ms, 1200);
+}
+
 TEST_F(BlockLogWriterTest, ReadBlockLog_CorruptFile_NamesTheFileAndKeepsIt) {
   BlockLogWriter writer(Options());
   std::string path = *writer.Write(Info(1100), kNow);

@@ -334,7 +334,7 @@ TEST_F(JsonLinesIssueSinkTest, Create_UnderAFile_FailsNamingThePath) {
   auto sink = JsonLinesIssueSink::Create({.directory = file + "/reports"});
   ASSERT_FALSE(sink.ok());
   EXPECT_THAT(std::string(sink.status().message()), HasSubstr(file));
-  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("Not a directory"));
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("is not a directory"));
 }
 
 TEST_F(JsonLinesIssueSinkTest, Create_WhereNoDirectoryCanBeMade_Fails) {
@@ -356,34 +356,191 @@ TEST_F(JsonLinesIssueSinkTest, Create_RejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(JsonLinesIssueSinkTest, DirectoryRemovedUnderTheSink_FailuresAreCountedThenRecovered) {
+// --- File safety: symbolic links (issue 9, defect 3) ---------------------------------
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int CountLogged(const CapturingSink& sink, spdlog::level::level_enum level,
+                absl::string_view needle) {
+  int n = 0;
+  for (const auto& [l, text] : sink.lines) n += l == level && absl::StrContains(text, needle);
+  return n;
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_WhenTheFileIsASymlink_FailsAndNeverWritesThroughIt) {
+  const std::string dir = base_ + "/r";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string victim = base_ + "/victim";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(symlink(victim.c_str(), (dir + "/issues.jsonl").c_str()), 0);
+
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr(dir + "/issues.jsonl"));
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("symbolic link"));
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_WhenTheReportDirectoryIsASymlink_FailsNamingIt) {
+  const std::string elsewhere = base_ + "/elsewhere";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0700), 0);
+  const std::string dir = base_ + "/reports";
+  ASSERT_EQ(symlink(elsewhere.c_str(), dir.c_str()), 0);
+
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr(dir));
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("symbolic link"));
+  EXPECT_FALSE(Exists(elsewhere + "/issues.jsonl"));
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_BelowALinkInTheConfiguredPath_IsAllowed) {
+  // Leading components that already exist are the user's path: followed.
+  const std::string real = base_ + "/real";
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(real.c_str(), (base_ + "/link").c_str()), 0);
+  auto sink = JsonLinesIssueSink::Create({.directory = base_ + "/link/reports"});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  EXPECT_THAT(Lines(real + "/reports/issues.jsonl"), SizeIs(1));
+}
+
+TEST_F(JsonLinesIssueSinkTest, Rotation_OverPlantedSymlinks_NeverWritesThroughThem) {
+  JsonLinesIssueSink::Options options;
+  options.directory = base_ + "/rot";
+  options.max_file_bytes = 1024;
+  options.max_files = 3;
+  auto sink = JsonLinesIssueSink::Create(options);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  const std::string victim = base_ + "/victim";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(symlink(victim.c_str(), (options.directory + "/issues.1.jsonl").c_str()), 0);
+  ASSERT_EQ(symlink(victim.c_str(), (options.directory + "/issues.2.jsonl").c_str()), 0);
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE((*sink)->Append(Numbered(i)).ok());
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  EXPECT_EQ(NumberOf(Lines((*sink)->path()).back()), 29);
+}
+
+TEST_F(JsonLinesIssueSinkTest, Append_WhenTheFileWasReplacedByASymlink_RefusesLogsAndCounts) {
+  ScopedCapture capture;
+  auto sink = JsonLinesIssueSink::Create({.directory = base_ + "/r"});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(Numbered(0)).ok());
+  const std::string victim = base_ + "/victim";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(unlink((*sink)->path().c_str()), 0);
+  ASSERT_EQ(symlink(victim.c_str(), (*sink)->path().c_str()), 0);
+
+  (*sink)->OnReportIssue(Numbered(1));
+  (*sink)->OnReportIssue(Numbered(2));
+
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  EXPECT_EQ((*sink)->failed_writes(), 2);
+  EXPECT_EQ(CountLogged(capture.sink(), spdlog::level::err, (*sink)->path()), 2);
+  EXPECT_GE(CountLogged(capture.sink(), spdlog::level::err, "symbolic link"), 1);
+}
+
+// --- File safety: the directory or file removed while running (defect 4) ---------------
+
+TEST_F(JsonLinesIssueSinkTest, DirectoryRemoved_IsRecreatedWithOneWarningAndNothingIsLost) {
   ScopedCapture capture;
   JsonLinesIssueSink::Options options;
   options.directory = base_ + "/gone";
-  options.max_file_bytes = 1024;
-  options.max_files = 2;
   auto sink = JsonLinesIssueSink::Create(options);
   ASSERT_TRUE(sink.ok());
   ASSERT_TRUE((*sink)->Append(Numbered(0)).ok());
   std::system(("rm -rf '" + options.directory + "'").c_str());
 
-  // The next rotation cannot reopen the file.
-  for (int i = 1; i < 10; ++i) (*sink)->OnReportIssue(Numbered(i));
-  EXPECT_GE((*sink)->failed_writes(), 1);
-  bool logged = false;
-  for (const auto& [level, text] : capture.sink().lines) {
-    logged |= level == spdlog::level::err && absl::StrContains(text, options.directory);
-  }
-  EXPECT_TRUE(logged);
+  for (int i = 1; i <= 3; ++i) (*sink)->OnReportIssue(Numbered(i));
 
-  // Once the directory is back, writing resumes.
-  ASSERT_EQ(mkdir(options.directory.c_str(), 0700), 0);
-  const int64_t failed = (*sink)->failed_writes();
-  (*sink)->OnReportIssue(Numbered(99));
-  EXPECT_EQ((*sink)->failed_writes(), failed);
+  EXPECT_EQ((*sink)->failed_writes(), 0);
+  EXPECT_EQ(ModeOf(options.directory), 0700u);
+  EXPECT_EQ(ModeOf((*sink)->path()), 0600u);
   const std::vector<std::string> lines = Lines((*sink)->path());
-  ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(NumberOf(lines.back()), 99);
+  ASSERT_THAT(lines, SizeIs(3));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(NumberOf(lines[i]), i + 1);
+  EXPECT_EQ(CountLogged(capture.sink(), spdlog::level::warn, (*sink)->path()), 1);
+}
+
+TEST_F(JsonLinesIssueSinkTest, FileRemoved_IsRecreatedWithOneWarning) {
+  ScopedCapture capture;
+  auto sink = JsonLinesIssueSink::Create({.directory = base_ + "/r"});
+  ASSERT_TRUE(sink.ok());
+  ASSERT_TRUE((*sink)->Append(Numbered(0)).ok());
+  ASSERT_EQ(unlink((*sink)->path().c_str()), 0);
+
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  ASSERT_TRUE((*sink)->Append(Numbered(2)).ok());
+
+  const std::vector<std::string> lines = Lines((*sink)->path());
+  ASSERT_THAT(lines, SizeIs(2));
+  EXPECT_EQ(NumberOf(lines[0]), 1);
+  EXPECT_EQ(CountLogged(capture.sink(), spdlog::level::warn, (*sink)->path()), 1);
+}
+
+TEST_F(JsonLinesIssueSinkTest, DirectoryCannotBeRecreated_LostIssuesAreCountedAndLoggedThenRecovered) {
+  ScopedCapture capture;
+  JsonLinesIssueSink::Options options;
+  options.directory = base_ + "/gone";
+  auto sink = JsonLinesIssueSink::Create(options);
+  ASSERT_TRUE(sink.ok());
+  ASSERT_TRUE((*sink)->Append(Numbered(0)).ok());
+  std::system(("rm -rf '" + options.directory + "'").c_str());
+  std::ofstream(options.directory) << "a file where the directory was";
+
+  for (int i = 1; i <= 3; ++i) (*sink)->OnReportIssue(Numbered(i));
+
+  EXPECT_EQ((*sink)->failed_writes(), 3);
+  EXPECT_EQ(CountLogged(capture.sink(), spdlog::level::warn, (*sink)->path()), 1);
+  EXPECT_EQ(CountLogged(capture.sink(), spdlog::level::err, options.directory), 3);
+  EXPECT_GE(CountLogged(capture.sink(), spdlog::level::err, "not a directory"), 1);
+
+  // Once the path is usable again, writing resumes.
+  ASSERT_EQ(unlink(options.directory.c_str()), 0);
+  (*sink)->OnReportIssue(Numbered(99));
+  EXPECT_EQ((*sink)->failed_writes(), 3);
+  const std::vector<std::string> lines = Lines((*sink)->path());
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_EQ(NumberOf(lines[0]), 99);
+}
+
+// --- Torn lines (defect 5, writer side) ------------------------------------------------
+
+TEST_F(JsonLinesIssueSinkTest, Create_OnAFileEndingInATornLine_StartsOnAFreshLine) {
+  const std::string dir = base_ + "/torn";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string fragment = Numbered(7).ToJson().substr(0, 40);  // A killed writer's rest.
+  std::ofstream(dir + "/issues.jsonl", std::ios::binary) << Numbered(6).ToJson() << "\n"
+                                                          << fragment;
+
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  ASSERT_TRUE((*sink)->Append(Numbered(2)).ok());
+
+  const std::vector<std::string> lines = Lines((*sink)->path());
+  ASSERT_THAT(lines, SizeIs(4));
+  EXPECT_EQ(NumberOf(lines[0]), 6);
+  EXPECT_EQ(lines[1], fragment);  // On its own line: the reader skips just it.
+  EXPECT_EQ(NumberOf(lines[2]), 1);
+  EXPECT_EQ(NumberOf(lines[3]), 2);
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_OnAFileEndingInANewline_AddsNothing) {
+  const std::string dir = base_ + "/whole";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  std::ofstream(dir + "/issues.jsonl", std::ios::binary) << Numbered(6).ToJson() << "\n";
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  EXPECT_EQ(ReadAll((*sink)->path()), Numbered(6).ToJson() + "\n" + Numbered(1).ToJson() + "\n");
 }
 
 }  // namespace

@@ -18,8 +18,14 @@
 // linked into place, so a reader never sees half a file and two blocks
 // written in the same millisecond get two files (the second is named
 // looper-...-1.log). The directory is created 0700 and files 0600: blocks
-// hold stacks and scene names that may be private. Only files named
-// looper-*.log are listed or deleted.
+// hold stacks and scene names that may be private. Only regular files named
+// looper-*.log are listed or deleted (a symbolic link is not).
+//
+// No file stays open: each Write() opens the directory again, re-creating it
+// if it was deleted. Nothing is written through a symbolic link: the
+// directory itself must not be one (FailedPrecondition naming it; leading
+// components that already exist may be), the temporary file is created with
+// O_EXCL | O_NOFOLLOW, and link() never follows or replaces one.
 //
 // Thread safety: thread-safe; writes and deletes are serialized. Every method
 // does file I/O: call it from the worker (or any non-looper) thread.
