@@ -1,5 +1,5 @@
-// Runs the built matrix-report binary on testdata/reports and checks its
-// output and exit codes.
+// Runs the built matrix-report binary on testdata/reports (and on the
+// BlockCanary files of testdata/demo) and checks its output and exit codes.
 //
 // The fixture is a real `matrix-demo --reports=...` run (14 issues: a cold
 // startup, its STARTUP slow method, six FPS reports (one over no frames),
@@ -36,6 +36,7 @@ using ::testing::StartsWith;
 
 const std::string kBinary = MATRIX_REPORT_BINARY;
 const std::string kReports = std::string(MATRIX_REPORT_TESTDATA) + "/reports";
+const std::string kDemoDir = std::string(MATRIX_REPORT_TESTDATA) + "/demo";
 
 struct Result {
   int code = -1;
@@ -50,7 +51,7 @@ std::string ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-// Runs the binary with `args` in `cwd` (the test's cwd when empty),
+// Runs the binary with `args` in `cwd` (the test's cwd when empty), TZ=UTC,
 // capturing stdout and stderr through files.
 Result RunBinary(const std::vector<std::string>& args, const std::string& cwd = "") {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -66,13 +67,20 @@ Result RunBinary(const std::vector<std::string>& args, const std::string& cwd = 
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  std::vector<std::string> env = {"TZ=UTC"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("TZ=", 0) != 0) env.push_back(*e);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(kBinary.c_str()));
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   pid_t pid = 0;
   Result result;
-  const int spawned = posix_spawn(&pid, kBinary.c_str(), &actions, nullptr, argv.data(), environ);
+  const int spawned = posix_spawn(&pid, kBinary.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   EXPECT_EQ(spawned, 0) << "cannot run " << kBinary;
   if (spawned != 0) return result;
@@ -93,7 +101,7 @@ TEST(MatrixReportE2eTest, SummaryOfTheFixtureDirectory) {
   EXPECT_THAT(r.out,
               HasSubstr(absl::StrCat("issues       14 (3 files: ", kReports, "/issues.2.jsonl, ",
                                      kReports, "/issues.1.jsonl, ", kReports, "/issues.jsonl)\n")));
-  EXPECT_THAT(r.out, HasSubstr("lines        15 read, 1 malformed (skipped; listed on stderr)\n"));
+  EXPECT_THAT(r.out, HasSubstr("lines        15 read, 1 malformed (skipped; see stderr)\n"));
   EXPECT_THAT(r.out,
               HasSubstr("time         2026-11-22 01:09:14.029 .. 2026-11-22 01:09:24.735 UTC "
                         "(10.71 s)\n"));
@@ -105,8 +113,8 @@ TEST(MatrixReportE2eTest, SummaryOfTheFixtureDirectory) {
   EXPECT_THAT(r.out, ContainsRegex("Trace_EvilMethod/SIGNAL_ANR +1 +1 +2300.5 ms"));
   EXPECT_THAT(r.out, ContainsRegex("Trace_StartUp +1 +1 +1230.9 ms"));
   EXPECT_THAT(r.err, StartsWith(absl::StrCat("matrix-report: ", kReports,
-                                             "/issues.1.jsonl:3: malformed line skipped: not a "
-                                             "JSON issue: ")));
+                                             "/issues.1.jsonl: skipped 1 malformed line at line "
+                                             "3: not a JSON issue: ")));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
@@ -187,6 +195,90 @@ TEST(MatrixReportE2eTest, WithoutArgumentsItReadsMatrixReportsInTheCurrentDirect
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("issues       6 (1 file: ./matrix-reports/issues.jsonl)"));
   std::filesystem::remove_all(cwd);
+}
+
+// A scratch directory under the test temp dir.
+std::string ScratchDir(const std::string& name) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/matrix-report-e2e-", name, "-",
+                                       getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(MatrixReportE2eTest, TornLinesAreSkippedWithOneWarningPerFileAndTheRestIsRead) {
+  // A copy of the fixture's newest file (6 issues, the last a block with 26
+  // samples), as a killed writer and its successor leave it: the block torn
+  // half way with the next run's first issue glued on, more issues after it,
+  // and a torn last line.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(kReports + "/issues.jsonl");
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 6u);
+  const std::string block = lines[5];
+  ASSERT_THAT(block, StartsWith("{\"tag\":\"BlockCanary\""));
+  const std::string torn = block.substr(0, block.size() / 2);
+  const std::string dir = ScratchDir("torn");
+  {
+    std::ofstream out(dir + "/issues.jsonl", std::ios::binary);
+    for (size_t i = 0; i < 5; ++i) out << lines[i] << "\n";
+    out << torn << lines[0] << "\n" << lines[1] << "\n" << lines[2] << "\n" << torn;
+  }
+  const Result r = RunBinary({"--utc", dir});
+  EXPECT_EQ(r.code, 0) << r.err;
+  // 5 + the glued one + 2 after it.
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("issues       8 (1 file: ", dir, "/issues.jsonl)\n")));
+  EXPECT_THAT(r.out, HasSubstr("lines        9 read, 2 malformed (skipped; see stderr)\n"));
+  EXPECT_THAT(r.err, StartsWith(absl::StrCat("matrix-report: ", dir,
+                                             "/issues.jsonl: skipped 2 malformed lines, the first "
+                                             "at line 6: not a JSON issue: ")));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// `show` output without the lines that differ between a block's JSON issue
+// and its text file: the report time, the device (read at report time) and
+// the source.
+std::string BlockView(const std::string& show) {
+  std::string kept;
+  std::istringstream in(show);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("time ", 0) == 0 || line.rfind("device ", 0) == 0 ||
+        line.rfind("source ", 0) == 0) {
+      continue;
+    }
+    kept += line + "\n";
+  }
+  return kept;
+}
+
+TEST(MatrixReportE2eTest, BlockCanaryTextFilesReadAsTheirBlockCanaryIssues) {
+  // The demo writes each block twice: as a BlockCanary issue in
+  // matrix-reports/issues.jsonl and as BlockCanary's text file in
+  // matrix-reports/blockcanary/.
+  const Result text = RunBinary({"show", "--utc", "./matrix-reports/blockcanary"}, kDemoDir);
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_EQ(text.err, "");
+  EXPECT_THAT(text.out, StartsWith("== BlockCanary ="));
+  EXPECT_THAT(text.out, HasSubstr("source       ./matrix-reports/blockcanary/looper-"));
+  const Result json =
+      RunBinary({"show", "--utc", "--tag=BlockCanary", "./matrix-reports"}, kDemoDir);
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(BlockView(text.out), BlockView(json.out));
+  EXPECT_THAT(text.out, Not(HasSubstr("uid uid")));
+
+  // A single file, and group and summary on the directory.
+  const std::string file =
+      std::filesystem::directory_iterator(kDemoDir + "/matrix-reports/blockcanary")->path();
+  const Result one = RunBinary({"group", "--utc", file});
+  EXPECT_EQ(one.code, 0) << one.err;
+  EXPECT_THAT(one.out, StartsWith("1 group of 1 issue"));
+  EXPECT_THAT(one.out, HasSubstr("BlockCanary  x1\n"));
+  const Result summary = RunBinary({"--utc", "./matrix-reports/blockcanary"}, kDemoDir);
+  EXPECT_EQ(summary.code, 0) << summary.err;
+  EXPECT_THAT(summary.out, ContainsRegex("BlockCanary +[0-9]+ +[0-9]+ +[0-9.]+ ms"));
 }
 
 }  // namespace

@@ -152,7 +152,8 @@ TEST_F(RunOnFilesTest, SummaryIsTheDefaultAndMalformedLinesGoToStderr) {
   EXPECT_THAT(run.out, HasSubstr("issues       5 (2 files: "));
   EXPECT_THAT(run.out, HasSubstr("lines        6 read, 1 malformed"));
   EXPECT_THAT(run.out, ::testing::ContainsRegex("Trace_EvilMethod/ANR +2 +1 +7000.0 ms"));
-  EXPECT_THAT(run.err, HasSubstr(dir_.path() + "/issues.1.jsonl:3: malformed line skipped: "));
+  EXPECT_THAT(run.err, HasSubstr(dir_.path() +
+                                 "/issues.1.jsonl: skipped 1 malformed line at line 3: "));
 }
 
 TEST_F(RunOnFilesTest, GroupWithFilterAndLimit) {
@@ -228,16 +229,24 @@ TEST_F(RunOnFilesTest, AnUnreadableInputIsReportedTheRestUsedAndTheExitIsOne) {
   EXPECT_THAT(run.out, HasSubstr("4 groups of 5 issues"));
 }
 
-TEST(RunMatrixReportTest, MalformedLinesAreListedUpToALimitPerFileThenCounted) {
+TEST(RunMatrixReportTest, MalformedLinesAreWarnedAboutOncePerFileWithCountAndFirstLine) {
   ScratchDir dir("many-bad");
-  std::vector<std::string> lines(kMaxMalformedListedPerFile + 5, "garbage");
-  lines.push_back(Line(FrameIssue("G", 50, kBaseTimeMs)));
+  std::vector<std::string> lines = {Line(FrameIssue("G", 50, kBaseTimeMs))};
+  lines.insert(lines.end(), 25, "garbage");
+  lines.push_back(Line(FrameIssue("H", 50, kBaseTimeMs)));
   const std::string file = dir.Write("issues.jsonl", lines);
-  const RunOutput run = RunReport({file});
+  const std::string other = dir.Write("other.jsonl", {"{\"tag\":\"X\",\"pid\":", "[]"});
+  const RunOutput run = RunReport({file, other});
   EXPECT_EQ(run.code, kExitOk);
-  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), kMaxMalformedListedPerFile + 1);
-  EXPECT_THAT(run.err, HasSubstr("... and 5 more malformed lines in " + file));
-  EXPECT_THAT(run.out, HasSubstr("26 read, 25 malformed"));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 2) << run.err;
+  EXPECT_THAT(run.err, StartsWith("matrix-report: " + file +
+                                  ": skipped 25 malformed lines, the first at line 2: not a JSON "
+                                  "issue: "));
+  EXPECT_THAT(run.err, HasSubstr("\nmatrix-report: " + other +
+                                 ": skipped 2 malformed lines, the first at line 1: not a JSON "
+                                 "issue: "));
+  EXPECT_THAT(run.out, HasSubstr("29 read, 27 malformed (skipped; see stderr)"));
+  EXPECT_THAT(run.out, HasSubstr("issues       2 (2 files: "));
 }
 
 }  // namespace

@@ -1,18 +1,24 @@
 // Reading issue files: rotated files oldest first, directories, malformed
-// lines reported with file and line and skipped, unreadable inputs.
+// lines reported with file and line and skipped, torn lines, BlockCanary
+// text files, unreadable inputs.
 
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "matrix/core/issue.h"
+#include "matrix/plugins/block_canary_info.h"
 #include "matrix/report/issue_reader.h"
 #include "report_test_util.h"
 
 namespace matrix::report {
 namespace {
 
+using test_util::AddFrame;
 using test_util::AnrIssue;
 using test_util::FrameIssue;
 using test_util::kBaseTimeMs;
@@ -134,6 +140,175 @@ TEST(ReadIssueInputsTest, DashReadsStandardInput) {
   EXPECT_EQ(result.records[1].source.line, 2);
   ReadResult no_stdin = ReadIssueInputs({"-"}, nullptr);
   EXPECT_EQ(no_stdin.errors.size(), 1u);
+}
+
+// A large hang (a deep native stack), as a line the sink writes.
+std::string LargeAnrLine(const std::string& key, int64_t time_ms) {
+  proto::Issue issue = AnrIssue(key, proto::ANR, 5000, time_ms);
+  for (int i = 0; i < 2000; ++i) {
+    AddFrame(issue.mutable_anr()->mutable_thread_stack(), absl::StrCat("app::Frame", i, "()"),
+             "/usr/bin/gallery", static_cast<uint64_t>(i));
+  }
+  return Line(issue);
+}
+
+TEST(ReadIssueInputsTest, ATornLineIsSkippedAndAnIssueGluedAfterItIsStillRead) {
+  // A writer killed while writing a large line leaves it torn, without its
+  // line end; the next writer's first line is then appended to it.
+  ScratchDir dir("torn");
+  const std::string large = LargeAnrLine("app::Big()", kBaseTimeMs + 1000);
+  ASSERT_GT(large.size(), 100000u);
+  const std::string torn = large.substr(0, large.size() / 2);
+  const std::string file = dir.Write(
+      "issues.jsonl", {Line(FrameIssue("Before", 50, kBaseTimeMs)),
+                       torn + Line(FrameIssue("Glued", 50, kBaseTimeMs + 2000)),
+                       Line(FrameIssue("After1", 50, kBaseTimeMs + 3000)), torn.substr(0, 7),
+                       Line(FrameIssue("After2", 50, kBaseTimeMs + 4000)), torn});
+  ReadResult result = ReadIssueInputs({file}, nullptr);
+  EXPECT_TRUE(result.errors.empty());
+  std::vector<std::string> keys;
+  for (const IssueRecord& r : result.records) keys.push_back(r.key);
+  EXPECT_THAT(keys, ElementsAre("Before", "Glued", "After1", "After2"));
+  ASSERT_EQ(result.records.size(), 4u);
+  EXPECT_EQ(result.records[1].source.line, 2);
+  EXPECT_EQ(result.records[3].source.line, 5);
+  EXPECT_EQ(result.lines, 6);
+  ASSERT_EQ(result.malformed.size(), 3u);
+  EXPECT_EQ(result.malformed[0].where.line, 2);
+  EXPECT_EQ(result.malformed[1].where.line, 4);
+  EXPECT_EQ(result.malformed[2].where.line, 6);
+  // The reason is one short line, not the large input.
+  EXPECT_LT(result.malformed[0].reason.size(), 200u);
+}
+
+TEST(ReadIssueInputsTest, ATornLastLineWithoutItsLineEndIsSkipped) {
+  ScratchDir dir("torn-end");
+  const std::string large = LargeAnrLine("app::Big()", kBaseTimeMs);
+  const std::string file = dir.Write("issues.jsonl", {Line(FrameIssue("A", 50, kBaseTimeMs))});
+  std::ofstream(file, std::ios::binary | std::ios::app) << large.substr(0, large.size() - 1);
+  ReadResult result = ReadIssueInputs({file}, nullptr);
+  ASSERT_EQ(result.records.size(), 1u);
+  ASSERT_EQ(result.malformed.size(), 1u);
+  EXPECT_EQ(result.malformed[0].where.line, 2);
+}
+
+// A block as BlockCanaryPlugin records it (times at millisecond precision).
+BlockInfo SampleBlock(int64_t end_ms, const std::string& busy_function) {
+  BlockInfo info;
+  info.qualifier = "gallery-1.4.2";
+  info.version_name = "1.4.2";
+  info.version_code = 142;
+  info.uid = "uid";
+  info.network = "unknown";
+  info.model = "AMD EPYC";
+  info.api_level = "Linux 6.1.0 x86_64";
+  info.machine = "HIGH";
+  info.cpu_cores = 8;
+  info.process = "gallery";
+  info.pid = 4242;
+  info.free_memory_kb = 3145728;
+  info.total_memory_kb = 8388608;
+  info.vm_rss_kb = 90112;
+  info.time_cost_ms = 1500;
+  info.thread_time_ms = 1400;
+  info.time_end = absl::FromUnixMillis(end_ms);
+  info.time_start = info.time_end - absl::Milliseconds(1500);
+  info.message = ">>>>> Dispatching to Handler (app::Ui) {55d0} null: 0";
+  info.scene = "Gallery";
+  info.cpu_busy = true;
+  info.block_cpu = BlockCpuRate{absl::Time(), 91, 25, 80, 11, 0};
+  info.cpu_rate = {BlockCpuRate{info.time_start + absl::Milliseconds(200), 90, 24, 80, 10, 0}};
+  for (int i = 0; i < 3; ++i) {
+    info.samples.push_back(BlockStackSample{
+        info.time_start + absl::Milliseconds(100 + 400 * i),
+        {BlockFrame{"clock_nanosleep", 0x65, "libc.so.6"},
+         BlockFrame{i == 0 ? "app::Parse()" : busy_function, 0x29, "gallery"},
+         BlockFrame{"app::Load()", 0x11, "gallery"}}});
+  }
+  return info;
+}
+
+// The BlockCanary JSON issue BlockCanaryPlugin reports for `info` (without
+// the device's app CPU, which the text file does not hold).
+proto::Issue PluginIssue(BlockInfo info, const std::string& log_file) {
+  int key_count = 0;
+  info.key = KeyStackLine(info, {}, &key_count);
+  info.log_file = log_file;
+  proto::Issue issue;
+  issue.set_tag(kTagBlockCanary);
+  issue.set_key(info.key);
+  issue.set_plugin("BlockCanary");
+  issue.set_process(info.process);
+  issue.set_pid(info.pid);
+  issue.set_time_ms(absl::ToUnixMillis(info.time_end));
+  issue.mutable_device()->set_machine(proto::DeviceInfo::HIGH);
+  issue.mutable_device()->set_cpu_cores(info.cpu_cores);
+  issue.mutable_device()->set_mem(info.total_memory_kb * 1024);
+  issue.mutable_device()->set_mem_free(info.free_memory_kb);
+  *issue.mutable_block() = ToBlockReport(info);
+  issue.mutable_block()->set_key_sample_count(key_count);
+  return issue;
+}
+
+TEST(ReadIssueInputsTest, ADirectoryOfBlockCanaryTextFilesGivesTheirBlockCanaryIssues) {
+  ScratchDir dir("blockcanary");
+  const absl::TimeZone zone = absl::LocalTimeZone();
+  const BlockInfo first = SampleBlock(kBaseTimeMs, "app::Decode()");
+  const BlockInfo second = SampleBlock(kBaseTimeMs + 60000, "app::Save()");
+  // BlockLogWriter's names and layout; the newer file sorts last.
+  const std::string first_file = dir.Write(
+      "looper-2025-11-21_10-00-00.000.log", {FormatBlockLog(first, first.time_end, zone)});
+  const std::string second_file = dir.Write(
+      "looper-2025-11-21_10-01-00.000.log", {FormatBlockLog(second, second.time_end, zone)});
+  // Not BlockLogWriter's names: its temporary files, other logs.
+  dir.Write(".looper-2025-11-21_10-02-00.000.log.tmp", {"not listed"});
+  dir.Write("looper-2025-11-21.log", {"not listed"});
+
+  ReadResult result = ReadIssueInputs({dir.path()}, nullptr);
+  EXPECT_THAT(result.errors, ::testing::IsEmpty());
+  EXPECT_TRUE(result.malformed.empty());
+  EXPECT_THAT(result.files, ElementsAre(first_file, second_file));
+  EXPECT_EQ(result.lines, 2);
+  ASSERT_EQ(result.records.size(), 2u);
+
+  const IssueRecord expected = RecordFromIssue(PluginIssue(first, first_file));
+  const IssueRecord& got = result.records[0];
+  EXPECT_EQ(got.tag(), "BlockCanary");
+  EXPECT_EQ(got.kind, "block");
+  EXPECT_EQ(got.key, "app::Decode()");
+  EXPECT_EQ(got.scene, "Gallery");
+  EXPECT_EQ(got.metric.name, "cost_ms");
+  EXPECT_EQ(got.metric.value, 1500);
+  EXPECT_EQ(got.source.file, first_file);
+  EXPECT_EQ(got.issue.block().key_sample_count(), 2);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got.issue, expected.issue))
+      << "got:      " << got.issue.ShortDebugString()
+      << "\nexpected: " << expected.issue.ShortDebugString();
+  EXPECT_EQ(result.records[1].key, "app::Save()");
+  EXPECT_EQ(result.records[1].sequence, 1);
+}
+
+TEST(ReadIssueInputsTest, ASingleBlockCanaryFileAndABrokenOneBesideIssueFiles) {
+  ScratchDir dir("blockcanary-file");
+  const BlockInfo block = SampleBlock(kBaseTimeMs, "app::Decode()");
+  const std::string file = dir.Write("looper-2025-11-21_10-00-00.000.log",
+                                     {FormatBlockLog(block, block.time_end, absl::LocalTimeZone())});
+  const std::string broken =
+      dir.Write("looper-2025-11-21_10-00-01.000.log", {"\r\n**********************\r\nbroken"});
+  dir.Write("issues.jsonl", {Line(FrameIssue("A", 50, kBaseTimeMs))});
+
+  ReadResult single = ReadIssueInputs({file}, nullptr);
+  ASSERT_EQ(single.records.size(), 1u);
+  EXPECT_EQ(single.records[0].key, "app::Decode()");
+
+  // The directory: issue files first, then the block files.
+  ReadResult all = ReadIssueInputs({dir.path()}, nullptr);
+  ASSERT_EQ(all.records.size(), 2u);
+  EXPECT_EQ(all.records[0].tag(), "Trace_FPS");
+  EXPECT_EQ(all.records[1].tag(), "BlockCanary");
+  ASSERT_EQ(all.malformed.size(), 1u);
+  EXPECT_EQ(all.malformed[0].where.file, broken);
+  EXPECT_THAT(all.malformed[0].reason, HasSubstr("not a BlockCanary block file"));
 }
 
 }  // namespace

@@ -300,6 +300,28 @@ TEST(RenderGroupsTest, ShowsCountWorstMedianSeenAndScenes) {
                              }));
 }
 
+TEST(RenderIssueTest, BlockAppLineShowsAUidGivenButNotBlockCanarysPlaceholder) {
+  // BlockCanaryContext's default uid is the placeholder "uid", and the
+  // demo's block showed "app  matrix-demo, uid uid, network unknown".
+  proto::Issue issue = test_util::BlockIssue("app::Decode()", 2603, kBaseTimeMs);
+  issue.mutable_block()->set_uid("uid");
+  issue.mutable_block()->set_network("unknown");
+  std::string text = RenderIssue(Parsed(issue), {});
+  EXPECT_THAT(text, HasSubstr("app          gallery-1.4.2, version 1.4.2 (142), network unknown\n"));
+  EXPECT_THAT(text, Not(HasSubstr("uid")));
+  issue.mutable_block()->set_uid("10042");
+  text = RenderIssue(Parsed(issue), {});
+  EXPECT_THAT(text, HasSubstr("app          gallery-1.4.2, version 1.4.2 (142), uid 10042, "
+                              "network unknown\n"));
+}
+
+TEST(RenderIssueTest, ABlockReadFromItsTextFileShowsTheFileAsItsSource) {
+  IssueRecord record = Parsed(test_util::BlockIssue("app::Decode()", 2603, kBaseTimeMs));
+  record.source = {"blockcanary/looper-2025-11-21_10-00-00.000.log", 0};
+  EXPECT_THAT(RenderIssue(record, {}),
+              HasSubstr("source       blockcanary/looper-2025-11-21_10-00-00.000.log\n"));
+}
+
 TEST(RenderSummaryTest, CountsPerTagDetailTimeRangeProcessesAndReadProblems) {
   ReadResult read;
   read.files = {"a/issues.1.jsonl", "a/issues.jsonl"};
@@ -316,7 +338,7 @@ TEST(RenderSummaryTest, CountsPerTagDetailTimeRangeProcessesAndReadProblems) {
   for (const IssueRecord& r : read.records) all.push_back(&r);
   const std::string text = RenderSummary(read, all, false, {});
   EXPECT_THAT(text, HasSubstr("issues       5 (2 files: a/issues.1.jsonl, a/issues.jsonl)\n"));
-  EXPECT_THAT(text, HasSubstr("lines        6 read, 1 malformed (skipped; listed on stderr)\n"));
+  EXPECT_THAT(text, HasSubstr("lines        6 read, 1 malformed (skipped; see stderr)\n"));
   EXPECT_THAT(
       text,
       HasSubstr("time         2025-11-21 10:00:00.000 .. 2025-11-21 10:00:12.500 UTC (12.50 s)\n"));

@@ -27,8 +27,10 @@ constexpr char kUsage[] = R"(Usage: matrix-report [COMMAND] [OPTIONS] [FILE|DIR|
 Reads the JSON-lines issue files matrix-cpp writes (JsonLinesIssueSink) and
 summarizes, groups, shows or exports them. A directory means every *.jsonl
 in it, rotated files included, oldest first; "-" reads standard input.
-Without inputs, ./matrix-reports is read. Malformed lines are reported on
-stderr with their file and line, skipped and counted.
+A BlockCanary text file (looper-*.log, as a file or in a directory) is
+read as the block's BlockCanary issue. Without inputs, ./matrix-reports is
+read. Malformed lines (a line torn by a killed writer, say) are skipped
+and counted, with one warning per file on stderr: the count and the first.
 
 Commands:
   summary     counts per tag/detail with worst and median, time range,
@@ -139,23 +141,22 @@ std::optional<Command> CommandNamed(absl::string_view name) {
 
 absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
-// Lists malformed lines, at most kMaxMalformedListedPerFile per file.
+// Warns once per file that had malformed lines: how many, and the first.
 void ReportMalformed(const ReadResult& read, std::ostream& err) {
   size_t i = 0;
   while (i < read.malformed.size()) {
-    const std::string& file = read.malformed[i].where.file;
+    const MalformedLine& first = read.malformed[i];
     size_t end = i;
-    while (end < read.malformed.size() && read.malformed[end].where.file == file) ++end;
-    const size_t listed = std::min(end - i, static_cast<size_t>(kMaxMalformedListedPerFile));
-    for (size_t k = i; k < i + listed; ++k) {
-      const MalformedLine& bad = read.malformed[k];
-      err << "matrix-report: " << bad.where.file << ":" << bad.where.line
-          << ": malformed line skipped: " << bad.reason << "\n";
+    while (end < read.malformed.size() && read.malformed[end].where.file == first.where.file) {
+      ++end;
     }
-    if (end - i > listed) {
-      err << "matrix-report: ... and " << (end - i - listed) << " more malformed lines in " << file
-          << "\n";
+    const size_t count = end - i;
+    err << "matrix-report: " << first.where.file << ": skipped " << count
+        << (count == 1 ? " malformed line" : " malformed lines");
+    if (first.where.line > 0) {
+      err << (count == 1 ? " at line " : ", the first at line ") << first.where.line;
     }
+    err << ": " << first.reason << "\n";
     i = end;
   }
 }
@@ -323,7 +324,8 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
   }
   if (cl.inputs.empty()) cl.inputs.push_back(kDefaultInput);
 
-  const ReadResult read = ReadIssueInputs(cl.inputs, &in);
+  const ReadResult read =
+      ReadIssueInputs(cl.inputs, &in, {.block_log_time_zone = env.local_zone});
   for (const std::string& error : read.errors) err << "matrix-report: " << error << "\n";
   ReportMalformed(read, err);
   if (read.files.empty()) {

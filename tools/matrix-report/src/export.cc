@@ -107,7 +107,9 @@ std::string ExportGroupsJson(const std::vector<IssueGroup>& groups, absl::TimeZo
     }
     std::vector<std::string> sources;
     for (const IssueRecord* r : g.issues) {
-      sources.push_back(JsonQuote(absl::StrCat(r->source.file, ":", r->source.line)));
+      sources.push_back(JsonQuote(r->source.line > 0
+                                      ? absl::StrCat(r->source.file, ":", r->source.line)
+                                      : r->source.file));
     }
     absl::StrAppend(&out, first ? "" : ",\n", "{\"tag\":", JsonQuote(g.tag),
                     ",\"detail\":", JsonQuote(g.detail), ",\"key\":", JsonQuote(g.key),

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 #include <tuple>
@@ -15,6 +16,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+#include "matrix/core/issue.h"
+#include "matrix/plugins/block_canary_info.h"
 
 namespace matrix::report {
 namespace {
@@ -22,6 +27,15 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr absl::string_view kExtension = ".jsonl";
+// BlockLogWriter's file names: looper-yyyy-MM-dd_HH-mm-ss.SSS[-N].log.
+constexpr absl::string_view kBlockLogPrefix = "looper-";
+constexpr absl::string_view kBlockLogExtension = ".log";
+// The date part, 'd' for a digit.
+constexpr absl::string_view kBlockLogDate = "dddd-dd-dd_dd-dd-dd.ddd";
+// How every line the sink writes begins (Issue::ToJson: `tag` is field 1).
+constexpr char kIssueStart[] = "{\"tag\":";
+// A BlockCanary file's first non-blank character (its "****" header line).
+constexpr char kBlockLogStart = '*';
 
 // A file's place in its sink's rotation: directory, sink name and index
 // (0 for the current file, N for <name>.N.jsonl).
@@ -51,6 +65,19 @@ RotationKey KeyFor(const std::string& path) {
   return key;
 }
 
+// Whether `name` is a BlockLogWriter file name.
+bool IsBlockLogName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kBlockLogPrefix) ||
+      !absl::ConsumeSuffix(&name, kBlockLogExtension) || name.size() < kBlockLogDate.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < kBlockLogDate.size(); ++i) {
+    const bool digit = absl::ascii_isdigit(static_cast<unsigned char>(name[i]));
+    if (kBlockLogDate[i] == 'd' ? !digit : name[i] != kBlockLogDate[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> OrderIssueFiles(std::vector<std::string> paths) {
@@ -78,26 +105,89 @@ absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path) {
   // pipes such as <(zcat old.jsonl.gz) or /dev/stdin.
   if (!fs::is_directory(status)) return std::vector<std::string>{path};
   std::vector<std::string> files;
+  std::vector<std::string> block_logs;
   fs::directory_iterator it(path, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat(path, ": ", ec.message()));
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) return absl::InternalError(absl::StrCat(path, ": ", ec.message()));
     const std::string name = it->path().filename().string();
-    if (!absl::EndsWith(name, kExtension) || name.size() == kExtension.size()) continue;
+    const bool issues = absl::EndsWith(name, kExtension) && name.size() > kExtension.size();
+    const bool block_log = IsBlockLogName(name);
+    if (!issues && !block_log) continue;
     std::error_code type_ec;
     if (!it->is_regular_file(type_ec)) continue;
-    files.push_back(it->path().string());
+    (issues ? files : block_logs).push_back(it->path().string());
   }
-  if (files.empty()) {
-    return absl::NotFoundError(absl::StrCat(path, ": no *.jsonl issue files in this directory"));
+  if (files.empty() && block_logs.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        path, ": no *.jsonl issue files or BlockCanary looper-*.log files in this directory"));
   }
-  return OrderIssueFiles(std::move(files));
+  files = OrderIssueFiles(std::move(files));
+  std::sort(block_logs.begin(), block_logs.end());
+  files.insert(files.end(), std::make_move_iterator(block_logs.begin()),
+               std::make_move_iterator(block_logs.end()));
+  return files;
 }
 
-void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& result) {
+absl::StatusOr<IssueRecord> RecordFromBlockLog(absl::string_view text, SourceLocation source,
+                                               absl::TimeZone time_zone) {
+  absl::StatusOr<BlockInfo> info = ParseBlockLog(text, time_zone);
+  if (!info.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a BlockCanary block file: ", info.status().message()));
+  }
+  // As BlockCanaryPlugin::Finish() and Plugin::OnDetectIssue() build it.
+  int key_count = 0;
+  info->key = KeyStackLine(*info, /*concern_packages=*/{}, &key_count);
+  info->log_file = source.file;
+  proto::Issue issue;
+  issue.set_tag(kTagBlockCanary);
+  issue.set_key(info->key);
+  issue.set_plugin(kTagBlockCanary);
+  issue.set_process(info->process);
+  issue.set_pid(info->pid);
+  issue.set_time_ms(absl::ToUnixMillis(info->time_end));
+  proto::DeviceInfo* device = issue.mutable_device();
+  if (proto::DeviceInfo::Level level; proto::DeviceInfo::Level_Parse(info->machine, &level)) {
+    device->set_machine(level);
+  }
+  device->set_cpu_cores(info->cpu_cores);
+  device->set_mem(info->total_memory_kb * 1024);
+  device->set_mem_free(info->free_memory_kb);
+  proto::BlockReport* report = issue.mutable_block();
+  *report = ToBlockReport(*info);
+  report->set_key_sample_count(key_count);
+  return RecordFromIssue(std::move(issue), std::move(source));
+}
+
+void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& result,
+                     const ReadOptions& options) {
   result.files.push_back(name);
-  std::string line;
+  // Leading blank lines are skipped (and counted) to see what the file is.
   int64_t number = 0;
+  for (int c = in.peek(); c != std::char_traits<char>::eof() &&
+                          absl::ascii_isspace(static_cast<unsigned char>(c));
+       c = in.peek()) {
+    if (in.get() == '\n') ++number;
+  }
+  if (in.peek() == kBlockLogStart) {
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    if (in.bad()) {
+      result.errors.push_back(absl::StrCat(name, ": read error"));
+      return;
+    }
+    ++result.lines;
+    absl::StatusOr<IssueRecord> record =
+        RecordFromBlockLog(text, {name, 0}, options.block_log_time_zone);
+    if (!record.ok()) {
+      result.malformed.push_back({{name, 0}, std::string(record.status().message())});
+      return;
+    }
+    record->sequence = static_cast<int64_t>(result.records.size());
+    result.records.push_back(*std::move(record));
+    return;
+  }
+  std::string line;
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -106,7 +196,14 @@ void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& resu
     absl::StatusOr<IssueRecord> record = ParseIssueLine(line, {name, number});
     if (!record.ok()) {
       result.malformed.push_back({{name, number}, std::string(record.status().message())});
-      continue;
+      // A torn line (its writer was killed mid-write) may have the next
+      // writer's first issue glued on after it: read that one.
+      for (size_t start = line.find(kIssueStart, 1); start != std::string::npos;
+           start = line.find(kIssueStart, start + 1)) {
+        record = ParseIssueLine(absl::string_view(line).substr(start), {name, number});
+        if (record.ok()) break;
+      }
+      if (!record.ok()) continue;
     }
     record->sequence = static_cast<int64_t>(result.records.size());
     result.records.push_back(*std::move(record));
@@ -116,7 +213,8 @@ void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& resu
   }
 }
 
-ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream* stdin_stream) {
+ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream* stdin_stream,
+                           const ReadOptions& options) {
   ReadResult result;
   absl::flat_hash_set<std::string> seen;
   for (const std::string& input : inputs) {
@@ -126,7 +224,7 @@ ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream*
         continue;
       }
       if (!seen.insert(kStdinName).second) continue;
-      ReadIssueStream(*stdin_stream, kStdinName, result);
+      ReadIssueStream(*stdin_stream, kStdinName, result, options);
       continue;
     }
     absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
@@ -143,7 +241,7 @@ ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream*
         result.errors.push_back(absl::StrCat(file, ": ", std::strerror(errno)));
         continue;
       }
-      ReadIssueStream(stream, file, result);
+      ReadIssueStream(stream, file, result, options);
     }
   }
   return result;

@@ -35,6 +35,8 @@ constexpr int kLabelWidth = 12;
 constexpr int kMaxDrawnDepth = 64;
 // Names shown inline before "and N more".
 constexpr size_t kMaxListed = 4;
+// BlockCanaryContext's default uid (BlockCanary's provideUid()): no uid given.
+constexpr absl::string_view kPlaceholderUid = "uid";
 
 std::string Pad(int indent) { return std::string(static_cast<size_t>(std::max(indent, 0)), ' '); }
 
@@ -228,7 +230,8 @@ void RenderHeader(std::string& out, const IssueRecord& r, const RenderOptions& o
     AddField(out, "device", absl::StrJoin(parts, ", "));
   }
   if (!r.source.file.empty())
-    AddField(out, "source", absl::StrCat(r.source.file, ":", r.source.line));
+    AddField(out, "source", r.source.line > 0 ? absl::StrCat(r.source.file, ":", r.source.line)
+                                              : r.source.file);
 }
 
 void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions& options) {
@@ -431,7 +434,9 @@ void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOpti
   if (!b.version_name().empty() || b.version_code() != 0) {
     app.push_back(absl::StrCat("version ", b.version_name(), " (", b.version_code(), ")"));
   }
-  if (!b.uid().empty()) app.push_back(absl::StrCat("uid ", b.uid()));
+  if (!b.uid().empty() && b.uid() != kPlaceholderUid) {
+    app.push_back(absl::StrCat("uid ", b.uid()));
+  }
   if (!b.network().empty()) app.push_back(absl::StrCat("network ", b.network()));
   if (!app.empty()) AddField(out, "app", absl::StrJoin(app, ", "));
   if (!b.key_stack_line().empty()) {
@@ -781,7 +786,7 @@ std::string RenderSummary(const ReadResult& read, const std::vector<const IssueR
                   read.files.empty() ? "" : ": ", files, ")");
   AddField(out, "issues", issues);
   std::string lines = absl::StrCat(read.lines, " read, ", read.malformed.size(), " malformed");
-  if (!read.malformed.empty()) absl::StrAppend(&lines, " (skipped; listed on stderr)");
+  if (!read.malformed.empty()) absl::StrAppend(&lines, " (skipped; see stderr)");
   AddField(out, "lines", lines);
   if (!read.errors.empty()) {
     AddField(out, "unreadable",

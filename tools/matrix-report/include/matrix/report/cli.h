@@ -15,7 +15,8 @@
 // Exit codes: kExitOk (0); kExitNoInput (1): no input, an input that could
 // not be read (the others are still reported) or an output that could not
 // be written; kExitUsage (2): a usage error. Errors go to `err`, each line
-// starting with "matrix-report: ".
+// starting with "matrix-report: "; malformed lines are warned about there
+// once per file, with their count and the first one's line number and reason.
 //
 // Thread safety: thread-compatible (no shared state).
 
@@ -41,10 +42,6 @@ inline constexpr int kExitUsage = 2;
 // Where inputs are read from when none are given: the sink's default.
 inline constexpr char kDefaultInput[] = "./matrix-reports";
 
-// At most this many malformed lines are listed per file; the rest are
-// counted ("... and 12 more malformed lines in x.jsonl").
-inline constexpr int kMaxMalformedListedPerFile = 20;
-
 enum class Command { kSummary, kGroup, kShow, kExport };
 enum class ExportFormat { kCsv, kJson, kJsonLines };
 
@@ -65,7 +62,8 @@ struct CommandLine {
 struct RunEnvironment {
   // "Now" for relative times (--since=2h).
   absl::Time now = absl::UnixEpoch();
-  // The zone times are shown and read in without --utc.
+  // The zone times are shown and read in without --utc, and the zone
+  // BlockCanary text files are read in (with or without --utc).
   absl::TimeZone local_zone = absl::UTCTimeZone();
 };
 
