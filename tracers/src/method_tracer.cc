@@ -45,12 +45,27 @@ static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t), "a slot is one 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "slots must be plain stores");
 static_assert(std::atomic<int64_t>::is_always_lock_free, "the cached time must be a plain load");
 
+// The hook path calls no function but its own: not even std::atomic's
+// members. In an unoptimized (-O0) build those are out-of-line inline
+// functions, and a program built with clang's method tracing (no exclude list)
+// emits instrumented copies of them that the linker may pick for this file
+// too: the hook would then call itself until the stack overflows. The
+// compiler's __atomic builtins are instructions, never calls.
+template <typename T>
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) T* Raw(std::atomic<T>* a) {
+  return reinterpret_cast<T*>(a);
+}
+template <typename T>
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) const T* Raw(const std::atomic<T>* a) {
+  return reinterpret_cast<const T*>(a);
+}
+
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Store(WriterState* w,
                                                                       uint64_t record) {
   const uint64_t i = w->next;
-  w->slots[i & w->mask].store(record, std::memory_order_release);
+  __atomic_store_n(Raw(&w->slots[i & w->mask]), record, __ATOMIC_RELEASE);
   w->next = i + 1;
-  w->published->store(i + 1, std::memory_order_release);
+  __atomic_store_n(Raw(w->published), i + 1, __ATOMIC_RELEASE);
 }
 
 // Cold: runs once per 16.78 ms epoch of activity.
@@ -63,7 +78,7 @@ MATRIX_NO_INSTRUMENT __attribute__((noinline, cold)) void StoreTime(WriterState*
 // `base` is a record without its time bits.
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterState* w,
                                                                        uint64_t base) {
-  const int64_t now = w->now_ns->load(std::memory_order_relaxed);
+  const int64_t now = __atomic_load_n(Raw(w->now_ns), __ATOMIC_RELAXED);
   if (__builtin_expect(RecordEpoch(now) != w->epoch, 0)) StoreTime(w, now);
   Store(w, base | RecordTimeLow(now));
 }
@@ -121,13 +136,17 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
       std::clamp<int64_t>(tracer->clock_->NowTicks().ToNanoseconds(), 0, kMaxRecordTimeNs);
   tracer->cached_now_ns_.store(now, std::memory_order_relaxed);
 
-  WriterState& w = tls_writer;
-  w.slots = tracer->slots_.get();
-  w.mask = tracer->capacity_ - 1;
-  w.next = 0;
-  w.now_ns = &tracer->cached_now_ns_;
-  w.published = &tracer->write_index_;
-  StoreTime(&w, now);  // The stream always starts timed.
+  // Built aside and published to the hooks in one assignment: the calls made
+  // while building it (unique_ptr's members) may be the program's
+  // instrumented copies, and their hooks must not see a half-set writer.
+  WriterState state;
+  state.slots = tracer->slots_.get();
+  state.mask = tracer->capacity_ - 1;
+  state.next = 0;
+  state.now_ns = &tracer->cached_now_ns_;
+  state.published = &tracer->write_index_;
+  tls_writer = state;
+  StoreTime(&tls_writer, now);  // The stream always starts timed.
 
   if (options.tick_period > absl::ZeroDuration()) {
     tracer->ticker_ = std::thread([t = tracer.get()] { t->TickerLoop(); });
