@@ -51,27 +51,39 @@ FrameMonitor::~FrameMonitor() {
   g_object_unref(window_);
 }
 
+// Phase markers are emission hooks, which GLib runs before every handler of
+// the signal (GDK's own paint handler, connected when the window was realized,
+// would otherwise draw before a handler of ours could mark the phase). Hooks
+// are per signal, for every frame clock: each checks the instance.
 void FrameMonitor::HookClock() {
   UnhookClock();
   GdkFrameClock* clock = gtk_widget_get_frame_clock(window_);
   if (clock == nullptr) return;
   frame_clock_ = GDK_FRAME_CLOCK(g_object_ref(clock));
-  clock_handlers_[0] = g_signal_connect(clock, "flush-events", G_CALLBACK(&OnFlushEvents), this);
-  clock_handlers_[1] = g_signal_connect(clock, "before-paint", G_CALLBACK(&OnBeforePaint), this);
-  clock_handlers_[2] = g_signal_connect(clock, "update", G_CALLBACK(&OnUpdate), this);
-  clock_handlers_[3] = g_signal_connect(clock, "layout", G_CALLBACK(&OnLayout), this);
-  clock_handlers_[4] = g_signal_connect(clock, "after-paint", G_CALLBACK(&OnAfterPaint), this);
+  static constexpr const char* kSignals[kHookCount] = {"flush-events", "before-paint", "update",
+                                                        "layout",       "paint",        "after-paint"};
+  static constexpr GSignalEmissionHook kHooks[kHookCount] = {
+      &OnFlushEvents, &OnBeforePaint, &OnUpdate, &OnLayout, &OnLayout, &OnAfterPaint};
+  for (int i = 0; i < kHookCount; ++i) {
+    hook_signals_[i] = g_signal_lookup(kSignals[i], GDK_TYPE_FRAME_CLOCK);
+    hook_ids_[i] = g_signal_add_emission_hook(hook_signals_[i], 0, kHooks[i], this, nullptr);
+  }
 }
 
 void FrameMonitor::UnhookClock() {
   if (frame_clock_ == nullptr) return;
-  for (gulong& id : clock_handlers_) {
-    g_signal_handler_disconnect(frame_clock_, id);
-    id = 0;
+  for (int i = 0; i < kHookCount; ++i) {
+    g_signal_remove_emission_hook(hook_signals_[i], hook_ids_[i]);
+    hook_ids_[i] = 0;
   }
   g_object_unref(frame_clock_);
   frame_clock_ = nullptr;
   in_frame_ = false;
+}
+
+FrameMonitor* FrameMonitor::ForClock(const GValue* params, gpointer self) {
+  auto* monitor = static_cast<FrameMonitor*>(self);
+  return g_value_peek_pointer(&params[0]) == monitor->frame_clock_ ? monitor : nullptr;
 }
 
 void FrameMonitor::NameScene() {
@@ -103,17 +115,23 @@ void FrameMonitor::OnTitle(GObject*, GParamSpec*, gpointer self) {
   if (monitor->options_.scene.empty()) monitor->NameScene();
 }
 
-void FrameMonitor::OnFlushEvents(GdkFrameClock*, gpointer self) {
-  auto* monitor = static_cast<FrameMonitor*>(self);
+gboolean FrameMonitor::OnFlushEvents(GSignalInvocationHint*, guint, const GValue* params,
+                                     gpointer self) {
+  FrameMonitor* monitor = ForClock(params, self);
+  if (monitor == nullptr) return TRUE;
   monitor->flush_time_ = monitor->Now();
   monitor->flush_dispatch_ = monitor->dispatches_->dispatch_count();
+  return TRUE;
 }
 
-void FrameMonitor::OnBeforePaint(GdkFrameClock* clock, gpointer self) {
-  auto* monitor = static_cast<FrameMonitor*>(self);
+gboolean FrameMonitor::OnBeforePaint(GSignalInvocationHint*, guint, const GValue* params,
+                                     gpointer self) {
+  FrameMonitor* monitor = ForClock(params, self);
+  if (monitor == nullptr) return TRUE;
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(monitor->thread_checker_);
   monitor->in_frame_ = monitor->dispatches_->in_dispatch();
-  if (!monitor->in_frame_) return;
+  if (!monitor->in_frame_) return TRUE;
+  GdkFrameClock* clock = monitor->frame_clock_;
   const TimeTicks now = monitor->Now();
   const int64_t frame_time_us = gdk_frame_clock_get_frame_time(clock);
   monitor->ui_monitor_->MarkFrame(FrameTimeToTicks(frame_time_us, now),
@@ -125,26 +143,37 @@ void FrameMonitor::OnBeforePaint(GdkFrameClock* clock, gpointer self) {
                             monitor->flush_time_ != TimeTicks();
   monitor->ui_monitor_->MarkPhase(UIThreadMonitor::Phase::kInput,
                                   flushed_here ? monitor->flush_time_ : now);
+  monitor->traversal_marked_ = false;
   ++monitor->frame_count_;
+  return TRUE;
 }
 
-void FrameMonitor::OnUpdate(GdkFrameClock*, gpointer self) {
-  auto* monitor = static_cast<FrameMonitor*>(self);
-  if (!monitor->in_frame_) return;
+gboolean FrameMonitor::OnUpdate(GSignalInvocationHint*, guint, const GValue* params,
+                                gpointer self) {
+  FrameMonitor* monitor = ForClock(params, self);
+  if (monitor == nullptr || !monitor->in_frame_) return TRUE;
   monitor->ui_monitor_->MarkPhase(UIThreadMonitor::Phase::kAnimation, monitor->Now());
+  return TRUE;
 }
 
-void FrameMonitor::OnLayout(GdkFrameClock*, gpointer self) {
-  auto* monitor = static_cast<FrameMonitor*>(self);
-  if (!monitor->in_frame_) return;
+// GTK emits "layout" and "paint" only when requested (a queue_draw alone
+// requests the paint): traversal starts at whichever comes first.
+gboolean FrameMonitor::OnLayout(GSignalInvocationHint*, guint, const GValue* params,
+                                gpointer self) {
+  FrameMonitor* monitor = ForClock(params, self);
+  if (monitor == nullptr || !monitor->in_frame_ || monitor->traversal_marked_) return TRUE;
+  monitor->traversal_marked_ = true;
   monitor->ui_monitor_->MarkPhase(UIThreadMonitor::Phase::kTraversal, monitor->Now());
+  return TRUE;
 }
 
-void FrameMonitor::OnAfterPaint(GdkFrameClock*, gpointer self) {
-  auto* monitor = static_cast<FrameMonitor*>(self);
-  if (!monitor->in_frame_) return;
+gboolean FrameMonitor::OnAfterPaint(GSignalInvocationHint*, guint, const GValue* params,
+                                    gpointer self) {
+  FrameMonitor* monitor = ForClock(params, self);
+  if (monitor == nullptr || !monitor->in_frame_) return TRUE;
   monitor->ui_monitor_->MarkPhase(UIThreadMonitor::Phase::kCommit, monitor->Now());
   monitor->in_frame_ = false;
+  return TRUE;
 }
 
 absl::StatusOr<std::unique_ptr<FrameMonitor>> AttachWindow(GtkWidget* window, TracePlugin* plugin,

@@ -19,7 +19,8 @@
 //   flush-events            -> kInput      (or before-paint when the flush ran
 //                                            in an earlier dispatch)
 //   update                  -> kAnimation  (tick callbacks, CSS animations)
-//   layout (+ paint)        -> kTraversal  (size allocation, then drawing)
+//   layout or paint         -> kTraversal  (size allocation, then drawing;
+//                                            GTK emits each only when requested)
 //   after-paint             -> kCommit     (until the dispatch ends)
 //
 // The frame's intended vsync is gdk_frame_clock_get_frame_time(); the refresh
@@ -35,7 +36,7 @@
 // The frame clock exists once the window is realized; attaching before that
 // is fine (frames are hooked at "realize", unhooked at "unrealize").
 //
-// Per frame the adapter adds five clock reads (vDSO) and no allocation, lock,
+// Per frame the adapter adds up to five clock reads (vDSO) and no allocation, lock,
 // syscall or log line.
 //
 // Thread safety: GTK's thread only (the thread running gtk_main or iterating
@@ -100,11 +101,14 @@ class FrameMonitor {
   static void OnRealize(GtkWidget* widget, gpointer self);
   static void OnUnrealize(GtkWidget* widget, gpointer self);
   static void OnTitle(GObject* object, GParamSpec* pspec, gpointer self);
-  static void OnFlushEvents(GdkFrameClock* clock, gpointer self);
-  static void OnBeforePaint(GdkFrameClock* clock, gpointer self);
-  static void OnUpdate(GdkFrameClock* clock, gpointer self);
-  static void OnLayout(GdkFrameClock* clock, gpointer self);
-  static void OnAfterPaint(GdkFrameClock* clock, gpointer self);
+  // Emission hooks (see HookClock()); each returns TRUE to stay installed.
+  static constexpr int kHookCount = 6;
+  static FrameMonitor* ForClock(const GValue* params, gpointer self);
+  static gboolean OnFlushEvents(GSignalInvocationHint*, guint, const GValue*, gpointer self);
+  static gboolean OnBeforePaint(GSignalInvocationHint*, guint, const GValue*, gpointer self);
+  static gboolean OnUpdate(GSignalInvocationHint*, guint, const GValue*, gpointer self);
+  static gboolean OnLayout(GSignalInvocationHint*, guint, const GValue*, gpointer self);
+  static gboolean OnAfterPaint(GSignalInvocationHint*, guint, const GValue*, gpointer self);
 
   GtkWidget* const window_;
   UIThreadMonitor* const ui_monitor_;
@@ -112,9 +116,11 @@ class FrameMonitor {
   const Options options_;
   GdkFrameClock* frame_clock_ = nullptr;
   gulong window_handlers_[3] = {};
-  gulong clock_handlers_[5] = {};
+  guint hook_signals_[kHookCount] = {};
+  gulong hook_ids_[kHookCount] = {};
   // The frame in progress (set at before-paint in a monitored dispatch).
   bool in_frame_ = false;
+  bool traversal_marked_ = false;
   uint64_t flush_dispatch_ = 0;  // GlibMonitor::dispatch_count() at flush-events.
   TimeTicks flush_time_;
   int64_t frame_count_ = 0;
