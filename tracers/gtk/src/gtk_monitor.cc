@@ -47,7 +47,10 @@ FrameMonitor::FrameMonitor(GtkWidget* window, UIThreadMonitor* ui_monitor,
 FrameMonitor::~FrameMonitor() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   UnhookClock();
-  for (gulong id : window_handlers_) g_signal_handler_disconnect(window_, id);
+  // A destroyed window has dropped its handlers already.
+  for (gulong id : window_handlers_) {
+    if (g_signal_handler_is_connected(window_, id)) g_signal_handler_disconnect(window_, id);
+  }
   g_object_unref(window_);
 }
 
