@@ -3,7 +3,8 @@
 
 PACKAGES := cmake g++ make ninja-build pkg-config \
             libabsl-dev libprotobuf-dev protobuf-compiler libspdlog-dev \
-            libgtest-dev libgmock-dev libbenchmark-dev
+            libgtest-dev libgmock-dev libbenchmark-dev \
+            libglib2.0-dev libgtk-3-dev xvfb xauth
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

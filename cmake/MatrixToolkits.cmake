@@ -1,0 +1,52 @@
+# Optional toolkit adapters (docs/integration.md, "GLib and GTK 3").
+#
+#   MATRIX_WITH_GLIB  AUTO (default) | ON | OFF   matrix::glib (glib-2.0)
+#   MATRIX_WITH_GTK   AUTO (default) | ON | OFF   matrix::gtk  (gtk+-3.0; needs GLib)
+#
+# AUTO builds an adapter when pkg-config finds its package; ON fails the
+# configure when it is missing; OFF never builds it. Sets MATRIX_HAVE_GLIB and
+# MATRIX_HAVE_GTK (ON/OFF) for the rest of the build and the package config.
+
+include_guard(GLOBAL)
+
+set(MATRIX_WITH_GLIB AUTO CACHE STRING "Build matrix::glib: AUTO, ON or OFF")
+set(MATRIX_WITH_GTK AUTO CACHE STRING "Build matrix::gtk (GTK 3): AUTO, ON or OFF")
+set_property(CACHE MATRIX_WITH_GLIB PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE MATRIX_WITH_GTK PROPERTY STRINGS AUTO ON OFF)
+
+# _matrix_find_toolkit(<option> <prefix> <pkg-config module> <Debian package> <result var>)
+function(_matrix_find_toolkit option prefix module deb result)
+  string(TOUPPER "${${option}}" mode)
+  if(NOT mode MATCHES "^(AUTO|ON|OFF|TRUE|FALSE|YES|NO|1|0)$")
+    message(FATAL_ERROR "${option}=${${option}}: use AUTO, ON or OFF")
+  endif()
+  set(${result} OFF PARENT_SCOPE)
+  if(mode MATCHES "^(OFF|FALSE|NO|0)$")
+    return()
+  endif()
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(${prefix} QUIET IMPORTED_TARGET GLOBAL ${module})
+  endif()
+  if(${prefix}_FOUND)
+    message(STATUS "matrix-cpp: ${module} ${${prefix}_VERSION} found: building the adapter")
+    set(${result} ON PARENT_SCOPE)
+  elseif(mode STREQUAL "AUTO")
+    message(STATUS "matrix-cpp: ${module} not found: adapter not built (install ${deb})")
+  else()
+    message(FATAL_ERROR "${option}=ON but pkg-config cannot find ${module}. "
+                        "Install it (Debian: apt-get install ${deb}) or set ${option}=OFF.")
+  endif()
+endfunction()
+
+_matrix_find_toolkit(MATRIX_WITH_GLIB MATRIX_GLIB glib-2.0 libglib2.0-dev MATRIX_HAVE_GLIB)
+if(MATRIX_HAVE_GLIB)
+  _matrix_find_toolkit(MATRIX_WITH_GTK MATRIX_GTK gtk+-3.0 libgtk-3-dev MATRIX_HAVE_GTK)
+else()
+  string(TOUPPER "${MATRIX_WITH_GTK}" _matrix_gtk_mode)
+  if(_matrix_gtk_mode STREQUAL "ON")
+    message(FATAL_ERROR "MATRIX_WITH_GTK=ON needs matrix::glib, which is not built "
+                        "(MATRIX_WITH_GLIB=${MATRIX_WITH_GLIB}, glib-2.0 found: ${MATRIX_GLIB_FOUND})")
+  endif()
+  set(MATRIX_HAVE_GTK OFF)
+endif()

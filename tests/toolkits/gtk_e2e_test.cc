@@ -1,0 +1,191 @@
+// A real GTK 3 program under Xvfb (xvfb-run), monitored with one line
+// (matrix::gtk::Attach). It draws at the frame clock's rate (a tick callback
+// queues a draw every frame), makes 5 janky frames (100 ms in the draw
+// handler), blocks the loop for 1.5 s in a function built without method
+// tracing, and runs a 300 ms idle callback. The reports must show:
+//   FPS: the window's title as scene, the 5 janky frames (each >= 3 dropped
+//        frames at 60 Hz; tolerance: up to 3 more slow frames from start-up)
+//        and their paint time in the traversal phase (>= 450 ms in all);
+//   ANR: the native stack names HangInUninstrumentedCode;
+//   slow method: the key names SlowIdle (this file is method-traced).
+
+#include <gtk/gtk.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "e2e_util.h"
+#include "gtest/gtest.h"
+#include "matrix/core/matrix.h"
+#include "matrix/gtk/gtk_monitor.h"
+#include "matrix/plugins/trace_plugin.h"
+#include "uninstrumented.h"
+
+namespace {
+
+constexpr char kTitle[] = "MatrixGtkE2E";
+constexpr int kFirstJankyDraw = 60;  // After about 1 s of steady frames.
+constexpr int kJankyDraws = 5;
+
+struct Program {
+  matrix::TracePlugin* plugin = nullptr;
+  int draws = 0;
+  int janky = 0;
+  bool slow_idle_ran = false;
+};
+
+__attribute__((noinline)) gboolean SlowIdle(gpointer p) {
+  e2e::SpinFor(absl::Milliseconds(300));
+  static_cast<Program*>(p)->slow_idle_ran = true;
+  return G_SOURCE_REMOVE;
+}
+
+gboolean OnDraw(GtkWidget*, cairo_t* cr, gpointer p) {
+  auto* program = static_cast<Program*>(p);
+  const int draw = program->draws++;
+  cairo_set_source_rgb(cr, (draw % 60) / 60.0, 0.3, 0.6);
+  cairo_paint(cr);
+  if (draw >= kFirstJankyDraw && draw < kFirstJankyDraw + kJankyDraws) {
+    e2e::SpinFor(absl::Milliseconds(100));
+    ++program->janky;
+  }
+  return FALSE;
+}
+
+gboolean OnTick(GtkWidget* widget, GdkFrameClock*, gpointer) {
+  gtk_widget_queue_draw(widget);
+  return G_SOURCE_CONTINUE;
+}
+
+TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
+  ASSERT_TRUE(gtk_init_check(nullptr, nullptr)) << "no display (run under xvfb-run -a)";
+  auto config = matrix::TraceConfig::Builder()
+                    .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
+                    .UseChoreographer(false)
+                    .EnableFps(true)
+                    .SetFpsTimeSlice(absl::Seconds(30))
+                    .EnableAnrTrace(true)
+                    .SetLagThreshold(absl::Milliseconds(500))
+                    .SetAnrThreshold(absl::Seconds(1))
+                    .EnableEvilMethodTrace(true)
+                    .SetEvilThreshold(absl::Milliseconds(200))
+                    .Build();
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto trace = std::make_unique<matrix::TracePlugin>(*config);
+  Program program;
+  program.plugin = trace.get();
+  auto listener = std::make_shared<e2e::CollectingListener>();
+  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
+                                       .AddPlugin(std::move(trace))
+                                       .SetPluginListener(listener)
+                                       .Build())
+                  .ok());
+  ASSERT_TRUE(program.plugin->Start().ok());
+
+  GtkWidget* window = gtk_window_new(GTK_WINDOW_TOPLEVEL);
+  gtk_window_set_title(GTK_WINDOW(window), kTitle);
+  gtk_window_set_default_size(GTK_WINDOW(window), 320, 240);
+  GtkWidget* area = gtk_drawing_area_new();
+  gtk_container_add(GTK_CONTAINER(window), area);
+  g_signal_connect(area, "draw", G_CALLBACK(&OnDraw), &program);
+  gtk_widget_add_tick_callback(area, &OnTick, nullptr, nullptr);
+
+  auto monitor = matrix::gtk::Attach(window, program.plugin);  // The one line.
+  ASSERT_TRUE(monitor.ok()) << monitor.status();
+  EXPECT_EQ((*monitor)->frames()->scene(), kTitle);
+  gtk_widget_show_all(window);
+
+  g_timeout_add(2500, [](gpointer) -> gboolean {
+    e2e::HangInUninstrumentedCode(absl::Milliseconds(1500));
+    return G_SOURCE_REMOVE;
+  }, nullptr);
+  g_timeout_add(4500, [](gpointer p) -> gboolean {
+    g_idle_add(&SlowIdle, p);
+    return G_SOURCE_REMOVE;
+  }, &program);
+  g_timeout_add(6000, [](gpointer p) -> gboolean {
+    static_cast<Program*>(p)->plugin->GetFrameTracer()->FlushReports();
+    gtk_main_quit();
+    return G_SOURCE_REMOVE;
+  }, &program);
+  gtk_main();
+
+  const int64_t frames = (*monitor)->frames()->frame_count();
+  EXPECT_EQ(program.janky, kJankyDraws);
+  EXPECT_TRUE(program.slow_idle_ran);
+  EXPECT_GT(frames, 100);  // About 6 s at 60 Hz minus the blocks and janks.
+
+  auto has = [](const std::vector<matrix::Issue>& issues, auto pred) {
+    for (const auto& issue : issues) {
+      if (pred(issue)) return true;
+    }
+    return false;
+  };
+  auto is_fps = [](const matrix::Issue& i) { return i.proto().has_frame(); };
+  auto is_anr = [](const matrix::Issue& i) {
+    return i.proto().has_anr() && i.proto().anr().detail() == matrix::proto::ANR;
+  };
+  auto is_slow = [](const matrix::Issue& i) { return i.proto().has_evil_method(); };
+  EXPECT_TRUE(listener->WaitFor(
+      [&](const auto& issues) {
+        return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow);
+      },
+      absl::Seconds(15)));
+  monitor->reset();
+  std::vector<matrix::Issue> issues = listener->issues();
+
+  // FPS.
+  int64_t reported_frames = 0;
+  int64_t slow_frames = 0;  // Frames that dropped >= 3 vsyncs (normal level and worse).
+  int64_t dropped = 0;
+  double traversal_ms = 0;
+  double animation_ms = 0;
+  for (const auto& issue : issues) {
+    if (!is_fps(issue)) continue;
+    const matrix::proto::FrameReport& fps = issue.proto().frame();
+    EXPECT_EQ(fps.scene(), kTitle);
+    reported_frames += fps.frames();
+    dropped += fps.dropped_frames();
+    slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
+                   fps.drop_level().high() + fps.drop_level().frozen();
+    traversal_ms += fps.traversal_ms() * static_cast<double>(fps.frames());
+    animation_ms += fps.animation_ms() * static_cast<double>(fps.frames());
+  }
+  EXPECT_GT(reported_frames, 100);
+  EXPECT_GE(slow_frames, kJankyDraws);
+  EXPECT_LE(slow_frames, kJankyDraws + 3);
+  EXPECT_GE(dropped, kJankyDraws * 5);  // 100 ms at 60 Hz: 5 or 6 vsyncs each.
+  EXPECT_GE(traversal_ms, 0.9 * kJankyDraws * 100) << "paint time in the traversal phase";
+  EXPECT_GT(animation_ms, 0);
+
+  // ANR: the native stack names the blocking function.
+  const matrix::Issue* anr = nullptr;
+  for (const auto& issue : issues) {
+    if (is_anr(issue)) anr = &issue;
+  }
+  ASSERT_NE(anr, nullptr);
+  std::string stack;
+  bool named = false;
+  for (const auto& frame : anr->proto().anr().thread_stack().frames()) {
+    stack += frame.function() + "\n";
+    named |= absl::StrContains(frame.function(), "HangInUninstrumentedCode");
+  }
+  EXPECT_TRUE(named) << stack;
+  EXPECT_EQ(anr->proto().anr().scene(), kTitle);
+
+  // Slow method: the key names the idle callback.
+  bool slow_idle = false;
+  std::string keys;
+  for (const auto& issue : issues) {
+    if (!is_slow(issue)) continue;
+    keys += issue.proto().evil_method().stack_key() + "\n";
+    slow_idle |= absl::StrContains(issue.proto().evil_method().stack_key(), "SlowIdle");
+  }
+  EXPECT_TRUE(slow_idle) << keys;
+
+  gtk_widget_destroy(window);
+  matrix::Matrix::Shutdown();
+}
+
+}  // namespace
