@@ -65,6 +65,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libabsl-dev, libprotobuf-dev, protobuf-compiler, libspdlog-dev, pkg-config")
+# The toolkit adapters (matrix::glib, matrix::gtk, ...) need their toolkit's
+# -dev package in the user's build, when the user links them.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libglib2.0-dev, libgtk-3-dev")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_OUTPUT_FILE_PREFIX ${PROJECT_BINARY_DIR}/packages)
 include(CPack)
