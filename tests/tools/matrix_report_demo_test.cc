@@ -47,7 +47,23 @@ const TimingDependentKey kTimingDependentKeys[] = {
      {"(anonymous namespace)::InitApp()", "(anonymous namespace)::WarmCaches()"}},
 };
 
+// The fixture comes from a GCC build. Clang 14 has no instrumentation exclude
+// list, so an unoptimized clang build (the sanitizer suites) also traces the
+// out-of-line Abseil and standard-library helpers the demo calls: its
+// slow-method buffer wraps and those keys differ (docs/method-tracing.md).
+// There the method-traced keys are compared by tag and detail only.
+#ifndef MATRIX_DEMO_TRACED_KEYS_EXACT
+#define MATRIX_DEMO_TRACED_KEYS_EXACT 1
+#endif
+constexpr absl::string_view kMethodTracedKeys[] = {"Trace_EvilMethod/NORMAL",
+                                                   "Trace_EvilMethod/STARTUP"};
+
 std::string KeyOf(const IssueRecord& r) {
+  if (!MATRIX_DEMO_TRACED_KEYS_EXACT) {
+    for (absl::string_view tag_detail : kMethodTracedKeys) {
+      if (r.TagDetail() == tag_detail) return "(method-traced key: compared in GCC builds)";
+    }
+  }
   for (const TimingDependentKey& t : kTimingDependentKeys) {
     if (r.TagDetail() != t.tag_detail) continue;
     for (const std::string& key : t.keys) {
