@@ -1,6 +1,8 @@
 #include "matrix/uv/uv_monitor.h"
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -13,11 +15,13 @@ namespace matrix::uv {
 
 // The two handles live on the heap: libuv keeps using them until their close
 // callbacks ran, which may be after the monitor is gone.
-struct UvMonitor::Handles {
+namespace internal {
+struct UvHandles {
   uv_prepare_t prepare;
   uv_check_t check;
   int closing = 0;  // Close callbacks of ours still to run.
 };
+}  // namespace internal
 
 namespace {
 
@@ -26,6 +30,13 @@ absl::Mutex g_loops_mu;
 absl::flat_hash_set<uv_loop_t*>& Loops() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_loops_mu) {
   static auto* loops = new absl::flat_hash_set<uv_loop_t*>();
   return *loops;
+}
+// Handles that someone else closed: libuv may still use them, so they are
+// kept (reachable) for the life of the process.
+std::vector<std::unique_ptr<internal::UvHandles>>& Abandoned()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_loops_mu) {
+  static auto* abandoned = new std::vector<std::unique_ptr<internal::UvHandles>>();
+  return *abandoned;
 }
 
 template <typename Handle>
@@ -76,19 +87,19 @@ void UvMonitor::OnCheck(uv_check_t* handle) {
 void UvMonitor::Detach() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (handles_ == nullptr) return;
-  Handles* handles = handles_;
+  internal::UvHandles* handles = handles_;
   handles_ = nullptr;
   if (in_dispatch_) {
     in_dispatch_ = false;
     looper_monitor_->DispatchEnd();
   }
   auto on_closed = [](uv_handle_t* handle) {
-    auto* h = static_cast<Handles*>(handle->data);
+    auto* h = static_cast<internal::UvHandles*>(handle->data);
     if (--h->closing == 0) delete h;
   };
   // Handles closed by someone else (a uv_walk teardown) finish closing on
-  // their own schedule: their memory is then left alone (a few bytes leak)
-  // rather than freed under libuv.
+  // their own schedule: their memory is then kept rather than freed under
+  // libuv.
   const bool prepare_ours = !uv_is_closing(reinterpret_cast<uv_handle_t*>(&handles->prepare));
   const bool check_ours = !uv_is_closing(reinterpret_cast<uv_handle_t*>(&handles->check));
   handles->closing = 2;
@@ -98,8 +109,11 @@ void UvMonitor::Detach() {
   uv_check_stop(&handles->check);
   if (prepare_ours) uv_close(reinterpret_cast<uv_handle_t*>(&handles->prepare), on_closed);
   if (check_ours) uv_close(reinterpret_cast<uv_handle_t*>(&handles->check), on_closed);
-  if (!prepare_ours || !check_ours) ++handles->closing;  // Never reaches 0.
   absl::MutexLock lock(&g_loops_mu);
+  if (!prepare_ours || !check_ours) {
+    ++handles->closing;  // Never reaches 0: kept in Abandoned().
+    Abandoned().emplace_back(handles);
+  }
   Loops().erase(loop_);
 }
 
@@ -139,7 +153,7 @@ absl::StatusOr<std::unique_ptr<UvMonitor>> Attach(uv_loop_t* loop, LooperMonitor
         "matrix::uv::Attach: uv_loop_configure(UV_METRICS_IDLE_TIME): ", uv_strerror(rc)));
   }
   std::unique_ptr<UvMonitor> monitor(new UvMonitor(loop, looper_monitor));
-  auto* handles = new UvMonitor::Handles();
+  auto* handles = new internal::UvHandles();
   // Init cannot fail for prepare and check handles on a valid loop (libuv
   // returns 0 unconditionally); start fails only for a null callback.
   uv_prepare_init(loop, &handles->prepare);

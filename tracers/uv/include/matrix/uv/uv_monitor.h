@@ -84,6 +84,10 @@ class TracePlugin;
 
 namespace matrix::uv {
 
+namespace internal {
+struct UvHandles;  // The prepare and check handles (uv_monitor.cc).
+}  // namespace internal
+
 // The label of each libuv dispatch (DispatchInfo::label).
 inline constexpr char kDispatchLabel[] = "uv-dispatch";
 // The scene named at attach when Options::scene is empty.
@@ -119,7 +123,6 @@ class UvMonitor {
   const std::string& scene() const { return scene_; }
 
  private:
-  struct Handles;
   friend absl::StatusOr<std::unique_ptr<UvMonitor>> Attach(uv_loop_t* loop,
                                                           LooperMonitor* looper_monitor,
                                                           Options options);
@@ -131,7 +134,7 @@ class UvMonitor {
 
   uv_loop_t* const loop_;
   LooperMonitor* const looper_monitor_;
-  Handles* handles_ = nullptr;  // Owned until closed; freed by libuv's close callback.
+  internal::UvHandles* handles_ = nullptr;  // Owned until closed; freed by libuv's close callback.
   bool in_dispatch_ = false;
   uint64_t dispatch_count_ = 0;
   TimeTicks prepare_time_;    // Our prepare callback's time (the wait follows).
