@@ -50,3 +50,9 @@ else()
   endif()
   set(MATRIX_HAVE_GTK OFF)
 endif()
+
+# libuv (docs/integration.md, "libuv").
+#   MATRIX_WITH_UV    AUTO (default) | ON | OFF   matrix::uv   (libuv)
+set(MATRIX_WITH_UV AUTO CACHE STRING "Build matrix::uv (libuv): AUTO, ON or OFF")
+set_property(CACHE MATRIX_WITH_UV PROPERTY STRINGS AUTO ON OFF)
+_matrix_find_toolkit(MATRIX_WITH_UV MATRIX_UV libuv libuv1-dev MATRIX_HAVE_UV)
