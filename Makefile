@@ -5,7 +5,8 @@ PACKAGES := cmake g++ make ninja-build pkg-config \
             libabsl-dev libprotobuf-dev protobuf-compiler libspdlog-dev \
             libgtest-dev libgmock-dev libbenchmark-dev \
             libglib2.0-dev libgtk-3-dev xvfb xauth \
-            libuv1-dev
+            libuv1-dev \
+            libsdl2-dev libgl-dev libegl-dev libgl1-mesa-dri
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -56,3 +56,9 @@ endif()
 set(MATRIX_WITH_UV AUTO CACHE STRING "Build matrix::uv (libuv): AUTO, ON or OFF")
 set_property(CACHE MATRIX_WITH_UV PROPERTY STRINGS AUTO ON OFF)
 _matrix_find_toolkit(MATRIX_WITH_UV MATRIX_UV libuv libuv1-dev MATRIX_HAVE_UV)
+# SDL2 (docs/integration.md, "Game and render loops"):
+#   MATRIX_WITH_SDL   AUTO (default) | ON | OFF   matrix::sdl (sdl2)
+# The toolkit-free matrix::render_loop is always built. Sets MATRIX_HAVE_SDL.
+set(MATRIX_WITH_SDL AUTO CACHE STRING "Build matrix::sdl (SDL2): AUTO, ON or OFF")
+set_property(CACHE MATRIX_WITH_SDL PROPERTY STRINGS AUTO ON OFF)
+_matrix_find_toolkit(MATRIX_WITH_SDL MATRIX_SDL sdl2 libsdl2-dev MATRIX_HAVE_SDL)

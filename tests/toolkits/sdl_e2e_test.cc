@@ -1,0 +1,206 @@
+// A real SDL2 + OpenGL program under Xvfb (xvfb-run, SDL_VIDEODRIVER=x11,
+// Mesa's software GL), monitored with matrix::sdl::Attach plus two lines in
+// its loop. The loop paces itself at 60 Hz (Xvfb's swap does not wait for a
+// vsync) and spends, per frame, 1 ms polling events (input), 2 ms updating
+// (animation) and 3 ms rendering (traversal) before SDL_GL_SwapWindow
+// (commit). It makes 5 janky frames (100 ms more rendering), blocks 1.5 s in
+// an update in a function built without method tracing, and renders one frame
+// with a 300 ms method-traced function. The reports must show:
+//   FPS: the window's title as scene; 7 slow frames (the 5 janky ones, the
+//        hang, the slow function; up to 3 more from a loaded machine), the
+//        vsyncs they missed (5 x 6 + 90 + 18 at 60 Hz, -3/+12; steady frames
+//        may add up to 1 per 4 frames on a loaded machine), and the phase
+//        costs: each phase's total within [0.95, 1.5] x what the loop spent;
+//   ANR: the native stack names HangInUninstrumentedCode;
+//   slow method: the key names SlowFunction (this file is method-traced).
+
+#include <SDL.h>
+#include <SDL_opengl.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "e2e_util.h"
+#include "gtest/gtest.h"
+#include "matrix/core/matrix.h"
+#include "matrix/core/refresh_rate.h"
+#include "matrix/plugins/trace_plugin.h"
+#include "matrix/sdl/sdl_monitor.h"
+#include "uninstrumented.h"
+
+namespace {
+
+constexpr char kTitle[] = "MatrixSdlE2E";
+constexpr int kFrames = 420;
+constexpr int kFirstJankyFrame = 60;  // After about 1 s of steady frames.
+constexpr int kJankyFrames = 5;
+constexpr int kHangFrame = 150;
+constexpr int kSlowFrame = 300;
+constexpr double kInputMs = 1, kUpdateMs = 2, kRenderMs = 3;
+constexpr double kJankMs = 100, kHangMs = 1500, kSlowMs = 300;
+
+__attribute__((noinline)) void SlowFunction() { e2e::SpinFor(absl::Milliseconds(kSlowMs)); }
+
+using GlClearColor = void (*)(float, float, float, float);
+using GlClear = void (*)(unsigned);
+
+TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
+  ASSERT_EQ(SDL_Init(SDL_INIT_VIDEO), 0) << SDL_GetError() << " (run under xvfb-run -a)";
+  auto config = matrix::TraceConfig::Builder()
+                    .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
+                    .UseChoreographer(false)
+                    .EnableFps(true)
+                    .SetFpsTimeSlice(absl::Seconds(60))
+                    .EnableAnrTrace(true)
+                    .SetLagThreshold(absl::Milliseconds(500))
+                    .SetAnrThreshold(absl::Seconds(1))
+                    .EnableEvilMethodTrace(true)
+                    .SetEvilThreshold(absl::Milliseconds(200))
+                    .Build();
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto trace = std::make_unique<matrix::TracePlugin>(*config);
+  matrix::TracePlugin* plugin = trace.get();
+  auto listener = std::make_shared<e2e::CollectingListener>();
+  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
+                                       .AddPlugin(std::move(trace))
+                                       .SetPluginListener(listener)
+                                       .Build())
+                  .ok());
+  ASSERT_TRUE(plugin->Start().ok());
+
+  SDL_Window* window = SDL_CreateWindow(kTitle, SDL_WINDOWPOS_UNDEFINED, SDL_WINDOWPOS_UNDEFINED,
+                                        320, 240, SDL_WINDOW_OPENGL);
+  ASSERT_NE(window, nullptr) << SDL_GetError();
+  SDL_GLContext gl = SDL_GL_CreateContext(window);
+  ASSERT_NE(gl, nullptr) << SDL_GetError();
+  SDL_GL_SetSwapInterval(0);  // Xvfb has no vsync; the loop paces itself.
+  auto gl_clear_color = reinterpret_cast<GlClearColor>(SDL_GL_GetProcAddress("glClearColor"));
+  auto gl_clear = reinterpret_cast<GlClear>(SDL_GL_GetProcAddress("glClear"));
+  ASSERT_TRUE(gl_clear_color != nullptr && gl_clear != nullptr);
+
+  auto monitor = matrix::sdl::Attach(window, plugin);  // The one line to attach.
+  ASSERT_TRUE(monitor.ok()) << monitor.status();
+  matrix::sdl::SdlMonitor* frames = monitor->get();
+  EXPECT_EQ(frames->scene(), kTitle);
+  EXPECT_FALSE(frames->loop()->swap_waits_for_vsync());
+
+  const matrix::RefreshRate rate = frames->refresh_rate();
+  const absl::Time start = absl::Now();
+  int64_t tick = 0;
+  for (int frame = 0; frame < kFrames; ++frame) {
+    frames->FrameBegin();  // + line 1.
+    SDL_Event event;
+    while (SDL_PollEvent(&event)) {
+    }
+    e2e::SpinFor(absl::Milliseconds(kInputMs));
+    frames->MarkUpdate();
+    e2e::SpinFor(absl::Milliseconds(kUpdateMs));
+    if (frame == kHangFrame) e2e::HangInUninstrumentedCode(absl::Milliseconds(kHangMs));
+    frames->MarkRender();
+    gl_clear_color((frame % 60) / 60.0f, 0.3f, 0.6f, 1.0f);
+    gl_clear(GL_COLOR_BUFFER_BIT);
+    e2e::SpinFor(absl::Milliseconds(kRenderMs));
+    if (frame >= kFirstJankyFrame && frame < kFirstJankyFrame + kJankyFrames) {
+      e2e::SpinFor(absl::Milliseconds(kJankMs));
+    }
+    if (frame == kSlowFrame) SlowFunction();
+    frames->SwapWindow();  // + line 2 (instead of SDL_GL_SwapWindow).
+    // Sleep until the next tick of the loop's own 60 Hz grid (outside the frame).
+    const absl::Duration elapsed = absl::Now() - start;
+    tick = std::max(tick + 1, rate.IntervalsIn(elapsed) + 1);
+    absl::SleepFor(rate.Intervals(tick) - elapsed);
+  }
+  EXPECT_EQ(frames->frame_count(), kFrames);
+  plugin->GetFrameTracer()->FlushReports();
+
+  auto has = [](const std::vector<matrix::Issue>& issues, auto pred) {
+    return std::any_of(issues.begin(), issues.end(), pred);
+  };
+  auto is_fps = [](const matrix::Issue& i) { return i.proto().has_frame(); };
+  auto is_anr = [](const matrix::Issue& i) {
+    return i.proto().has_anr() && i.proto().anr().detail() == matrix::proto::ANR;
+  };
+  auto is_slow = [](const matrix::Issue& i) {
+    return i.proto().has_evil_method() &&
+           absl::StrContains(i.proto().evil_method().stack_key(), "SlowFunction");
+  };
+  EXPECT_TRUE(listener->WaitFor(
+      [&](const auto& issues) {
+        return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow);
+      },
+      absl::Seconds(15)));
+  monitor->reset();
+  std::vector<matrix::Issue> issues = listener->issues();
+
+  // FPS.
+  int64_t reported_frames = 0, slow_frames = 0, slow_dropped = 0, dropped = 0;
+  double input_ms = 0, animation_ms = 0, traversal_ms = 0, commit_ms = 0;
+  for (const auto& issue : issues) {
+    if (!is_fps(issue)) continue;
+    const matrix::proto::FrameReport& fps = issue.proto().frame();
+    EXPECT_EQ(fps.scene(), kTitle);
+    EXPECT_NEAR(fps.refresh_rate(), rate.hz(), 0.01);
+    const double n = static_cast<double>(fps.frames());
+    reported_frames += fps.frames();
+    dropped += fps.dropped_frames();
+    slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
+                   fps.drop_level().high() + fps.drop_level().frozen();
+    slow_dropped += fps.drop_sum().normal() + fps.drop_sum().middle() + fps.drop_sum().high() +
+                    fps.drop_sum().frozen();
+    input_ms += fps.input_ms() * n;
+    animation_ms += fps.animation_ms() * n;
+    traversal_ms += fps.traversal_ms() * n;
+    commit_ms += fps.commit_ms() * n;
+  }
+  EXPECT_EQ(reported_frames, kFrames);
+  const int64_t expected_slow = kJankyFrames + 2;  // + the hang and the slow function.
+  EXPECT_GE(slow_frames, expected_slow);
+  EXPECT_LE(slow_frames, expected_slow + 3);
+  // Each slow frame misses floor((work + 6 ms) / 16.67 ms) vsyncs at 60 Hz.
+  const int64_t expected_dropped = kJankyFrames * 6 + 90 + 18;
+  EXPECT_GE(slow_dropped, expected_dropped - 3);
+  EXPECT_LE(slow_dropped, expected_dropped + 12);
+  // Steady frames may miss a vsync or two on a loaded machine (2 cores shared).
+  EXPECT_GE(dropped, slow_dropped);
+  EXPECT_LE(dropped, slow_dropped + kFrames / 4);
+  auto within = [](double measured, double expected) {
+    return measured >= 0.95 * expected && measured <= 1.5 * expected;
+  };
+  EXPECT_PRED2(within, input_ms, kFrames * kInputMs);
+  EXPECT_PRED2(within, animation_ms, kFrames * kUpdateMs + kHangMs);
+  EXPECT_PRED2(within, traversal_ms, kFrames * kRenderMs + kJankyFrames * kJankMs + kSlowMs);
+  EXPECT_GT(commit_ms, 0) << "SDL_GL_SwapWindow in the commit phase";
+  EXPECT_LT(commit_ms, kFrames * 10.0);
+
+  // ANR: the native stack names the blocking function.
+  const matrix::Issue* anr = nullptr;
+  for (const auto& issue : issues) {
+    if (is_anr(issue)) anr = &issue;
+  }
+  ASSERT_NE(anr, nullptr);
+  std::string stack;
+  bool named = false;
+  for (const auto& frame : anr->proto().anr().thread_stack().frames()) {
+    stack += frame.function() + "\n";
+    named |= absl::StrContains(frame.function(), "HangInUninstrumentedCode");
+  }
+  EXPECT_TRUE(named) << stack;
+  EXPECT_EQ(anr->proto().anr().scene(), kTitle);
+
+  // Slow method: the key names the slow function.
+  std::string keys;
+  for (const auto& issue : issues) {
+    if (issue.proto().has_evil_method()) keys += issue.proto().evil_method().stack_key() + "\n";
+  }
+  EXPECT_TRUE(has(issues, is_slow)) << keys;
+
+  SDL_GL_DeleteContext(gl);
+  SDL_DestroyWindow(window);
+  SDL_Quit();
+  matrix::Matrix::Shutdown();
+}
+
+}  // namespace
