@@ -50,3 +50,26 @@ else()
   endif()
   set(MATRIX_HAVE_GTK OFF)
 endif()
+
+# MATRIX_WITH_QT  AUTO (default) | ON | OFF   matrix::qt (Qt 6 Core, Gui, Widgets;
+# Debian qt6-base-dev), found with find_package(Qt6). Sets MATRIX_HAVE_QT.
+set(MATRIX_WITH_QT AUTO CACHE STRING "Build matrix::qt (Qt 6): AUTO, ON or OFF")
+set_property(CACHE MATRIX_WITH_QT PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${MATRIX_WITH_QT}" _matrix_qt_mode)
+if(NOT _matrix_qt_mode MATCHES "^(AUTO|ON|OFF|TRUE|FALSE|YES|NO|1|0)$")
+  message(FATAL_ERROR "MATRIX_WITH_QT=${MATRIX_WITH_QT}: use AUTO, ON or OFF")
+endif()
+set(MATRIX_HAVE_QT OFF)
+if(NOT _matrix_qt_mode MATCHES "^(OFF|FALSE|NO|0)$")
+  find_package(Qt6 QUIET COMPONENTS Core Gui Widgets)
+  if(Qt6_FOUND)
+    message(STATUS "matrix-cpp: Qt ${Qt6_VERSION} found: building the adapter")
+    set(MATRIX_HAVE_QT ON)
+  elseif(_matrix_qt_mode STREQUAL "AUTO")
+    message(STATUS "matrix-cpp: Qt 6 not found: adapter not built (install qt6-base-dev)")
+  else()
+    message(FATAL_ERROR "MATRIX_WITH_QT=ON but find_package(Qt6 COMPONENTS Core Gui Widgets) "
+                        "failed. Install it (Debian: apt-get install qt6-base-dev) or set "
+                        "MATRIX_WITH_QT=OFF.")
+  endif()
+endif()
