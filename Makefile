@@ -5,6 +5,7 @@ PACKAGES := cmake g++ make ninja-build pkg-config \
             libabsl-dev libprotobuf-dev protobuf-compiler libspdlog-dev \
             libgtest-dev libgmock-dev libbenchmark-dev \
             libglib2.0-dev libgtk-3-dev xvfb xauth
+PACKAGES += qt6-base-dev
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)
