@@ -23,11 +23,14 @@
 //                       GMainContext (g_main_context_default()) is monitored
 //                       with matrix::glib, so one dispatch is the time from one
 //                       poll's return to the next poll's call. The dispatcher's
-//                       awake()/aboutToBlock() signals cannot be used here:
-//                       Qt emits aboutToBlock() before g_main_context_iteration()
-//                       and awake() after it, so every timer, posted event and
-//                       X event runs *between* aboutToBlock() and awake(), in
-//                       what those signals call idle time.
+//                       awake()/aboutToBlock() signals alone cannot be used
+//                       here: Qt emits aboutToBlock() before
+//                       g_main_context_iteration() and awake() after it, so
+//                       every timer, posted event and X event runs *between*
+//                       aboutToBlock() and awake(), in what those signals call
+//                       idle time. (The signal mode's event filter would see
+//                       Qt's events, but not GLib sources that are no Qt
+//                       events, nor the poll's exact return.)
 //   kDispatcherSignals  any other dispatcher (QEventDispatcherUNIX with
 //                       QT_NO_GLIB=1, or a Qt built without GLib): a dispatch
 //                       begins at awake() (ending one in progress) or at the
@@ -66,8 +69,8 @@
 // Hot path: per dispatch the GLib mode adds two clock reads; the signal mode
 // adds one signal call per awake()/aboutToBlock() and a clock read per
 // dispatch. The event filter adds a virtual call and a type switch per event,
-// a clock read per input event, UpdateRequest and Paint in a frame. No
-// allocation, lock, syscall or log line.
+// and per frame up to three clock reads (first input, UpdateRequest, first
+// Paint). No allocation, lock, syscall or log line.
 //
 // Thread safety: GUI thread only (the thread of QCoreApplication::instance()):
 // Attach(), the destructor and every method. One monitor per process.
