@@ -1,0 +1,205 @@
+// A real Qt 6 Widgets program under Xvfb (xvfb-run, QT_QPA_PLATFORM=xcb),
+// monitored with one line (matrix::qt::Attach). A 16 ms QTimer calls update()
+// so the window draws at about 60 Hz; 5 paints are janky (100 ms each); a
+// timer blocks the loop for 1.5 s in a function built without method tracing;
+// a slot spins for 300 ms. The reports must show:
+//   FPS: the window's title as scene, the 5 janky frames (each >= 3 dropped
+//        frames at 60 Hz; tolerance: up to 3 more slow frames from start-up)
+//        and their paint time in the traversal phase (>= 450 ms in all);
+//   ANR: the native stack names HangInUninstrumentedCode;
+//   slow method: the key names qt_e2e::SlowSlot (qt_e2e_traced.cc is
+//                method-traced; this file is not).
+// ctest runs it twice: with Qt's default GLib dispatcher (kGlibPoll) and with
+// QT_NO_GLIB=1 (QEventDispatcherUNIX: kDispatcherSignals).
+
+#include <QApplication>
+#include <QPaintEvent>
+#include <QPainter>
+#include <QTimer>
+#include <QWidget>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "e2e_util.h"
+#include "gtest/gtest.h"
+#include "matrix/core/matrix.h"
+#include "matrix/plugins/trace_plugin.h"
+#include "matrix/qt/qt_monitor.h"
+#include "uninstrumented.h"
+
+namespace {
+
+constexpr char kTitle[] = "MatrixQtE2E";
+constexpr int kFirstJankyPaint = 60;  // After about 1 s of steady frames.
+constexpr int kJankyPaints = 5;
+
+class Canvas : public QWidget {
+ public:
+  int paints = 0;
+  int janky = 0;
+
+ protected:
+  void paintEvent(QPaintEvent*) override {
+    const int paint = paints++;
+    QPainter painter(this);
+    painter.fillRect(rect(), QColor::fromHsv((paint * 6) % 360, 160, 200));
+    if (paint >= kFirstJankyPaint && paint < kFirstJankyPaint + kJankyPaints) {
+      e2e::SpinFor(absl::Milliseconds(100));
+      ++janky;
+    }
+  }
+};
+
+bool g_slow_slot_ran = false;
+
+}  // namespace
+
+namespace qt_e2e {
+// qt_e2e_traced.cc (method-traced): runs `work` in a traced frame.
+void SlowSlot(void (*work)());
+}  // namespace qt_e2e
+
+namespace {
+
+void SpinInSlowSlot() {
+  qt_e2e::SlowSlot(+[] {
+    e2e::SpinFor(absl::Milliseconds(300));
+    g_slow_slot_ran = true;
+  });
+}
+
+TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
+  int argc = 1;
+  char arg0[] = "toolkits_qt_e2e_test";
+  char* argv[] = {arg0, nullptr};
+  QApplication app(argc, argv);
+  auto config = matrix::TraceConfig::Builder()
+                    .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
+                    .UseChoreographer(false)
+                    .EnableFps(true)
+                    .SetFpsTimeSlice(absl::Seconds(30))
+                    .EnableAnrTrace(true)
+                    .SetLagThreshold(absl::Milliseconds(500))
+                    .SetAnrThreshold(absl::Seconds(1))
+                    .EnableEvilMethodTrace(true)
+                    .SetEvilThreshold(absl::Milliseconds(200))
+                    .Build();
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto trace = std::make_unique<matrix::TracePlugin>(*config);
+  matrix::TracePlugin* plugin = trace.get();
+  auto listener = std::make_shared<e2e::CollectingListener>();
+  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
+                                       .AddPlugin(std::move(trace))
+                                       .SetPluginListener(listener)
+                                       .Build())
+                  .ok());
+  ASSERT_TRUE(plugin->Start().ok());
+
+  Canvas canvas;
+  canvas.setWindowTitle(kTitle);
+  canvas.resize(320, 240);
+
+  auto monitor = matrix::qt::Attach(plugin);  // The one line.
+  ASSERT_TRUE(monitor.ok()) << monitor.status();
+  const bool no_glib = std::getenv("QT_NO_GLIB") != nullptr;
+  EXPECT_EQ((*monitor)->dispatch_source(), no_glib ? matrix::qt::DispatchSource::kDispatcherSignals
+                                                   : matrix::qt::DispatchSource::kGlibPoll);
+  canvas.show();
+
+  QTimer frames;
+  QObject::connect(&frames, &QTimer::timeout, &canvas, [&canvas] { canvas.update(); });
+  frames.setTimerType(Qt::PreciseTimer);
+  frames.start(16);
+  QTimer::singleShot(2500, [] { e2e::HangInUninstrumentedCode(absl::Milliseconds(1500)); });
+  QTimer::singleShot(4500, &SpinInSlowSlot);
+  QTimer::singleShot(6000, [plugin] {
+    plugin->GetFrameTracer()->FlushReports();
+    QCoreApplication::quit();
+  });
+  app.exec();
+
+  const int64_t frame_count = (*monitor)->frame_count();
+  EXPECT_EQ(canvas.janky, kJankyPaints);
+  EXPECT_TRUE(g_slow_slot_ran);
+  EXPECT_GT(frame_count, 100);  // About 6 s at 60 Hz minus the blocks and janks.
+  EXPECT_EQ((*monitor)->scene(), kTitle);
+
+  auto has = [](const std::vector<matrix::Issue>& issues, auto pred) {
+    for (const auto& issue : issues) {
+      if (pred(issue)) return true;
+    }
+    return false;
+  };
+  auto is_fps = [](const matrix::Issue& i) { return i.proto().has_frame(); };
+  auto is_anr = [](const matrix::Issue& i) {
+    return i.proto().has_anr() && i.proto().anr().detail() == matrix::proto::ANR;
+  };
+  auto is_slow = [](const matrix::Issue& i) { return i.proto().has_evil_method(); };
+  EXPECT_TRUE(listener->WaitFor(
+      [&](const auto& issues) {
+        return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow);
+      },
+      absl::Seconds(15)));
+  monitor->reset();
+  std::vector<matrix::Issue> issues = listener->issues();
+
+  // FPS.
+  int64_t reported_frames = 0;
+  int64_t slow_frames = 0;  // Frames that dropped >= 3 vsyncs (normal level and worse).
+  int64_t dropped = 0;
+  double traversal_ms = 0;
+  for (const auto& issue : issues) {
+    if (!is_fps(issue)) continue;
+    const matrix::proto::FrameReport& fps = issue.proto().frame();
+    EXPECT_EQ(fps.scene(), kTitle);
+    reported_frames += fps.frames();
+    dropped += fps.dropped_frames();
+    slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
+                   fps.drop_level().high() + fps.drop_level().frozen();
+    traversal_ms += fps.traversal_ms() * static_cast<double>(fps.frames());
+  }
+  std::printf("qt e2e (%s): frames %lld, slow %lld, dropped %lld, traversal %.1f ms\n",
+              matrix::qt::DispatchSourceName(no_glib ? matrix::qt::DispatchSource::kDispatcherSignals
+                                                     : matrix::qt::DispatchSource::kGlibPoll),
+              static_cast<long long>(reported_frames), static_cast<long long>(slow_frames),
+              static_cast<long long>(dropped), traversal_ms);
+  EXPECT_GT(reported_frames, 100);
+  EXPECT_GE(slow_frames, kJankyPaints);
+  EXPECT_LE(slow_frames, kJankyPaints + 3);
+  EXPECT_GE(dropped, kJankyPaints * 5);  // 100 ms at 60 Hz: 5 or 6 vsyncs each.
+  EXPECT_GE(traversal_ms, 0.9 * kJankyPaints * 100) << "paint time in the traversal phase";
+  EXPECT_LE(traversal_ms, 2.0 * kJankyPaints * 100 + reported_frames * 5.0);
+
+  // ANR: the native stack names the blocking function.
+  const matrix::Issue* anr = nullptr;
+  for (const auto& issue : issues) {
+    if (is_anr(issue)) anr = &issue;
+  }
+  ASSERT_NE(anr, nullptr);
+  std::string stack;
+  bool named = false;
+  for (const auto& frame : anr->proto().anr().thread_stack().frames()) {
+    stack += frame.function() + "\n";
+    named |= absl::StrContains(frame.function(), "HangInUninstrumentedCode");
+  }
+  EXPECT_TRUE(named) << stack;
+  EXPECT_EQ(anr->proto().anr().scene(), kTitle);
+
+  // Slow method: the key names the slot.
+  bool slow_slot = false;
+  std::string keys;
+  for (const auto& issue : issues) {
+    if (!is_slow(issue)) continue;
+    keys += issue.proto().evil_method().stack_key() + "\n";
+    slow_slot |= absl::StrContains(issue.proto().evil_method().stack_key(), "SlowSlot");
+  }
+  EXPECT_TRUE(slow_slot) << keys;
+
+  matrix::Matrix::Shutdown();
+}
+
+}  // namespace
