@@ -157,7 +157,7 @@ void StartupTracer::OnSceneCreated(SceneId scene) {
 
 void StartupTracer::OnSceneShown(SceneId scene) {
   MATRIX_ON_LOOPER_THREAD(OnSceneShown(scene));
-  if (!options_.wait_for_frame && !in_dispatch_) {
+  if (!WaitsForFrame() && !in_dispatch_) {
     OnShownDrawn(scene, options_.monitor->clock()->NowTicks());
     return;
   }
@@ -189,7 +189,7 @@ void StartupTracer::DoFrame(const FrameData& frame) {
 
 void StartupTracer::DispatchEnd(const DispatchData& dispatch) {
   in_dispatch_ = false;
-  if (!options_.wait_for_frame && shown_pending_) {
+  if (!WaitsForFrame() && shown_pending_) {
     const SceneId scene = *shown_pending_;
     shown_pending_.reset();
     OnShownDrawn(scene, dispatch.end);

@@ -40,6 +40,7 @@ FrameMonitor::FrameMonitor(GtkWidget* window, UIThreadMonitor* ui_monitor,
   window_handlers_[0] = g_signal_connect(window_, "realize", G_CALLBACK(&OnRealize), this);
   window_handlers_[1] = g_signal_connect(window_, "unrealize", G_CALLBACK(&OnUnrealize), this);
   window_handlers_[2] = g_signal_connect(window_, "notify::title", G_CALLBACK(&OnTitle), this);
+  ui_monitor_->AddFrameSource();  // Before the scene is shown: it ends at a frame.
   if (gtk_widget_get_realized(window_)) HookClock();
   NameScene();
 }
@@ -47,6 +48,7 @@ FrameMonitor::FrameMonitor(GtkWidget* window, UIThreadMonitor* ui_monitor,
 FrameMonitor::~FrameMonitor() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   UnhookClock();
+  ui_monitor_->RemoveFrameSource();
   // A destroyed window has dropped its handlers already.
   for (gulong id : window_handlers_) {
     if (g_signal_handler_is_connected(window_, id)) g_signal_handler_disconnect(window_, id);

@@ -13,11 +13,14 @@ RenderLoopMonitor::RenderLoopMonitor(LooperMonitor* looper_monitor, UIThreadMoni
       ui_monitor_(ui_monitor),
       label_(options.label),
       refresh_rate_(options.refresh_rate),
-      swap_waits_for_vsync_(options.swap_waits_for_vsync) {}
+      swap_waits_for_vsync_(options.swap_waits_for_vsync) {
+  ui_monitor_->AddFrameSource();
+}
 
 RenderLoopMonitor::~RenderLoopMonitor() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (in_frame_) EndAt(looper_monitor_->clock()->NowTicks());
+  ui_monitor_->RemoveFrameSource();
 }
 
 TimeTicks RenderLoopMonitor::IntendedVsync(TimeTicks begin) const {

@@ -76,8 +76,10 @@ class StartupTracer : public Tracer, private AppStateObserver {
     std::vector<std::string> splash_scenes;
     // Process start; default: read from /proc.
     std::optional<TimeTicks> process_start;
-    // Wait for a frame to call a scene shown (false: the dispatch that
-    // reported it shown is enough).
+    // Wait for a frame to call a scene shown. False: only while the monitor
+    // has a frame source (a foreign render loop's adapter, see
+    // UIThreadMonitor::AddFrameSource()); otherwise the dispatch that
+    // reported it shown is enough.
     bool wait_for_frame = true;
     IssueCallback report;  // Receives the issues (worker thread).
   };
@@ -105,6 +107,9 @@ class StartupTracer : public Tracer, private AppStateObserver {
   void Finish(std::shared_ptr<Startup> startup);
   void Analyze(const Startup& startup);
   bool IsSplash(SceneId scene) const;
+  bool WaitsForFrame() const {
+    return options_.wait_for_frame || options_.monitor->has_frame_source();
+  }
 
   Options options_;
   ObserverRegistration monitor_registration_;

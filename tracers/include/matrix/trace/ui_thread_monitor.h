@@ -174,6 +174,17 @@ class UIThreadMonitor : public LooperDispatchListener {
   void MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number = 0);
   void MarkPhase(Phase phase, TimeTicks start);
 
+  // A foreign render loop that will draw frames (calls MarkFrame()) registers
+  // for as long as it is attached, so that tracers waiting for a frame (the
+  // StartupTracer's "scene shown") know one will come. Looper thread.
+  void AddFrameSource() { ++frame_sources_; }
+  void RemoveFrameSource() {
+    MATRIX_DCHECK(frame_sources_ > 0, "RemoveFrameSource without AddFrameSource");
+    --frame_sources_;
+  }
+  // Whether a foreign frame source is registered. Looper thread.
+  bool has_frame_source() const { return frame_sources_ > 0; }
+
   const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
   const TickClock* clock() const { return looper_monitor_->clock(); }
   MethodTracer* method_tracer() const { return options_.method_tracer; }
@@ -224,6 +235,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   FrameData frame_;
   std::array<TimeTicks, kPhaseCount> phase_start_{};
   bool input_marker_armed_ = false;
+  int frame_sources_ = 0;
 
   // For SnapshotFrame() from other threads.
   std::atomic<bool> snapshot_in_frame_{false};
