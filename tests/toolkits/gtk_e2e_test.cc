@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "e2e_util.h"
+#include "toolkit_e2e.h"
 #include "gtest/gtest.h"
 #include "matrix/core/matrix.h"
 #include "matrix/gtk/gtk_monitor.h"
@@ -60,17 +61,7 @@ gboolean OnTick(GtkWidget* widget, GdkFrameClock*, gpointer) {
 
 TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   ASSERT_TRUE(gtk_init_check(nullptr, nullptr)) << "no display (run under xvfb-run -a)";
-  auto config = matrix::TraceConfig::Builder()
-                    .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
-                    .UseChoreographer(false)
-                    .EnableFps(true)
-                    .SetFpsTimeSlice(absl::Seconds(30))
-                    .EnableAnrTrace(true)
-                    .SetLagThreshold(absl::Milliseconds(500))
-                    .SetAnrThreshold(absl::Seconds(1))
-                    .EnableEvilMethodTrace(true)
-                    .SetEvilThreshold(absl::Milliseconds(200))
-                    .Build();
+  auto config = e2e::ToolkitTraceConfig(absl::Seconds(30));
   ASSERT_TRUE(config.ok()) << config.status();
   auto trace = std::make_unique<matrix::TracePlugin>(*config);
   Program program;
@@ -117,16 +108,11 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   EXPECT_GT(frames, 100);  // About 6 s at 60 Hz minus the blocks and janks.
 
   auto has = [](const std::vector<matrix::Issue>& issues, auto pred) {
-    for (const auto& issue : issues) {
-      if (pred(issue)) return true;
-    }
-    return false;
+    return e2e::HasIssue(issues, pred);
   };
-  auto is_fps = [](const matrix::Issue& i) { return i.proto().has_frame(); };
-  auto is_anr = [](const matrix::Issue& i) {
-    return i.proto().has_anr() && i.proto().anr().detail() == matrix::proto::ANR;
-  };
-  auto is_slow = [](const matrix::Issue& i) { return i.proto().has_evil_method(); };
+  const auto is_fps = e2e::IsFps;
+  const auto is_anr = e2e::IsAnr;
+  const auto is_slow = e2e::IsSlowMethod;
   EXPECT_TRUE(listener->WaitFor(
       [&](const auto& issues) {
         return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow);

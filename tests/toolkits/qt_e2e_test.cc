@@ -25,6 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "e2e_util.h"
+#include "toolkit_e2e.h"
 #include "gtest/gtest.h"
 #include "matrix/core/matrix.h"
 #include "matrix/plugins/trace_plugin.h"
@@ -77,17 +78,7 @@ TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
   char arg0[] = "toolkits_qt_e2e_test";
   char* argv[] = {arg0, nullptr};
   QApplication app(argc, argv);
-  auto config = matrix::TraceConfig::Builder()
-                    .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
-                    .UseChoreographer(false)
-                    .EnableFps(true)
-                    .SetFpsTimeSlice(absl::Seconds(30))
-                    .EnableAnrTrace(true)
-                    .SetLagThreshold(absl::Milliseconds(500))
-                    .SetAnrThreshold(absl::Seconds(1))
-                    .EnableEvilMethodTrace(true)
-                    .SetEvilThreshold(absl::Milliseconds(200))
-                    .Build();
+  auto config = e2e::ToolkitTraceConfig(absl::Seconds(30));
   ASSERT_TRUE(config.ok()) << config.status();
   auto trace = std::make_unique<matrix::TracePlugin>(*config);
   matrix::TracePlugin* plugin = trace.get();
@@ -129,16 +120,11 @@ TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
   EXPECT_EQ((*monitor)->scene(), kTitle);
 
   auto has = [](const std::vector<matrix::Issue>& issues, auto pred) {
-    for (const auto& issue : issues) {
-      if (pred(issue)) return true;
-    }
-    return false;
+    return e2e::HasIssue(issues, pred);
   };
-  auto is_fps = [](const matrix::Issue& i) { return i.proto().has_frame(); };
-  auto is_anr = [](const matrix::Issue& i) {
-    return i.proto().has_anr() && i.proto().anr().detail() == matrix::proto::ANR;
-  };
-  auto is_slow = [](const matrix::Issue& i) { return i.proto().has_evil_method(); };
+  const auto is_fps = e2e::IsFps;
+  const auto is_anr = e2e::IsAnr;
+  const auto is_slow = e2e::IsSlowMethod;
   EXPECT_TRUE(listener->WaitFor(
       [&](const auto& issues) {
         return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow);
