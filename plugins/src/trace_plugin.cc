@@ -116,9 +116,16 @@ void TracePlugin::CreateMonitors() {
     startup_options.report = report;
     startup_tracer_ = std::make_unique<StartupTracer>(std::move(startup_options));
   }
-  if (config_.idle_handler && looper != nullptr) {
+  // Our Looper's idle handlers, or a foreign loop's idle callbacks (reported
+  // by its adapter through the LooperMonitor, e.g. matrix::glib).
+  const bool foreign = looper_monitor_->source() == LooperMonitor::Source::kForeign;
+  if (config_.idle_handler && (foreign || looper != nullptr)) {
     IdleHandlerLagTracer::Options idle_options;
-    idle_options.looper = looper;
+    if (foreign) {
+      idle_options.looper_monitor = looper_monitor_.get();
+    } else {
+      idle_options.looper = looper;
+    }
     idle_options.monitor = ui_thread_monitor_.get();
     idle_options.watchdog_looper = context().watchdog_looper;
     idle_options.worker_looper = context().worker_looper;

@@ -25,6 +25,7 @@ using ::matrix::DispatchInfo;
 using ::matrix::Handler;
 using ::matrix::Looper;
 using ::matrix::LooperDispatchListener;
+using ::matrix::LooperIdleListener;
 using ::matrix::LooperMonitor;
 using ::matrix::ObserverRegistration;
 using ::matrix::Printer;
@@ -565,6 +566,52 @@ TEST_F(LooperMonitorListenerTest, ListenerAddedBetweenBeginAndEnd_GetsNoEnd) {
   EXPECT_THAT(late.events, IsEmpty());
   Dispatch();
   EXPECT_THAT(late.events, ElementsAre("Late.begin", "Late.end"));
+}
+
+// Idle-callback runs of a foreign loop (matrix::glib's idle-priority sources).
+class RecordingIdleListener : public LooperIdleListener {
+ public:
+  void OnIdleBegin(TimeTicks begin, const char* name) override {
+    begins.push_back(begin);
+    names.push_back(name);
+  }
+  void OnIdleEnd(TimeTicks begin, TimeTicks end) override { runs.push_back(end - begin); }
+  std::vector<TimeTicks> begins;
+  std::vector<std::string> names;
+  std::vector<absl::Duration> runs;
+};
+
+TEST(LooperMonitorForeignTest, IdleHooks_DeliverRunsThatDoNotNest) {
+  mt::FakeTickClock clock;
+  LooperMonitor monitor(&clock);
+  monitor.Start();
+  RecordingIdleListener idle;
+  ObserverRegistration registration = monitor.AddIdleListener(&idle);
+  RecordingListener dispatches;
+  ObserverRegistration dispatch_registration = monitor.AddListener(&dispatches);
+
+  monitor.IdleEnd();  // No run: ignored.
+  const TimeTicks t0 = clock.NowTicks();
+  monitor.DispatchBegin("glib-dispatch");
+  monitor.IdleBegin("glib idle source");
+  EXPECT_TRUE(monitor.is_idle_running());
+  clock.Advance(absl::Milliseconds(3));
+  monitor.IdleBegin("again");  // Runs do not nest: ignored.
+  clock.Advance(absl::Milliseconds(4));
+  monitor.IdleEnd();
+  monitor.DispatchEnd();
+  EXPECT_FALSE(monitor.is_idle_running());
+  EXPECT_THAT(idle.begins, ElementsAre(t0));
+  EXPECT_THAT(idle.names, ElementsAre("glib idle source"));
+  EXPECT_THAT(idle.runs, ElementsAre(absl::Milliseconds(7)));
+  EXPECT_THAT(dispatches.events, ElementsAre("L.begin", "L.end"));  // Unaffected.
+
+  // Stop() ends a run in progress, once.
+  monitor.IdleBegin("glib idle source");
+  clock.Advance(absl::Milliseconds(2));
+  monitor.Stop();
+  EXPECT_FALSE(monitor.is_idle_running());
+  EXPECT_THAT(idle.runs, ElementsAre(absl::Milliseconds(7), absl::Milliseconds(2)));
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 namespace matrix {
 
 IdleHandlerLagTracer::IdleHandlerLagTracer(Options options) : options_(std::move(options)) {
-  MATRIX_CHECK(options_.looper != nullptr, "IdleHandlerLagTracer needs a Looper");
+  MATRIX_CHECK((options_.looper != nullptr) != (options_.looper_monitor != nullptr),
+               "IdleHandlerLagTracer needs a Looper or a foreign LooperMonitor (one of them)");
   MATRIX_CHECK(options_.monitor != nullptr, "IdleHandlerLagTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.watchdog_looper != nullptr && options_.worker_looper != nullptr,
                "IdleHandlerLagTracer needs watchdog and worker loopers");
@@ -25,7 +26,9 @@ IdleHandlerLagTracer::~IdleHandlerLagTracer() {
 }
 
 void IdleHandlerLagTracer::OnAlive() {
-  looper_registration_ = options_.looper->AddDispatchObserver(this);
+  looper_registration_ = options_.looper != nullptr
+                             ? options_.looper->AddDispatchObserver(this)
+                             : options_.looper_monitor->AddIdleListener(this);
   alive_.store(true);
   watchdog_handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
 }
@@ -37,13 +40,24 @@ void IdleHandlerLagTracer::OnDead() {
 }
 
 void IdleHandlerLagTracer::OnIdleHandlerBegin(const IdleHandler& handler, TimeTicks begin) {
-  // A few relaxed stores; the name is interned (no allocation, valid forever).
+  // The name is interned (no allocation, valid forever).
+  RunBegin(begin, handler.registered_name().c_str());
+}
+
+void IdleHandlerLagTracer::OnIdleHandlerEnd(const IdleHandler&, TimeTicks, TimeTicks) { RunEnd(); }
+
+void IdleHandlerLagTracer::OnIdleBegin(TimeTicks begin, const char* name) { RunBegin(begin, name); }
+
+void IdleHandlerLagTracer::OnIdleEnd(TimeTicks, TimeTicks) { RunEnd(); }
+
+void IdleHandlerLagTracer::RunBegin(TimeTicks begin, const char* name) {
+  // A few relaxed stores: no allocation.
   run_begin_ns_.store(begin.ToNanoseconds(), std::memory_order_relaxed);
-  run_name_.store(&handler.registered_name(), std::memory_order_relaxed);
+  run_name_.store(name, std::memory_order_relaxed);
   run_seq_.fetch_add(1, std::memory_order_release);  // Odd: running.
 }
 
-void IdleHandlerLagTracer::OnIdleHandlerEnd(const IdleHandler&, TimeTicks, TimeTicks) {
+void IdleHandlerLagTracer::RunEnd() {
   run_seq_.fetch_add(1, std::memory_order_release);  // Even: idle.
 }
 
@@ -52,7 +66,7 @@ void IdleHandlerLagTracer::Check() {
   const TimeTicks now = options_.monitor->clock()->NowTicks();
   const uint64_t seq = run_seq_.load(std::memory_order_acquire);
   const TimeTicks begin = TimeTicks::FromNanoseconds(run_begin_ns_.load(std::memory_order_relaxed));
-  const std::string* name = run_name_.load(std::memory_order_relaxed);
+  const char* name = run_name_.load(std::memory_order_relaxed);
   TimeTicks next = now + options_.threshold;
   if ((seq & 1) && seq != reported_seq_ && run_seq_.load(std::memory_order_acquire) == seq) {
     if (now - begin >= options_.threshold) {
@@ -68,7 +82,7 @@ void IdleHandlerLagTracer::Check() {
         report.set_cost_ms(absl::ToDoubleMilliseconds(now - begin));
         report.set_detection_delay_ms(
             absl::ToDoubleMilliseconds(now - (begin + options_.threshold)));
-        report.set_idle_handler(name != nullptr && !name->empty() ? *name : "unknown");
+        report.set_idle_handler(name != nullptr && name[0] != '\0' ? name : "unknown");
         report.set_scene(std::string(options_.app_state->SceneName(scene)));
         report.set_is_process_foreground(foreground);
         const SymbolizedStack symbolized = FillCapturedStack(

@@ -133,6 +133,7 @@ void LooperMonitor::Stop() {
     depth_ = 1;
     End(clock_->NowTicks());
   }
+  IdleEnd(clock_->NowTicks());
 }
 
 void LooperMonitor::InstallPrinter() {
@@ -201,6 +202,30 @@ void LooperMonitor::End(TimeTicks end) {
 ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   return listeners_.Add(listener);
+}
+
+void LooperMonitor::IdleBegin(TimeTicks begin, const char* name) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (idle_running_) return;
+  idle_running_ = true;
+  idle_begin_ = begin;
+  if (idle_listeners_.empty()) return;
+  idle_scope_.emplace(idle_listeners_);
+  idle_scope_->Notify([&](LooperIdleListener* l) { l->OnIdleBegin(begin, name); });
+}
+
+void LooperMonitor::IdleEnd(TimeTicks end) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (!idle_running_) return;
+  idle_running_ = false;
+  if (!idle_scope_.has_value()) return;
+  idle_scope_->Notify([&](LooperIdleListener* l) { l->OnIdleEnd(idle_begin_, end); });
+  idle_scope_.reset();
+}
+
+ObserverRegistration LooperMonitor::AddIdleListener(LooperIdleListener* listener) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  return idle_listeners_.Add(listener);
 }
 
 }  // namespace matrix

@@ -65,6 +65,60 @@ bool IsOurs(GPollFunc poll) {
 
 }  // namespace
 
+// The probe sources (see glib_monitor.h): never ready, no fd, no timeout;
+// their check tells which priority level GLib's check phase reached.
+struct ProbeSource {
+  GSource base;  // First: GLib allocates and frees the whole struct.
+  GlibMonitor* monitor;
+  bool idle;  // The kIdlePriority probe (else the G_MAXINT one).
+};
+
+struct ProbeFuncs {
+  static gboolean Prepare(GSource*, gint* timeout) {
+    *timeout = -1;  // No say in how long the loop blocks.
+    return FALSE;
+  }
+  static gboolean Check(GSource* source) {
+    auto* probe = reinterpret_cast<ProbeSource*>(source);
+    if (probe->monitor != nullptr) {
+      if (probe->idle) {
+        probe->monitor->OnIdlePriorityChecked();
+      } else {
+        probe->monitor->OnNothingReadyChecked();
+      }
+    }
+    return FALSE;
+  }
+  static gboolean Dispatch(GSource*, GSourceFunc, gpointer) { return G_SOURCE_CONTINUE; }
+  static GSourceFuncs funcs;
+};
+
+GSourceFuncs ProbeFuncs::funcs = {&ProbeFuncs::Prepare, &ProbeFuncs::Check, &ProbeFuncs::Dispatch,
+                                  nullptr, nullptr, nullptr};
+
+namespace {
+
+GSource* AttachProbe(GMainContext* context, GlibMonitor* monitor, bool idle) {
+  GSource* source = g_source_new(&ProbeFuncs::funcs, sizeof(ProbeSource));
+  auto* probe = reinterpret_cast<ProbeSource*>(source);
+  probe->monitor = monitor;
+  probe->idle = idle;
+  g_source_set_priority(source, idle ? kIdlePriority : G_MAXINT);
+  g_source_set_name(source, idle ? "matrix::glib idle-priority probe" : "matrix::glib ready probe");
+  g_source_attach(source, context);
+  return source;  // Our reference, dropped on Detach().
+}
+
+void DestroyProbe(GSource*& source) {
+  if (source == nullptr) return;
+  reinterpret_cast<ProbeSource*>(source)->monitor = nullptr;
+  g_source_destroy(source);
+  g_source_unref(source);
+  source = nullptr;
+}
+
+}  // namespace
+
 GlibMonitor::GlibMonitor(GMainContext* context, LooperMonitor* looper_monitor, int slot)
     : context_(g_main_context_ref(context)), looper_monitor_(looper_monitor), slot_(slot) {}
 
@@ -76,8 +130,10 @@ GlibMonitor::~GlibMonitor() {
 void GlibMonitor::BeforePoll() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (!in_dispatch_) return;
+  const TimeTicks now = looper_monitor_->clock()->NowTicks();
+  if (in_idle_run_) EndIdleRun(now);
   in_dispatch_ = false;
-  looper_monitor_->DispatchEnd();
+  looper_monitor_->DispatchEnd(now);
 }
 
 void GlibMonitor::AfterPoll() {
@@ -87,15 +143,44 @@ void GlibMonitor::AfterPoll() {
   looper_monitor_->DispatchBegin(kDispatchLabel);
 }
 
+void GlibMonitor::OnIdlePriorityChecked() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  // No source above idle priority is ready: whatever this iteration
+  // dispatches is idle-priority (unless the G_MAXINT probe is checked next:
+  // then nothing is ready at all).
+  if (!in_dispatch_ || in_idle_run_) return;
+  in_idle_run_ = true;
+  ++idle_run_count_;
+  looper_monitor_->IdleBegin(kIdleSourceName);
+}
+
+void GlibMonitor::OnNothingReadyChecked() {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  // Nothing will be dispatched: cancel the run begun a moment ago in this
+  // same check phase (no callback ran in between).
+  if (!in_idle_run_) return;
+  --idle_run_count_;
+  EndIdleRun(looper_monitor_->clock()->NowTicks());
+}
+
+void GlibMonitor::EndIdleRun(TimeTicks end) {
+  in_idle_run_ = false;
+  looper_monitor_->IdleEnd(end);
+}
+
 void GlibMonitor::Detach() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (!attached_) return;
   attached_ = false;
   PollSlot& slot = Slots()[slot_];
   slot.monitor.store(nullptr, std::memory_order_release);
+  DestroyProbe(idle_probe_);
+  DestroyProbe(last_probe_);
+  const TimeTicks now = looper_monitor_->clock()->NowTicks();
+  if (in_idle_run_) EndIdleRun(now);
   if (in_dispatch_) {
     in_dispatch_ = false;
-    looper_monitor_->DispatchEnd();
+    looper_monitor_->DispatchEnd(now);
   }
   const bool ours_installed = g_main_context_get_poll_func(context_) == kTrampolines[slot_];
   if (ours_installed) {
@@ -146,6 +231,8 @@ absl::StatusOr<std::unique_ptr<GlibMonitor>> Attach(GMainContext* context,
   s.monitor.store(monitor.get(), std::memory_order_release);
   monitor->attached_ = true;
   g_main_context_set_poll_func(context, kTrampolines[slot]);
+  monitor->idle_probe_ = AttachProbe(context, monitor.get(), /*idle=*/true);
+  monitor->last_probe_ = AttachProbe(context, monitor.get(), /*idle=*/false);
   return monitor;
 }
 

@@ -9,6 +9,9 @@
 // Matrix replaces the MessageQueue's idle-handler list by reflection (and
 // drops the handlers registered before it); here the Looper tells its
 // dispatch observers about every idle-handler run, so nothing is replaced.
+// A foreign loop (GLib's idle-priority sources through matrix::glib) reports
+// its idle runs to a kForeign LooperMonitor instead (Options::looper_monitor,
+// LooperMonitor::IdleBegin/IdleEnd); the report names what the loop named.
 // The watchdog schedules itself like AnrTracer's: at the running handler's
 // begin + threshold, or one threshold from now when none runs.
 //
@@ -31,16 +34,22 @@
 #include "matrix/core/app_state.h"
 #include "matrix/core/looper.h"
 #include "matrix/trace/anr_tracer.h"
+#include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/tracer.h"
 
 namespace matrix {
 
 class Handler;
 
-class IdleHandlerLagTracer : public Tracer, private DispatchObserver {
+class IdleHandlerLagTracer : public Tracer,
+                             private DispatchObserver,
+                             private LooperIdleListener {
  public:
   struct Options {
-    Looper* looper = nullptr;            // Required: the looper whose idle handlers to watch.
+    // Exactly one of the two: the looper whose idle handlers to watch, or a
+    // foreign-loop (kForeign) monitor whose IdleBegin()/IdleEnd() to watch.
+    Looper* looper = nullptr;
+    LooperMonitor* looper_monitor = nullptr;
     UIThreadMonitor* monitor = nullptr;  // Required: clock and looper thread.
     Looper* watchdog_looper = nullptr;   // Required.
     Looper* worker_looper = nullptr;     // Required.
@@ -65,6 +74,11 @@ class IdleHandlerLagTracer : public Tracer, private DispatchObserver {
   void OnDispatchEnd(const Message&, TimeTicks, TimeTicks) override {}
   void OnIdleHandlerBegin(const IdleHandler& handler, TimeTicks begin) override;
   void OnIdleHandlerEnd(const IdleHandler& handler, TimeTicks begin, TimeTicks end) override;
+  // LooperIdleListener (looper thread): a foreign loop's idle runs.
+  void OnIdleBegin(TimeTicks begin, const char* name) override;
+  void OnIdleEnd(TimeTicks begin, TimeTicks end) override;
+  void RunBegin(TimeTicks begin, const char* name);
+  void RunEnd();
 
   void Check();
 
@@ -77,8 +91,9 @@ class IdleHandlerLagTracer : public Tracer, private DispatchObserver {
   // Published by the looper thread (run number is odd while a handler runs).
   std::atomic<uint64_t> run_seq_{0};
   std::atomic<int64_t> run_begin_ns_{0};
-  // IdleHandler::registered_name(): interned, so valid after the run ends.
-  std::atomic<const std::string*> run_name_{nullptr};
+  // IdleHandler::registered_name() (interned) or a foreign loop's static
+  // name: valid after the run ends.
+  std::atomic<const char*> run_name_{nullptr};
 
   // Watchdog thread.
   uint64_t reported_seq_ = 0;

@@ -14,7 +14,9 @@
 //                      our printer we notice on an idle check (every 60 s by
 //                      default) and re-install ours with theirs chained.
 //   kForeign           a loop that is not ours (Qt, SDL, libuv, GLib, asio, a
-//                      game loop) calls DispatchBegin()/DispatchEnd() itself.
+//                      game loop) calls DispatchBegin()/DispatchEnd() itself,
+//                      and IdleBegin()/IdleEnd() around its idle callbacks
+//                      when it has any (IdleHandlerLagTracer listens).
 //
 // Only the outermost dispatch of nested loops is reported.
 //
@@ -68,6 +70,18 @@ class LooperDispatchListener {
   virtual void OnDispatchEnd(TimeTicks begin, TimeTicks end) = 0;
 };
 
+// Receives the idle-callback runs a foreign loop reports (IdleBegin() /
+// IdleEnd()): the foreign counterpart of DispatchObserver::OnIdleHandlerBegin/
+// End. Called on the loop's thread; implementations must be extremely fast.
+class LooperIdleListener {
+ public:
+  virtual ~LooperIdleListener() = default;
+  // `name` has static storage (valid after the run ends).
+  virtual void OnIdleBegin(TimeTicks begin, const char* name) = 0;
+  // Always follows an OnIdleBegin() this listener received.
+  virtual void OnIdleEnd(TimeTicks begin, TimeTicks end) = 0;
+};
+
 class LooperMonitor {
  public:
   enum class Source { kDispatchObserver, kPrinter, kForeign };
@@ -108,6 +122,22 @@ class LooperMonitor {
   void DispatchEnd(TimeTicks end);
   void DispatchEnd() { DispatchEnd(clock_->NowTicks()); }
 
+  // Foreign-loop idle-callback hooks (GLib's idle-priority sources, say): an
+  // idle run may lie inside or outside a dispatch; runs do not nest (a begin
+  // while one runs is ignored, an end without a begin too). `name` must have
+  // static storage. Stop() ends a run in progress.
+  void IdleBegin(TimeTicks begin, const char* name);
+  void IdleBegin(const char* name) { IdleBegin(clock_->NowTicks(), name); }
+  void IdleEnd(TimeTicks end);
+  void IdleEnd() { IdleEnd(clock_->NowTicks()); }
+  bool is_idle_running() const { return idle_running_; }
+
+  // AddIdleListener()
+  //
+  // Registers `listener` (not owned) for IdleBegin()/IdleEnd() until the
+  // handle is destroyed. One added during a run first hears the next one.
+  [[nodiscard]] ObserverRegistration AddIdleListener(LooperIdleListener* listener);
+
   Source source() const { return options_.source; }
   Looper* looper() const { return looper_; }
   const TickClock* clock() const { return clock_; }
@@ -139,6 +169,10 @@ class LooperMonitor {
   TimeTicks begin_;
   ObserverList<LooperDispatchListener> listeners_;
   std::optional<ObserverList<LooperDispatchListener>::Scope> scope_;
+  bool idle_running_ = false;
+  TimeTicks idle_begin_;
+  ObserverList<LooperIdleListener> idle_listeners_;
+  std::optional<ObserverList<LooperIdleListener>::Scope> idle_scope_;
 
   // kDispatchObserver.
   std::unique_ptr<DispatchObserverBridge> bridge_;

@@ -19,6 +19,29 @@
 //   g_main_loop_run(loop);
 //   monitor->reset();                     // detach, before Matrix::Shutdown()
 //
+// Idle lag (IdleHandlerLagTracer, EnableIdleHandlerTrace): an iteration that
+// dispatches idle-priority sources (g_idle_add and anything else at
+// G_PRIORITY_DEFAULT_IDLE or lower priority, kIdlePriority) is also reported
+// as an idle run, named kIdleSourceName, so a slow idle callback gives a
+// LAG_IDLE_HANDLER report with the loop thread's stack (and, being inside a
+// dispatch, LAG / slow method / ANR as any slow callback). GLib has no
+// per-source dispatch hook; two never-ready probe sources tell exactly when
+// GLib's check phase chooses idle-priority sources: GLib dispatches only the
+// ready sources of the highest ready priority, and checks sources in priority
+// order until it has found one, so a probe at kIdlePriority is checked only
+// when no source above idle priority is ready, and a probe at G_MAXINT only
+// when no source at all is ready. The run begins at the first probe's check
+// and is cancelled by the second's (nothing to dispatch); otherwise it spans
+// the idle-priority callbacks of the iteration, up to the next poll. The
+// probes never become ready and add no timeout: GLib's blocking, priorities
+// and the return values of g_main_context_iteration/pending are unchanged.
+// GLib does not tell which idle source runs (g_main_current_source() is only
+// known inside a dispatch), so reports say "glib idle source"; the stack
+// names the callback. One known approximation: g_main_context_pending()
+// (gtk_events_pending) also runs the check phase without dispatching, so a
+// callback that calls it while an idle source is ready and then keeps
+// working without iterating is counted as an idle run until the next poll.
+//
 // Time spent blocked in poll is idle time, not a dispatch. A nested loop on the
 // same context (gtk_dialog_run, g_main_context_iteration inside a callback)
 // ends the outer dispatch at its poll and starts a new one when that poll
@@ -52,6 +75,11 @@ namespace matrix::glib {
 
 // The label of each GLib dispatch (DispatchInfo::label).
 inline constexpr char kDispatchLabel[] = "glib-dispatch";
+// The name of an idle run (LooperMonitor::IdleBegin, the LAG_IDLE_HANDLER
+// report's idle_handler): GLib does not say which source it dispatches.
+inline constexpr char kIdleSourceName[] = "glib idle source";
+// Sources at this priority or lower (numerically greater) are idle callbacks.
+inline constexpr int kIdlePriority = G_PRIORITY_DEFAULT_IDLE;
 
 class GlibMonitor {
  public:
@@ -77,24 +105,41 @@ class GlibMonitor {
   // Whether a dispatch is in progress (between a poll's return and the next
   // poll). Loop thread.
   bool in_dispatch() const { return in_dispatch_; }
+  // Whether the current dispatch dispatches idle-priority sources (an idle
+  // run is in progress). Loop thread.
+  bool in_idle_run() const { return in_idle_run_; }
+  // Idle runs reported since Attach() (not counting cancelled ones). Loop
+  // thread.
+  uint64_t idle_run_count() const { return idle_run_count_; }
 
  private:
   friend absl::StatusOr<std::unique_ptr<GlibMonitor>> Attach(GMainContext* context,
                                                             LooperMonitor* looper_monitor);
   template <int kIndex>
   friend struct PollTrampoline;
+  friend struct ProbeFuncs;
 
   GlibMonitor(GMainContext* context, LooperMonitor* looper_monitor, int slot);
   // Called by the slot's poll function around the previous poll function.
   void BeforePoll();
   void AfterPoll();
+  // Called by the probe sources' check (GLib's check phase, after the poll).
+  void OnIdlePriorityChecked();
+  void OnNothingReadyChecked();
+  void EndIdleRun(TimeTicks end);
 
   GMainContext* const context_;
   LooperMonitor* const looper_monitor_;
   const int slot_;
   bool attached_ = false;
   bool in_dispatch_ = false;
+  bool in_idle_run_ = false;
   uint64_t dispatch_count_ = 0;
+  uint64_t idle_run_count_ = 0;
+  // Never-ready probes at kIdlePriority and G_MAXINT (owned; destroyed on
+  // Detach()).
+  GSource* idle_probe_ = nullptr;
+  GSource* last_probe_ = nullptr;
   MATRIX_THREAD_CHECKER(thread_checker_);
 };
 
