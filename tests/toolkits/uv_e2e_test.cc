@@ -4,7 +4,10 @@
 // callback (SlowTimerCallback, method-traced: this file is built with
 // matrix_trace_methods), and a 1.5 s block in HangInUninstrumentedCode (a
 // file built without tracing). The reports must show:
-//   slow method: a report whose key names SlowTimerCallback, cost >= 290 ms;
+//   slow method: a report whose key names SlowTimerCallback, cost >= 290 ms,
+//        and one naming SlowIdleCallback (a uv_idle_t callback, 300 ms);
+//   no idle lag: uv_idle_t callbacks run on every turn, they are not idle
+//        handlers (idle-handler tracing is on, with a 200 ms threshold);
 //   ANR: cost >= 1 s (threshold), native stack naming HangInUninstrumentedCode,
 //        scene "libuv" (the default scene named at attach);
 //   dispatches: every tick and read ran in one; the waits were idle (the sum
@@ -50,6 +53,8 @@ struct Program {
   uv_timer_t slow;
   uv_timer_t hang;
   uv_timer_t quit;
+  uv_timer_t idle_starter;
+  uv_idle_t slow_idle;
   bool connected = false;
   int ticks = 0;
   int writes = 0;
@@ -57,6 +62,7 @@ struct Program {
   size_t echoed = 0;  // Bytes back at the client.
   bool slow_ran = false;
   bool hang_ran = false;
+  bool slow_idle_ran = false;
   char buffer[4096];
 };
 
@@ -94,6 +100,14 @@ __attribute__((noinline)) void SlowTimerCallback(uv_timer_t* timer) {
   ProgramOf(timer)->slow_ran = true;
 }
 
+// A uv_idle_t callback: runs once per loop turn (libuv's "idle" phase),
+// stopped after its first, slow, run.
+__attribute__((noinline)) void SlowIdleCallback(uv_idle_t* idle) {
+  e2e::SpinFor(absl::Milliseconds(300));
+  ProgramOf(idle)->slow_idle_ran = true;
+  uv_idle_stop(idle);
+}
+
 void CloseAll(uv_loop_t* loop) {
   uv_walk(loop, [](uv_handle_t* h, void*) {
     if (!uv_is_closing(h)) uv_close(h, nullptr);
@@ -109,6 +123,8 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
                     .SetAnrThreshold(absl::Seconds(1))
                     .EnableEvilMethodTrace(true)
                     .SetEvilThreshold(absl::Milliseconds(200))
+                    .EnableIdleHandlerTrace(true)
+                    .SetIdleHandlerThreshold(absl::Milliseconds(200))
                     .Build();
   ASSERT_TRUE(config.ok()) << config.status();
   auto trace = std::make_unique<matrix::TracePlugin>(*config);
@@ -164,7 +180,7 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
                            }),
             0);
 
-  for (uv_timer_t* t : {&p.tick, &p.writer, &p.slow, &p.hang, &p.quit}) {
+  for (uv_timer_t* t : {&p.tick, &p.writer, &p.slow, &p.hang, &p.quit, &p.idle_starter}) {
     uv_timer_init(p.loop, t);
     t->data = &p;
   }
@@ -181,6 +197,11 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
     e2e::HangInUninstrumentedCode(absl::Milliseconds(1500));  // ANR.
     ProgramOf(t)->hang_ran = true;
   }, 1000, 0);
+  uv_idle_init(p.loop, &p.slow_idle);
+  p.slow_idle.data = &p;
+  uv_timer_start(&p.idle_starter, [](uv_timer_t* t) {
+    uv_idle_start(&ProgramOf(t)->slow_idle, &SlowIdleCallback);
+  }, 2700, 0);
   uv_timer_start(&p.quit, [](uv_timer_t* t) {
     // A uv_walk teardown would close the monitor's handles too: detach first.
     ProgramOf(t)->monitor->Detach();
@@ -196,6 +217,7 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
 
   EXPECT_TRUE(p.slow_ran);
   EXPECT_TRUE(p.hang_ran);
+  EXPECT_TRUE(p.slow_idle_ran);
   EXPECT_GT(p.ticks, 50);  // ~3.5 s / 10 ms minus 1.8 s of blocking; generous.
   EXPECT_GT(p.writes, 40);
   EXPECT_GT(p.reads, 10);
@@ -204,7 +226,7 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
   sum_registration = matrix::ObserverRegistration();
   uv_run(p.loop, UV_RUN_NOWAIT);  // Finishes closing the monitor's handles.
   EXPECT_EQ(uv_loop_close(p.loop), 0);
-  EXPECT_GE(sum.busy, absl::Milliseconds(1790)) << "the two blocks";
+  EXPECT_GE(sum.busy, absl::Milliseconds(2090)) << "the three blocks";
   EXPECT_LE(sum.busy, wall - absl::Milliseconds(600)) << "waits must be idle; wall " << wall;
 
   auto is_anr = [](const matrix::Issue& i) {
@@ -214,6 +236,10 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
     return i.proto().has_evil_method() &&
            absl::StrContains(i.proto().evil_method().stack_key(), "SlowTimerCallback");
   };
+  auto is_slow_idle = [](const matrix::Issue& i) {
+    return i.proto().has_evil_method() &&
+           absl::StrContains(i.proto().evil_method().stack_key(), "SlowIdleCallback");
+  };
   auto has = [](const std::vector<matrix::Issue>& issues, auto pred) {
     for (const auto& issue : issues) {
       if (pred(issue)) return true;
@@ -221,7 +247,9 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
     return false;
   };
   const bool reported = listener->WaitFor(
-      [&](const auto& issues) { return has(issues, is_anr) && has(issues, is_slow); },
+      [&](const auto& issues) {
+        return has(issues, is_anr) && has(issues, is_slow) && has(issues, is_slow_idle);
+      },
       absl::Seconds(15));
   std::vector<matrix::Issue> issues = listener->issues();
   std::string keys;
@@ -231,9 +259,12 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
   ASSERT_TRUE(reported) << "slow-method keys:\n" << keys;
 
   for (const auto& issue : issues) {
-    if (is_slow(issue)) {
+    if (is_slow(issue) || is_slow_idle(issue)) {
       EXPECT_GE(issue.proto().evil_method().cost_ms(), 290);
     }
+    EXPECT_FALSE(issue.proto().has_anr() &&
+                 issue.proto().anr().detail() == matrix::proto::LAG_IDLE_HANDLER)
+        << "a uv_idle_t callback is no idle handler";
   }
   const matrix::Issue* anr = nullptr;
   for (const auto& issue : issues) {
