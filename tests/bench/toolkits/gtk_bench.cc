@@ -1,12 +1,19 @@
 // The per-frame cost matrix::gtk adds, against the same frames without it, in
 // one run. GdkFrameClock's own timer paces frames at the refresh rate, so
 // timing real frames would measure mostly waiting; instead each iteration is
-// one dispatch of the default GMainContext (an idle source, so the poll never
-// blocks) whose callback emits the six frame-clock signals of one frame
-// (flush-events, before-paint, update, layout, paint, after-paint) on the
-// shown, idle window's real GdkFrameClock, with GDK's own handlers
+// one frame: an idle source's callback emits the six frame-clock signals of
+// one frame (flush-events, before-paint, update, layout, paint, after-paint)
+// on the shown, idle window's real GdkFrameClock, with GDK's own handlers
 // blocked (they only work inside the clock's own frame cycle): no drawing,
 // so the frame is the cheapest possible one and the ratio an upper bound.
+// Each flush-events makes GDK schedule its frame clock's paint idle
+// (GDK_PRIORITY_REDRAW, above the bench's idle) to resume event processing,
+// as after every real GTK 3 frame; so a frame is two dispatches of the
+// default GMainContext (GDK's resume, then the bench's emission), and an
+// iteration runs g_main_context_iteration until the frame was emitted. (One
+// g_main_context_iteration per iteration emitted a frame only every other
+// iteration: the adapter counted every emitted frame, the bench emitted half
+// as many frames as iterations.)
 // Arg 0: no adapter; 1: matrix::glib only (the dispatch
 // is reported, the frame is not); 2: matrix::gtk (the dispatch plus the
 // frame: emission hooks, phases, MarkFrame) reporting to a TracePlugin with
@@ -16,6 +23,7 @@
 
 #include <gtk/gtk.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "benchmark/benchmark.h"
@@ -52,11 +60,13 @@ class Monitoring {
 struct Frame {
   GdkFrameClock* clock = nullptr;
   guint signals[6] = {};
+  int64_t emitted = 0;
 };
 
 gboolean EmitFrame(gpointer data) {
   auto* frame = static_cast<Frame*>(data);
   for (guint signal : frame->signals) g_signal_emit(frame->clock, signal, 0);
+  ++frame->emitted;
   return G_SOURCE_CONTINUE;
 }
 
@@ -106,17 +116,28 @@ void BM_GtkFrame(benchmark::State& state) {
     }
     gtk_monitor = *std::move(attached);
   }
-  for (auto _ : state) g_main_context_iteration(context, FALSE);
-  // Iterations whose idle callback ran inside a reported dispatch (GLib skips
-  // the poll, so the dispatch boundary, on some iterations) and frames
-  // reported.
+  int64_t turns = 0;
+  frame.emitted = 0;
+  for (auto _ : state) {
+    const int64_t before = frame.emitted;
+    while (frame.emitted == before) {
+      g_main_context_iteration(context, FALSE);
+      ++turns;
+    }
+  }
+  // Per iteration (= per emitted frame): loop turns, dispatches reported and
+  // frames reported (1 with matrix::gtk: every emitted frame is counted).
+  const double frames = static_cast<double>(frame.emitted);
+  state.counters["turns_per_frame"] = static_cast<double>(turns) / frames;
   if (glib_monitor != nullptr) {
-    state.counters["dispatches"] = static_cast<double>(glib_monitor->dispatch_count());
+    state.counters["dispatches_per_frame"] =
+        static_cast<double>(glib_monitor->dispatch_count()) / frames;
   }
   if (gtk_monitor != nullptr) {
-    state.counters["dispatches"] =
-        static_cast<double>(gtk_monitor->dispatches()->dispatch_count());
-    state.counters["frames"] = static_cast<double>(gtk_monitor->frames()->frame_count());
+    state.counters["dispatches_per_frame"] =
+        static_cast<double>(gtk_monitor->dispatches()->dispatch_count()) / frames;
+    state.counters["frames_reported_per_frame"] =
+        static_cast<double>(gtk_monitor->frames()->frame_count()) / frames;
   }
   gtk_monitor.reset();
   glib_monitor.reset();
