@@ -7,7 +7,10 @@
 //        frames at 60 Hz; tolerance: up to 3 more slow frames from start-up)
 //        and their paint time in the traversal phase (>= 450 ms in all);
 //   ANR: the native stack names HangInUninstrumentedCode;
-//   slow method: the key names SlowIdle (this file is method-traced).
+//   slow method: the key names SlowIdle (this file is method-traced);
+//   idle lag (200 ms threshold): a LAG_IDLE_HANDLER whose stack names
+//        SlowIdle (a g_idle_add callback), none for the 1.5 s block (a
+//        timeout, not an idle callback).
 
 #include <gtk/gtk.h>
 
@@ -63,6 +66,8 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   ASSERT_TRUE(gtk_init_check(nullptr, nullptr)) << "no display (run under xvfb-run -a)";
   auto config = e2e::ToolkitTraceConfig(absl::Seconds(30));
   ASSERT_TRUE(config.ok()) << config.status();
+  config->idle_handler = true;
+  config->idle_handler_threshold = absl::Milliseconds(200);
   auto trace = std::make_unique<matrix::TracePlugin>(*config);
   Program program;
   program.plugin = trace.get();
@@ -115,7 +120,11 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   const auto is_slow = e2e::IsSlowMethod;
   EXPECT_TRUE(listener->WaitFor(
       [&](const auto& issues) {
-        return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow);
+        return has(issues, is_fps) && has(issues, is_anr) && has(issues, is_slow) &&
+               has(issues, [](const matrix::Issue& i) {
+                 return i.proto().has_anr() &&
+                        i.proto().anr().detail() == matrix::proto::LAG_IDLE_HANDLER;
+               });
       },
       absl::Seconds(15)));
   monitor->reset();
@@ -169,6 +178,27 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
     slow_idle |= absl::StrContains(issue.proto().evil_method().stack_key(), "SlowIdle");
   }
   EXPECT_TRUE(slow_idle) << keys;
+
+  // Idle lag: the g_idle_add callback, captured while it ran; not the hang
+  // in a timeout.
+  bool idle_lag_names_slow_idle = false;
+  std::string idle_stacks;
+  for (const auto& issue : issues) {
+    if (!issue.proto().has_anr() ||
+        issue.proto().anr().detail() != matrix::proto::LAG_IDLE_HANDLER) {
+      continue;
+    }
+    EXPECT_EQ(issue.proto().anr().idle_handler(), "glib idle source");
+    bool names_slow_idle = false;
+    for (const auto& frame : issue.proto().anr().thread_stack().frames()) {
+      idle_stacks += frame.function() + "\n";
+      names_slow_idle |= absl::StrContains(frame.function(), "SlowIdle");
+      EXPECT_FALSE(absl::StrContains(frame.function(), "HangInUninstrumentedCode"));
+    }
+    idle_stacks += "--\n";
+    idle_lag_names_slow_idle |= names_slow_idle;
+  }
+  EXPECT_TRUE(idle_lag_names_slow_idle) << idle_stacks;
 
   gtk_widget_destroy(window);
   matrix::Matrix::Shutdown();

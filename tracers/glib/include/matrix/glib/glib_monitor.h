@@ -48,7 +48,9 @@
 // returns, so a modal loop's idle time is not counted as a hang.
 //
 // Per dispatch the adapter adds two clock reads (vDSO, no syscall) and the
-// LooperMonitor's listeners; no allocation, lock or log line.
+// LooperMonitor's listeners, plus, when GLib's check phase reaches idle
+// priority, one or two probe checks and one clock read; no allocation, lock
+// or log line.
 //
 // Thread safety: GlibMonitor is bound to the thread that iterates the context
 // (the loop thread): Attach(), the destructor and Detach() must run there,
@@ -91,8 +93,9 @@ class GlibMonitor {
   GlibMonitor(const GlibMonitor&) = delete;
   GlibMonitor& operator=(const GlibMonitor&) = delete;
 
-  // Restores the poll function that was installed before ours and ends a
-  // dispatch in progress (detaching from inside a callback is fine). When
+  // Restores the poll function that was installed before ours, destroys the
+  // two probe sources, and ends an idle run and a dispatch in progress
+  // (detaching from inside a callback is fine). When
   // another component replaced our poll function after Attach(), ours is left
   // in its chain, forwarding to the previous one without monitoring, and its
   // slot is not reused. Idempotent. Loop thread.
