@@ -167,5 +167,43 @@ TEST_F(HtmlBrowserTest, HostileNamesNeitherBreakNorInjectIntoThePage) {
   EXPECT_THAT(dom, HasSubstr("app::F&lt;a&amp;b&gt;(\"x\", 'y')&lt;/script&gt;"));
 }
 
+// The timeline view draws any trace-event JSON (what the flight recorder's
+// exporter writes, too): the demo page with its data replaced by a trace with
+// B/E pairs, X, i, M thread_name on two threads, relative (monotonic) times,
+// and a counter event it does not draw.
+TEST_F(HtmlBrowserTest, TimelineDrawsBeginEndPairsAndNamesLanes) {
+  const std::string page = WriteReport("./matrix-reports");
+  std::string html = ReadFile(page);
+  const std::string open = "<script type=\"application/json\" id=\"matrix-data\">";
+  const size_t begin = html.find(open);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t start = begin + open.size();
+  const size_t end = html.find("</script>", start);
+  ASSERT_NE(end, std::string::npos);
+  html.replace(start, end - start, R"({"zone":"UTC","zone_offset_ms":0,"scenes":[],
+    "traces":[{"issue":0,"label":"recorded","trace":{"traceEvents":[
+      {"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"looper-lane"}},
+      {"ph":"M","name":"thread_name","pid":1,"tid":2,"args":{"name":"watchdog-lane"}},
+      {"ph":"B","name":"dispatch","pid":1,"tid":1,"ts":1000},
+      {"ph":"B","name":"Decode","pid":1,"tid":1,"ts":2000},
+      {"ph":"E","pid":1,"tid":1,"ts":9000},
+      {"ph":"E","pid":1,"tid":1,"ts":10000},
+      {"ph":"X","name":"frame","pid":1,"tid":1,"ts":11000,"dur":5000},
+      {"ph":"i","s":"t","name":"hang detected","pid":1,"tid":2,"ts":8000},
+      {"ph":"C","name":"cpu","pid":1,"ts":1000,"args":{"v":3}}]}}],
+    "default_issue":0})");
+  const std::string edited = dir_.path() + "/edited.html";
+  std::ofstream(edited, std::ios::binary | std::ios::trunc) << html;
+  const std::string dom = DumpDom(edited);
+  ASSERT_TRUE(absl::StrContains(dom, "<body data-render-ok=\"true\">")) << dom.substr(0, 2000);
+  EXPECT_EQ(CountOf(dom, "class=\"trace-lane\""), 2);
+  EXPECT_THAT(dom, HasSubstr("data-lane=\"looper-lane\""));
+  EXPECT_THAT(dom, HasSubstr("data-lane=\"watchdog-lane\""));
+  EXPECT_EQ(CountOf(dom, "class=\"trace-event\""), 3);
+  EXPECT_EQ(CountOf(dom, "class=\"trace-instant\""), 1);
+  EXPECT_THAT(dom, HasSubstr("1 events of other phases not drawn."));
+  EXPECT_THAT(dom, HasSubstr("<title>Decode — 7 ms</title>"));
+}
+
 }  // namespace
 }  // namespace matrix::report

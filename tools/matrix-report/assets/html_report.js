@@ -212,6 +212,23 @@
       }
       return lanes[id];
     }
+    // B/E pairs (per thread, properly nested) become X events.
+    var begun = {};
+    events = events.map(function (e) {
+      if (e.ph === 'B') {
+        var key = e.pid + ':' + e.tid;
+        (begun[key] = begun[key] || []).push(e);
+        return null;
+      }
+      if (e.ph === 'E') {
+        var stack = begun[e.pid + ':' + e.tid];
+        var b = stack && stack.pop();
+        if (!b) return null;
+        return { ph: 'X', name: b.name, cat: b.cat, pid: b.pid, tid: b.tid, ts: b.ts,
+                 dur: e.ts - b.ts, args: b.args };
+      }
+      return e;
+    }).filter(function (e) { return e !== null; });
     events.forEach(function (e) {
       if (e.ph === 'M') {
         if (e.name === 'thread_name' && e.args) lane(e).name = String(e.args.name);
@@ -255,7 +272,9 @@
       el('line', { 'class': 'grid-line', x1: x(lo + t), x2: x(lo + t), y1: AXIS - 6, y2: H }, svg);
       svgText(svg, x(lo + t), AXIS - 10, '+' + durationText(t), { 'text-anchor': 'middle' });
     });
-    svgText(svg, 4, AXIS - 10, clockMs(lo / 1000), { 'text-anchor': 'start' });
+    // Wall-clock timestamps (us since the epoch, after 2001) get a clock time;
+    // others (a monotonic clock) only offsets.
+    if (lo > 1e15) svgText(svg, 4, AXIS - 10, clockMs(lo / 1000), { 'text-anchor': 'start' });
     order.forEach(function (id) {
       var ln = lanes[id];
       var g = el('g', { 'class': 'trace-lane', 'data-lane': ln.name }, svg);
