@@ -82,7 +82,7 @@
 
   // ---- FPS and dropped frames over report time, per scene. ----
   function fpsPlot(scene, parent) {
-    var W = 640, H = 230, L = 44, R = 48, T = 12, B = 30;
+    var W = 640, H = 236, L = 44, R = 48, T = 22, B = 30;
     var svg = el('svg', { 'class': 'fps-plot', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
                           role: 'img', 'data-scene': scene.name }, parent);
     var reports = scene.reports;
@@ -114,8 +114,8 @@
     });
     el('line', { 'class': 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }, svg);
     el('line', { 'class': 'axis', x1: L, x2: L, y1: T, y2: H - B }, svg);
-    svgText(svg, 4, T + 2, 'fps', { 'text-anchor': 'start' });
-    svgText(svg, W - 4, T + 2, 'dropped', { 'text-anchor': 'end' });
+    svgText(svg, 4, 11, 'fps', { 'text-anchor': 'start' });
+    svgText(svg, W - 4, 11, 'dropped', { 'text-anchor': 'end' });
     svgText(svg, W - R, H - 2, 'report time (' + data.zone + ')', { 'text-anchor': 'end' });
     var refresh = scene.refresh;
     if (refresh > 0) {
@@ -285,7 +285,7 @@
         var x0 = x(e.ts), w = Math.max(1, x(e.ts + (e.dur || 0)) - x0);
         var ry = ln.y + 4 + e._depth * ROW;
         var r = el('rect', { 'class': 'trace-event', x: x0, y: ry, width: w, height: ROW - 3,
-                             fill: colorFor(String(e.cat || e.name)), rx: 2 }, g);
+                             fill: colorFor(String(e.name)), rx: 2 }, g);
         var label = String(e.name) + ' \u2014 ' + durationText(e.dur || 0);
         tooltip(r, label);
         r.addEventListener('click', function () {
