@@ -8,6 +8,8 @@ PACKAGES := cmake g++ make ninja-build pkg-config \
             libuv1-dev \
             libsdl2-dev libgl-dev libegl-dev libgl1-mesa-dri
 PACKAGES += qt6-base-dev
+# matrix-report html: the browser test (tests/tools, label browser).
+PACKAGES += chromium
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "matrix/report/export.h"
+#include "matrix/report/html_report.h"
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/text_render.h"
@@ -45,6 +46,11 @@ Commands:
               CPU and merged stack samples; other kinds' fields)
   export      CSV (one row per issue: common columns and the main metric of
               its kind) or JSON, to stdout or --output
+  html        one self-contained HTML page (no network needed to view it):
+              summary, groups, FPS and dropped-frame plots per scene, a
+              frame-time histogram, hangs and slow methods with stacks and
+              call trees, and a timeline of a selected issue; to stdout or
+              --output
 
 Filters (every command; repeat one to match any of its values):
   --tag=TAG           Trace_FPS, Trace_EvilMethod, Trace_StartUp, BlockCanary
@@ -68,7 +74,7 @@ Options:
   --format=FORMAT     export: csv (default), json (an array) or jsonl (one
                       issue per line, readable again by matrix-report)
   --grouped           export: one row or object per group
-  -o, --output=FILE   export: write to FILE instead of stdout
+  -o, --output=FILE   export, html: write to FILE instead of stdout
   -h, --help          this text
 
 A command name as the first argument is a command; to read a file or
@@ -83,6 +89,7 @@ Examples:
   matrix-report show --detail=ANR --key=Decode --limit=1 reports/
   matrix-report export --format=csv -o issues.csv reports/
   matrix-report export --grouped --format=json reports/ > groups.json
+  matrix-report html -o report.html reports/
 )";
 
 enum class Flag {
@@ -136,6 +143,7 @@ std::optional<Command> CommandNamed(absl::string_view name) {
   if (name == "group") return Command::kGroup;
   if (name == "show") return Command::kShow;
   if (name == "export") return Command::kExport;
+  if (name == "html") return Command::kHtml;
   return std::nullopt;
 }
 
@@ -173,6 +181,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   bool options_done = false;
   bool command_seen = false;
   bool export_only_flag = false;
+  bool output_flag = false;
   bool show_only_flag = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -269,7 +278,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
         break;
       case Flag::kOutput:
         cl.output = *value;
-        export_only_flag = true;
+        output_flag = true;
         break;
       case Flag::kHelp:
         cl.help = true;
@@ -278,7 +287,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (cl.help) return cl;
   if (export_only_flag && cl.command != Command::kExport) {
-    return UsageError("--format, --grouped and --output apply to the export command only");
+    return UsageError("--format and --grouped apply to the export command only");
+  }
+  if (output_flag && cl.command != Command::kExport && cl.command != Command::kHtml) {
+    return UsageError("--output applies to the export and html commands only");
   }
   if (show_only_flag && cl.command != Command::kShow) {
     return UsageError("--newest-first and --full-paths apply to the show command only");
@@ -378,9 +390,14 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
       }
       break;
     }
+    case Command::kHtml:
     case Command::kExport: {
       std::string what = absl::StrCat(selected.size(), selected.size() == 1 ? " issue" : " issues");
-      if (cl.grouped) {
+      if (cl.command == Command::kHtml) {
+        what = absl::StrCat("an HTML report of ", what);
+        text = RenderHtmlReport(read, selected, filtered,
+                                {.time_zone = options.time_zone, .full_paths = cl.full_paths});
+      } else if (cl.grouped) {
         const std::vector<IssueGroup> groups = GroupIssues(selected);
         what = absl::StrCat(groups.size(), groups.size() == 1 ? " group" : " groups", " of ", what);
         text = cl.format == ExportFormat::kCsv ? ExportGroupsCsv(groups, options.time_zone)

@@ -4,7 +4,7 @@
 // run (RunMatrixReport), kept out of main() so tests drive them with their
 // own streams, clock and time zone.
 //
-//   matrix-report [summary|group|show|export] [options] [FILE|DIR|-]...
+//   matrix-report [summary|group|show|export|html] [options] [FILE|DIR|-]...
 //
 //   int main(int argc, char** argv) {
 //     return matrix::report::RunMatrixReport(
@@ -42,7 +42,7 @@ inline constexpr int kExitUsage = 2;
 // Where inputs are read from when none are given: the sink's default.
 inline constexpr char kDefaultInput[] = "./matrix-reports";
 
-enum class Command { kSummary, kGroup, kShow, kExport };
+enum class Command { kSummary, kGroup, kShow, kExport, kHtml };
 enum class ExportFormat { kCsv, kJson, kJsonLines };
 
 struct CommandLine {
@@ -56,7 +56,7 @@ struct CommandLine {
   bool full_paths = false;
   ExportFormat format = ExportFormat::kCsv;
   bool grouped = false;
-  std::string output;  // Empty: stdout.
+  std::string output;  // export, html: empty for stdout.
 };
 
 struct RunEnvironment {

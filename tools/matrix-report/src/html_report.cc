@@ -1,0 +1,729 @@
+#include "matrix/report/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "matrix/proto/issue.pb.h"
+#include "matrix/report/format_util.h"
+#include "matrix/report/html_report_assets.h"  // Generated: kHtmlReportCss, kHtmlReportJs.
+#include "matrix/report/issue_groups.h"
+#include "matrix/report/text_render.h"
+
+namespace matrix::report {
+namespace {
+
+// Frames shown per stack in the page (the full report text has them all).
+constexpr int kMaxFramesShown = 64;
+
+std::string H(absl::string_view s) { return HtmlEscape(s); }
+
+std::string MetricText(const Metric& metric, double value) {
+  if (metric.unit == "ms") return absl::StrFormat("%.1f ms", value);
+  return absl::StrCat(absl::StrFormat("%.1f", value), metric.unit.empty() ? "" : " ", metric.unit);
+}
+
+std::string TimeText(int64_t ms, absl::TimeZone tz) { return FormatTimeMs(ms, tz); }
+
+std::string ZoneName(int64_t ms, absl::TimeZone tz) {
+  return absl::FormatTime("%Z", absl::FromUnixMillis(ms), tz);
+}
+
+std::vector<NameCount> Count(const std::vector<std::string>& names) {
+  absl::flat_hash_map<std::string, int64_t> counts;
+  for (const std::string& name : names) {
+    if (!name.empty()) ++counts[name];
+  }
+  std::vector<NameCount> out;
+  for (const auto& [name, count] : counts) out.push_back({name, count});
+  std::sort(out.begin(), out.end(), [](const NameCount& a, const NameCount& b) {
+    return a.count != b.count ? a.count > b.count : a.name < b.name;
+  });
+  return out;
+}
+
+std::string CountListHtml(const std::vector<NameCount>& counts) {
+  std::vector<std::string> parts;
+  for (const NameCount& c : counts) {
+    parts.push_back(absl::StrCat("<span class=\"chip\">", H(c.name), " <b>", c.count, "</b></span>"));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+// A number for JSON: finite, at most 3 decimals.
+std::string Num(double v) { return std::isfinite(v) ? FormatNumber(v, 3) : "null"; }
+
+// ---------------------------------------------------------------------------
+// Trace events.
+
+class TraceWriter {
+ public:
+  void Thread(int pid, int tid, absl::string_view name) {
+    Add(absl::StrCat("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid, ",\"tid\":", tid,
+                     ",\"args\":{\"name\":", JsonQuote(name), "}}"));
+  }
+  // `args_json` is the inside of the args object ("" for none).
+  void Complete(int pid, int tid, absl::string_view name, absl::string_view cat, double ts_us,
+                double dur_us, absl::string_view args_json) {
+    Add(absl::StrCat("{\"ph\":\"X\",\"name\":", JsonQuote(name), ",\"cat\":", JsonQuote(cat),
+                     ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":", Num(ts_us),
+                     ",\"dur\":", Num(std::max(dur_us, 0.0)), ",\"args\":{", args_json, "}}"));
+  }
+  void Instant(int pid, int tid, absl::string_view name, absl::string_view cat, double ts_us,
+               absl::string_view args_json) {
+    Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"t\",\"name\":", JsonQuote(name),
+                     ",\"cat\":", JsonQuote(cat), ",\"pid\":", pid, ",\"tid\":", tid,
+                     ",\"ts\":", Num(ts_us), ",\"args\":{", args_json, "}}"));
+  }
+  bool empty() const { return events_.empty(); }
+  std::string Json() const {
+    return absl::StrCat("{\"traceEvents\":[\n", absl::StrJoin(events_, ",\n"),
+                        "\n],\"displayTimeUnit\":\"ms\"}");
+  }
+
+ private:
+  void Add(std::string event) { events_.push_back(std::move(event)); }
+  std::vector<std::string> events_;
+};
+
+std::string Arg(absl::string_view name, absl::string_view value) {
+  return absl::StrCat(JsonQuote(name), ":", JsonQuote(value));
+}
+std::string NumArg(absl::string_view name, double value) {
+  return absl::StrCat(JsonQuote(name), ":", Num(value));
+}
+std::string Args(const std::vector<std::string>& args) { return absl::StrJoin(args, ","); }
+
+std::string MessageName(const proto::MessageInfo& m) {
+  if (!m.callback().empty()) return m.callback();
+  return m.target();
+}
+
+// The call tree (pre-order, depth, cost) as nested X events: each call
+// starts where its previous sibling ended (the tree has no start times).
+void AddCallTree(TraceWriter& w, int pid, int tid, double begin_us,
+                 const google::protobuf::RepeatedPtrField<proto::MethodCall>& calls) {
+  struct Open {
+    int depth;
+    double cursor_us;
+  };
+  std::vector<Open> open;
+  double top_cursor_us = begin_us;
+  for (const proto::MethodCall& call : calls) {
+    while (!open.empty() && open.back().depth >= call.depth()) open.pop_back();
+    double& cursor = open.empty() ? top_cursor_us : open.back().cursor_us;
+    const double start = cursor;
+    const double dur = std::max(call.cost_ms(), 0.0) * 1000;
+    cursor += dur;
+    std::vector<std::string> args = {NumArg("cost_ms", call.cost_ms()),
+                                     Arg("start", "call order (the call tree has no start times)")};
+    if (call.count() > 1) args.push_back(NumArg("count", call.count()));
+    if (call.unfinished()) args.push_back(Arg("running", "still running at the report"));
+    w.Complete(pid, tid, call.name().empty() ? "??" : call.name(), "call", start, dur, Args(args));
+    open.push_back({call.depth(), start});
+  }
+}
+
+bool HasDispatchRoot(const google::protobuf::RepeatedPtrField<proto::MethodCall>& calls) {
+  for (const proto::MethodCall& call : calls) {
+    if (call.depth() == 0 && call.name() == "dispatch") return true;
+  }
+  return false;
+}
+
+std::string TopFrames(const google::protobuf::RepeatedPtrField<proto::StackFrame>& frames) {
+  std::vector<std::string> names;
+  for (const proto::StackFrame& f : frames) {
+    if (names.size() == 4) break;
+    names.push_back(f.function().empty() ? f.pc() : f.function());
+  }
+  return absl::StrJoin(names, " < ");
+}
+
+void AnrEvents(TraceWriter& w, const IssueRecord& r, const proto::AnrReport& a) {
+  const int pid = r.pid();
+  int tid = a.thread().tid() != 0 ? a.thread().tid() : a.thread_stack().tid();
+  if (tid == 0) tid = pid;
+  std::string thread = !a.thread().name().empty() ? a.thread().name() : a.thread_stack().thread_name();
+  w.Thread(pid, tid, absl::StrCat(thread.empty() ? "looper" : thread, " (looper)"));
+  const double end_us = static_cast<double>(r.time_ms()) * 1000;
+  const double begin_us = end_us - a.cost_ms() * 1000;
+  if (!HasDispatchRoot(a.stack())) {
+    std::vector<std::string> args = {Arg("detail", r.detail), NumArg("cost_ms", a.cost_ms()),
+                                     Arg("running", "still running at the report")};
+    if (a.has_message()) {
+      args.push_back(Arg("target", a.message().target()));
+      args.push_back(Arg("callback", a.message().callback()));
+    }
+    w.Complete(pid, tid, a.has_message() ? absl::StrCat("dispatch ", MessageName(a.message())) : "dispatch",
+               "dispatch", begin_us, a.cost_ms() * 1000, Args(args));
+  }
+  AddCallTree(w, pid, tid, begin_us, a.stack());
+  if (a.has_thread_stack()) {
+    w.Instant(pid, tid, "stack captured", "stack",
+              begin_us + a.thread_stack().captured_at_ms() * 1000,
+              Args({Arg("top", TopFrames(a.thread_stack().frames())),
+                    NumArg("captured_at_ms", a.thread_stack().captured_at_ms())}));
+  }
+  w.Instant(pid, tid, absl::StrCat(r.detail.empty() ? "hang" : r.detail, " detected"), "watchdog",
+            end_us,
+            Args({Arg("key", r.key), NumArg("cost_ms", a.cost_ms()),
+                  NumArg("detection_delay_ms", a.detection_delay_ms())}));
+}
+
+void EvilMethodEvents(TraceWriter& w, const IssueRecord& r, const proto::EvilMethodReport& e) {
+  const int pid = r.pid();
+  const int tid = pid;  // The report has no tid: the main looper's thread is the process's.
+  w.Thread(pid, tid, "main (looper)");
+  const double end_us = static_cast<double>(r.time_ms()) * 1000;
+  const double begin_us = end_us - e.cost_ms() * 1000;
+  const bool startup = e.detail() == proto::STARTUP;
+  if (startup || !HasDispatchRoot(e.stack())) {
+    std::vector<std::string> args = {Arg("detail", r.detail), NumArg("cost_ms", e.cost_ms())};
+    if (e.has_message()) {
+      args.push_back(Arg("target", e.message().target()));
+      args.push_back(Arg("callback", e.message().callback()));
+    }
+    std::string name = startup ? "startup" : "dispatch";
+    if (!startup && e.has_message()) absl::StrAppend(&name, " ", MessageName(e.message()));
+    w.Complete(pid, tid, name, startup ? "startup" : "dispatch", begin_us, e.cost_ms() * 1000,
+               Args(args));
+  }
+  AddCallTree(w, pid, tid, begin_us, e.stack());
+  w.Instant(pid, tid, absl::StrCat(r.detail.empty() ? "slow method" : r.detail, " reported"),
+            "report", end_us, Args({Arg("key", r.key), NumArg("cost_ms", e.cost_ms())}));
+}
+
+void BlockEvents(TraceWriter& w, const IssueRecord& r, const proto::BlockReport& b) {
+  const int pid = b.pid() != 0 ? b.pid() : r.pid();
+  const int tid = pid;
+  w.Thread(pid, tid, "main (looper)");
+  const double start_us = static_cast<double>(b.time_start_ms()) * 1000;
+  const double dur_us = static_cast<double>(b.time_end_ms() - b.time_start_ms()) * 1000;
+  std::vector<std::string> args = {NumArg("cost_ms", static_cast<double>(b.cost_ms())),
+                                   NumArg("thread_time_ms", static_cast<double>(b.thread_time_ms())),
+                                   Arg("key_stack_line", b.key_stack_line())};
+  if (b.has_message()) args.push_back(Arg("callback", b.message().callback()));
+  w.Complete(pid, tid, "block", "dispatch", start_us, dur_us, Args(args));
+  for (const proto::BlockStackSample& s : b.samples()) {
+    const double ts = s.time_ms() != 0 ? static_cast<double>(s.time_ms()) * 1000
+                                       : start_us + static_cast<double>(s.offset_ms()) * 1000;
+    w.Instant(pid, tid, "stack sample", "stack", ts,
+              Args({NumArg("offset_ms", static_cast<double>(s.offset_ms())),
+                    Arg("top", TopFrames(s.frames()))}));
+  }
+}
+
+void StartupEvents(TraceWriter& w, const IssueRecord& r, const proto::StartupReport& s) {
+  const int pid = r.pid();
+  const int tid = pid;
+  w.Thread(pid, tid, "main (looper)");
+  const double end_us = static_cast<double>(r.time_ms()) * 1000;
+  const double zero_us = end_us - s.startup_duration_ms() * 1000;
+  const auto at = [&](double ms) { return zero_us + ms * 1000; };
+  if (s.is_warm_start_up()) {
+    w.Complete(pid, tid, "warm startup", "startup", zero_us, s.startup_duration_ms() * 1000,
+               Args({Arg("first_scene", s.first_scene())}));
+    return;
+  }
+  w.Complete(pid, tid, "cold startup", "startup", zero_us, s.startup_duration_ms() * 1000,
+             Args({Arg("first_scene", s.first_scene()), Arg("scenes", absl::StrJoin(s.scenes(), " > ")),
+                   Arg("zero", "process start")}));
+  if (s.before_main_ms() > 0) {
+    w.Complete(pid, tid, "before main()", "startup", zero_us, s.before_main_ms() * 1000, "");
+  }
+  if (s.application_create_ms() > 0) {
+    const double begin = s.application_create_begin_ms();
+    w.Complete(pid, tid, "application create", "startup", at(begin),
+               (s.application_create_ms() - begin) * 1000,
+               Args({Arg("ended_by", s.application_create_scene())}));
+  }
+  if (s.first_scene_created_ms() > 0) {
+    w.Instant(pid, tid, "first scene created", "startup", at(s.first_scene_created_ms()), "");
+  }
+  if (s.first_scene_create_ms() > 0) {
+    w.Instant(pid, tid, "first scene shown", "startup", at(s.first_scene_create_ms()),
+              Args({Arg("scene", s.first_scene())}));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// HTML pieces.
+
+std::string StackHtml(const google::protobuf::RepeatedPtrField<proto::StackFrame>& frames,
+                      const HtmlReportOptions& options) {
+  std::string out = "<ol class=\"stack\" start=\"0\">";
+  int i = 0;
+  for (const proto::StackFrame& f : frames) {
+    if (i++ == kMaxFramesShown) {
+      absl::StrAppend(&out, "<li class=\"more\">", frames.size() - kMaxFramesShown,
+                      " more frames (see the full report)</li>");
+      break;
+    }
+    std::string where = f.function().empty() ? (f.pc().empty() ? "??" : f.pc()) : f.function();
+    std::string offset =
+        !f.function().empty() && f.offset() != 0 ? absl::StrFormat("+0x%x", f.offset()) : "";
+    const absl::string_view module = options.full_paths ? absl::string_view(f.module())
+                                                        : Basename(f.module());
+    absl::StrAppend(&out, "<li><span class=\"fn\">", H(where), "</span><span class=\"off\">",
+                    offset, "</span>");
+    if (!module.empty()) absl::StrAppend(&out, " <span class=\"mod\">", H(module), "</span>");
+    out += "</li>";
+  }
+  out += "</ol>";
+  return out;
+}
+
+std::string CallTreeHtml(const google::protobuf::RepeatedPtrField<proto::MethodCall>& calls) {
+  double total = 0;
+  for (const proto::MethodCall& c : calls) {
+    if (c.depth() == 0) total = std::max(total, c.cost_ms());
+  }
+  std::string out =
+      "<table class=\"calltree\"><thead><tr><th>ms</th><th>call</th></tr></thead><tbody>";
+  for (const proto::MethodCall& c : calls) {
+    const int depth = std::clamp(c.depth(), 0, 64);
+    const double share = total > 0 ? std::clamp(c.cost_ms() / total, 0.0, 1.0) : 0;
+    absl::StrAppendFormat(
+        &out,
+        "<tr><td class=\"num\">%.1f</td><td style=\"padding-left:%.1fem\"><span class=\"bar\" "
+        "style=\"width:%.1f%%\"></span><span class=\"fn\">%s</span>%s%s</td></tr>",
+        c.cost_ms(), 0.3 + 1.2 * depth, share * 100, H(c.name().empty() ? "??" : c.name()),
+        c.count() > 1 ? absl::StrCat(" <span class=\"tagx\">x", c.count(), "</span>") : "",
+        c.unfinished() ? " <span class=\"running\">running</span>" : "");
+  }
+  out += "</tbody></table>";
+  return out;
+}
+
+// The evidence of a hang, slow method or block: stacks and call tree.
+std::string EvidenceHtml(const IssueRecord& r, const HtmlReportOptions& options) {
+  std::string out;
+  const auto tree = [&](const google::protobuf::RepeatedPtrField<proto::MethodCall>& calls,
+                        bool truncated) {
+    if (calls.empty()) return;
+    absl::StrAppend(&out, "<details class=\"evidence\" open><summary>call tree (", calls.size(),
+                    calls.size() == 1 ? " call" : " calls",
+                    truncated ? "; the trace buffer had wrapped" : "", ")</summary>",
+                    CallTreeHtml(calls), "</details>");
+  };
+  if (r.issue.has_anr()) {
+    const proto::AnrReport& a = r.issue.anr();
+    if (a.has_thread_stack()) {
+      absl::StrAppend(&out, "<details class=\"evidence\" open><summary>native stack of tid ",
+                      a.thread_stack().tid(), " ", H(a.thread_stack().thread_name()),
+                      ", captured at ", absl::StrFormat("%.1f", a.thread_stack().captured_at_ms()),
+                      " ms</summary>", StackHtml(a.thread_stack().frames(), options), "</details>");
+    }
+    tree(a.stack(), a.stack_truncated());
+    for (const proto::ThreadStack& t : a.all_threads()) {
+      absl::StrAppend(&out, "<details class=\"evidence\"><summary>thread ", t.tid(), " ",
+                      H(t.thread_name()), "</summary>", StackHtml(t.frames(), options),
+                      "</details>");
+    }
+  } else if (r.issue.has_evil_method()) {
+    tree(r.issue.evil_method().stack(), r.issue.evil_method().stack_truncated());
+  } else if (r.issue.has_block()) {
+    // Samples with the same frames merged, most frequent first.
+    const proto::BlockReport& b = r.issue.block();
+    struct Merged {
+      const proto::BlockStackSample* sample;
+      int count;
+    };
+    std::vector<Merged> merged;
+    absl::flat_hash_map<std::string, size_t> index;
+    for (const proto::BlockStackSample& s : b.samples()) {
+      std::string signature;
+      for (const proto::StackFrame& f : s.frames()) {
+        absl::StrAppend(&signature, f.function().empty() ? f.pc() : f.function(), "\x1f",
+                        f.module(), "\x1e");
+      }
+      auto [it, inserted] = index.try_emplace(signature, merged.size());
+      if (inserted) merged.push_back({&s, 0});
+      ++merged[it->second].count;
+    }
+    std::stable_sort(merged.begin(), merged.end(),
+                     [](const Merged& a, const Merged& b) { return a.count > b.count; });
+    for (size_t i = 0; i < merged.size(); ++i) {
+      absl::StrAppend(&out, "<details class=\"evidence\"", i == 0 ? " open" : "", "><summary>",
+                      merged[i].count, merged[i].count == 1 ? " stack sample" : " stack samples",
+                      " of ", b.samples_size(), "</summary>",
+                      StackHtml(merged[i].sample->frames(), options), "</details>");
+    }
+  }
+  return out;
+}
+
+bool IsHangOrSlow(const IssueGroup& g) {
+  return g.kind == "anr" || g.kind == "evil_method" || g.kind == "block";
+}
+
+// The sort key for "worst issue of a group": its metric in the group's
+// direction.
+const IssueRecord* WorstIssue(const IssueGroup& g) {
+  const IssueRecord* worst = g.issues.empty() ? nullptr : g.issues.front();
+  for (const IssueRecord* r : g.issues) {
+    if (r->metric.present() && (!worst->metric.present() ||
+                                r->metric.Worse(r->metric.value, worst->metric.value))) {
+      worst = r;
+    }
+  }
+  return worst;
+}
+
+std::string GroupTitle(const IssueGroup& g) {
+  std::string metric;
+  if (g.metric_count > 0) {
+    metric = absl::StrCat("worst ", MetricText(g.metric, g.worst), ", median ",
+                          MetricText(g.metric, g.median));
+  }
+  return absl::StrCat("<span class=\"count\">x", g.count, "</span> <span class=\"td\">",
+                      H(g.TagDetail()), "</span> <span class=\"key\">",
+                      H(g.key.empty() ? "(no key)" : g.key), "</span> <span class=\"metric\">",
+                      H(metric), "</span>");
+}
+
+}  // namespace
+
+std::string HtmlEscape(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string ScriptJson(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  for (char c : json) {
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> IssueTraceEventsJson(const IssueRecord& record) {
+  // FLIGHT RECORDER: when the issue carries its recorded timeline, return
+  // that trace-event JSON here instead of the events derived below.
+  TraceWriter w;
+  const proto::Issue& issue = record.issue;
+  if (issue.has_anr()) {
+    AnrEvents(w, record, issue.anr());
+  } else if (issue.has_evil_method()) {
+    EvilMethodEvents(w, record, issue.evil_method());
+  } else if (issue.has_block() && issue.block().time_start_ms() != 0 &&
+             issue.block().time_end_ms() >= issue.block().time_start_ms()) {
+    BlockEvents(w, record, issue.block());
+  } else if (issue.has_startup() && issue.startup().startup_duration_ms() > 0) {
+    StartupEvents(w, record, issue.startup());
+  }
+  if (w.empty()) return std::nullopt;
+  return w.Json();
+}
+
+std::string RenderHtmlReport(const ReadResult& read,
+                             const std::vector<const IssueRecord*>& selected, bool filtered,
+                             const HtmlReportOptions& options) {
+  const absl::TimeZone tz = options.time_zone;
+  const std::vector<IssueGroup> groups = GroupIssues(selected);
+  absl::flat_hash_map<const IssueRecord*, size_t> issue_index;
+  for (size_t i = 0; i < selected.size(); ++i) issue_index[selected[i]] = i;
+
+  std::string out;
+  absl::StrAppend(&out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+                  "<title>matrix-report: ", selected.size(),
+                  selected.size() == 1 ? " issue" : " issues", "</title>\n<style>\n",
+                  kHtmlReportCss, "</style>\n</head>\n<body data-render-ok=\"false\">\n");
+  absl::StrAppend(&out, "<header><h1>matrix-report</h1><nav><a href=\"#summary\">Summary</a> ",
+                  "<a href=\"#frames\">Frames</a> <a href=\"#timeline\">Timeline</a> ",
+                  "<a href=\"#groups\">Groups</a> <a href=\"#hangs\">Hangs and slow methods</a>",
+                  "</nav></header>\n");
+  out +=
+      "<div id=\"render-status\" class=\"status\">The plots are drawn by the page's script; "
+      "enable JavaScript to see them.</div>\n<ul id=\"render-errors\"></ul>\n";
+
+  // Summary.
+  out += "<section id=\"summary\"><h2>Summary</h2>\n<table class=\"kv\">";
+  const auto kv = [&](absl::string_view k, absl::string_view v_html) {
+    absl::StrAppend(&out, "<tr><th>", k, "</th><td>", v_html, "</td></tr>");
+  };
+  std::string issues_text =
+      filtered ? absl::StrCat(selected.size(), " of ", read.records.size(), " match the filters")
+               : absl::StrCat(selected.size());
+  kv("issues", absl::StrCat("<span id=\"issue-count\">", issues_text, "</span>"));
+  std::vector<std::string> files;
+  for (const std::string& f : read.files) files.push_back(H(f));
+  kv("files", absl::StrJoin(files, ", "));
+  kv("lines", absl::StrCat(read.lines, " read, ", read.malformed.size(), " malformed"));
+  int64_t first = 0;
+  int64_t last = 0;
+  std::vector<std::string> processes;
+  std::vector<std::string> scenes;
+  for (const IssueRecord* r : selected) {
+    first = r == selected.front() ? r->time_ms() : std::min(first, r->time_ms());
+    last = r == selected.front() ? r->time_ms() : std::max(last, r->time_ms());
+    processes.push_back(r->ProcessLabel());
+    scenes.push_back(r->scene);
+  }
+  if (!selected.empty()) {
+    kv("time", H(absl::StrCat(TimeText(first, tz), " .. ", TimeText(last, tz), " ",
+                              ZoneName(last, tz), " (",
+                              FormatDurationMs(static_cast<double>(last - first)), ")")));
+    kv("processes", CountListHtml(Count(processes)));
+    kv("scenes", CountListHtml(Count(scenes)));
+  }
+  out += "</table>\n";
+  // Per tag/detail: issues, groups, worst, median.
+  struct Row {
+    std::string name;
+    int64_t issues = 0;
+    int64_t groups = 0;
+    Metric metric;
+    std::vector<double> values;
+    double worst = 0;
+  };
+  std::vector<Row> rows;
+  absl::flat_hash_map<std::string, size_t> row_index;
+  const auto row_for = [&](const std::string& name) -> Row& {
+    auto [it, inserted] = row_index.try_emplace(name, rows.size());
+    if (inserted) {
+      rows.emplace_back();
+      rows.back().name = name;
+    }
+    return rows[it->second];
+  };
+  for (const IssueRecord* r : selected) {
+    Row& row = row_for(r->TagDetail());
+    ++row.issues;
+    if (!r->metric.present()) continue;
+    if (row.metric.present() && row.metric.name != r->metric.name) continue;
+    if (row.values.empty() || r->metric.Worse(r->metric.value, row.worst)) row.worst = r->metric.value;
+    row.metric = r->metric;
+    row.values.push_back(r->metric.value);
+  }
+  for (const IssueGroup& g : groups) ++row_for(g.TagDetail()).groups;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.issues > b.issues; });
+  out +=
+      "<table class=\"grid\" id=\"tag-counts\"><thead><tr><th>tag/detail</th><th>issues</th>"
+      "<th>groups</th><th>worst</th><th>median</th></tr></thead><tbody>";
+  for (Row& row : rows) {
+    const bool has = !row.values.empty();
+    const double median = has ? Median(row.values) : 0;
+    absl::StrAppend(&out, "<tr><td>", H(row.name), "</td><td class=\"num\">", row.issues,
+                    "</td><td class=\"num\">", row.groups, "</td><td class=\"num\">",
+                    has ? H(MetricText(row.metric, row.worst)) : "", "</td><td class=\"num\">",
+                    has ? H(MetricText(row.metric, median)) : "", "</td></tr>");
+  }
+  out += "</tbody></table></section>\n";
+
+  // Frames: filled by the script from the data.
+  out +=
+      "<section id=\"frames\"><h2>Frame rate and dropped frames per scene</h2>\n"
+      "<p class=\"note\">Each point is one FPS report (<code>Trace_FPS</code>), at its report "
+      "time: the line is its FPS, the bars its dropped frames. The histogram counts the frames "
+      "of the scene's reports per drop level (frame time in vsync intervals at the default "
+      "levels), on a log scale.</p>\n<div id=\"fps-plots\"></div></section>\n";
+
+  // Timeline.
+  out +=
+      "<section id=\"timeline\"><h2>Timeline of an issue</h2>\n<p class=\"note\">Chrome "
+      "trace events of the selected issue, one lane per thread. Hover an event for its "
+      "details. Call-tree events are placed in call order: the call tree has durations, not "
+      "start times.</p>\n<label>issue <select id=\"timeline-issue\"></select></label>\n"
+      "<div id=\"timeline-view\"></div><pre id=\"timeline-detail\"></pre></section>\n";
+
+  // Groups.
+  absl::StrAppend(&out, "<section id=\"groups\"><h2>Issue groups (", groups.size(),
+                  ")</h2>\n<p class=\"note\">By tag, detail and key; most frequent first, then "
+                  "worst. Open a group for its issues.</p>\n");
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const IssueGroup& g = groups[gi];
+    absl::StrAppend(&out, "<details class=\"group\" id=\"group-", gi, "\"><summary>",
+                    GroupTitle(g), "</summary>\n<div class=\"group-body\"><p>first seen ",
+                    H(TimeText(g.first_seen_ms, tz)), ", last seen ",
+                    H(TimeText(g.last_seen_ms, tz)), " ", H(ZoneName(g.last_seen_ms, tz)));
+    if (!g.scenes.empty()) absl::StrAppend(&out, "; scenes ", CountListHtml(g.scenes));
+    out +=
+        "</p><table class=\"grid issues\"><thead><tr><th>time</th><th>scene</th>"
+        "<th>process</th><th>metric</th><th>source</th><th></th></tr></thead><tbody>";
+    for (const IssueRecord* r : g.issues) {
+      const size_t idx = issue_index[r];
+      absl::StrAppend(&out, "<tr id=\"issue-", idx, "\"><td>", H(TimeText(r->time_ms(), tz)),
+                      "</td><td>", H(r->scene), "</td><td>", H(r->ProcessLabel()),
+                      "</td><td class=\"num\">",
+                      r->metric.present() ? H(MetricText(r->metric, r->metric.value)) : "",
+                      "</td><td>",
+                      H(r->source.line > 0 ? absl::StrCat(Basename(r->source.file), ":",
+                                                          r->source.line)
+                                           : std::string(Basename(r->source.file))),
+                      "</td><td>");
+      if (IssueTraceEventsJson(*r).has_value()) {
+        absl::StrAppend(&out, "<button class=\"show-timeline\" data-issue=\"", idx,
+                        "\">timeline</button>");
+      }
+      out += "</td></tr>";
+    }
+    out += "</tbody></table></div></details>\n";
+  }
+  out += "</section>\n";
+
+  // Hangs and slow methods.
+  out +=
+      "<section id=\"hangs\"><h2>Hangs and slow methods</h2>\n<p class=\"note\">ANR, LAG, "
+      "slow dispatches (NORMAL), slow startups and BlockCanary blocks: each group's worst "
+      "issue first, with its native stack (innermost frame first) and method-trace call "
+      "tree.</p>\n";
+  int hang_groups = 0;
+  RenderOptions text_options{.time_zone = tz, .full_paths = options.full_paths};
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const IssueGroup& g = groups[gi];
+    if (!IsHangOrSlow(g)) continue;
+    ++hang_groups;
+    const IssueRecord* worst = WorstIssue(g);
+    std::vector<const IssueRecord*> ordered = {worst};
+    for (const IssueRecord* r : g.issues) {
+      if (r != worst) ordered.push_back(r);
+    }
+    absl::StrAppend(&out, "<details class=\"hang-group\"", hang_groups <= 3 ? " open" : "",
+                    "><summary>", GroupTitle(g), "</summary>\n");
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      const IssueRecord* r = ordered[i];
+      const size_t idx = issue_index[r];
+      absl::StrAppend(&out, "<details class=\"hang-issue\"", i == 0 ? " open" : "",
+                      "><summary>", i == 0 ? "worst: " : "",
+                      H(TimeText(r->time_ms(), tz)), " &middot; ", H(r->scene), " &middot; ",
+                      r->metric.present() ? H(MetricText(r->metric, r->metric.value)) : "",
+                      "</summary>\n");
+      if (IssueTraceEventsJson(*r).has_value()) {
+        absl::StrAppend(&out, "<button class=\"show-timeline\" data-issue=\"", idx,
+                        "\">show timeline</button>");
+      }
+      absl::StrAppend(&out, EvidenceHtml(*r, options),
+                      "<details class=\"evidence\"><summary>full report</summary><pre>",
+                      H(RenderIssue(*r, text_options)), "</pre></details></details>\n");
+    }
+    out += "</details>\n";
+  }
+  if (hang_groups == 0) out += "<p>No hangs or slow methods.</p>\n";
+  out += "</section>\n";
+
+  // Data for the script.
+  std::string data = "{\"zone\":";
+  absl::StrAppend(&data, JsonQuote(ZoneName(selected.empty() ? 0 : first, tz)));
+  const int offset_s = selected.empty() ? 0 : tz.At(absl::FromUnixMillis(first)).offset;
+  absl::StrAppend(&data, ",\"zone_offset_ms\":", int64_t{offset_s} * 1000, ",\"scenes\":[");
+  // FPS reports per scene, in report time order.
+  std::vector<std::string> scene_order;
+  absl::flat_hash_map<std::string, std::vector<const IssueRecord*>> by_scene;
+  for (const IssueRecord* r : selected) {
+    if (!r->issue.has_frame()) continue;
+    auto [it, inserted] = by_scene.try_emplace(r->scene);
+    if (inserted) scene_order.push_back(r->scene);
+    it->second.push_back(r);
+  }
+  for (size_t si = 0; si < scene_order.size(); ++si) {
+    const std::vector<const IssueRecord*>& reports = by_scene[scene_order[si]];
+    absl::StrAppend(&data, si == 0 ? "" : ",", "{\"name\":", JsonQuote(scene_order[si]),
+                    ",\"reports\":[");
+    int64_t levels[5] = {0, 0, 0, 0, 0};
+    int64_t drops[5] = {0, 0, 0, 0, 0};
+    double weighted_rate = 0;
+    int64_t frames = 0;
+    for (size_t i = 0; i < reports.size(); ++i) {
+      const proto::FrameReport& f = reports[i]->issue.frame();
+      absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
+                      ",\"fps\":", Num(f.fps()), ",\"frames\":", f.frames(),
+                      ",\"dropped\":", f.dropped_frames(), ",\"window_ms\":", Num(f.window_ms()),
+                      ",\"refresh\":", Num(f.refresh_rate()),
+                      ",\"issue\":", issue_index[reports[i]], "}");
+      const proto::DropLevels& l = f.drop_level();
+      const proto::DropLevels& d = f.drop_sum();
+      const int64_t lv[5] = {l.best(), l.normal(), l.middle(), l.high(), l.frozen()};
+      const int64_t dv[5] = {d.best(), d.normal(), d.middle(), d.high(), d.frozen()};
+      for (int k = 0; k < 5; ++k) {
+        levels[k] += lv[k];
+        drops[k] += dv[k];
+      }
+      weighted_rate += f.refresh_rate() * static_cast<double>(f.frames());
+      frames += f.frames();
+    }
+    absl::StrAppend(&data, "],\"levels\":[", absl::StrJoin(levels, ","), "],\"drops\":[",
+                    absl::StrJoin(drops, ","), "],\"refresh\":",
+                    Num(frames > 0 ? weighted_rate / static_cast<double>(frames) : 0), "}");
+  }
+  data += "],\"traces\":[";
+  // One trace per issue that has one; the default is the worst issue of the
+  // first ANR group, else of the first other hang group (LAG, SIGNAL_ANR,
+  // ...), block group or slow-method group, else the first trace.
+  std::optional<size_t> default_issue;
+  const std::pair<absl::string_view, absl::string_view> preferred[] = {
+      {"anr", "ANR"}, {"anr", ""}, {"block", ""}, {"evil_method", ""}};
+  for (const auto& [kind, detail] : preferred) {
+    for (const IssueGroup& g : groups) {
+      if (g.kind == kind && (detail.empty() || g.detail == detail) &&
+          !default_issue.has_value()) {
+        default_issue = issue_index[WorstIssue(g)];
+      }
+    }
+  }
+  bool first_trace = true;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    std::optional<std::string> trace = IssueTraceEventsJson(*selected[i]);
+    if (!trace.has_value()) continue;
+    if (!default_issue.has_value()) default_issue = i;
+    const IssueRecord& r = *selected[i];
+    std::string label = absl::StrCat(TimeText(r.time_ms(), tz), "  ", r.TagDetail(), "  ", r.key);
+    if (r.metric.present()) absl::StrAppend(&label, "  ", MetricText(r.metric, r.metric.value));
+    absl::StrAppend(&data, first_trace ? "" : ",", "\n{\"issue\":", i,
+                    ",\"label\":", JsonQuote(label), ",\"trace\":", *trace, "}");
+    first_trace = false;
+  }
+  absl::StrAppend(&data, "],\"default_issue\":",
+                  default_issue.has_value() ? absl::StrCat(*default_issue) : "null", "}");
+  absl::StrAppend(&out, "<script type=\"application/json\" id=\"matrix-data\">", ScriptJson(data),
+                  "</script>\n<script>\n", kHtmlReportJs, "</script>\n</body>\n</html>\n");
+  return out;
+}
+
+}  // namespace matrix::report
