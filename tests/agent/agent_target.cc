@@ -5,8 +5,9 @@
 //                             once in StallInKnownFunction() for MS ms
 //   agent_target signals MS   the same, with the program's own SIGQUIT and
 //                             SIGPROF handlers; checks they still run
-//   agent_target fork MS      forks; the child (no exec) runs the stalling loop
-//                             and exit()s; the parent waits, then runs it too
+//   agent_target fork MS      polls, forks; the child (no exec) runs the stalling
+//                             loop and exit()s; the parent waits, then runs it too
+//   agent_target fork-early MS  the same without the polls before fork()
 //   agent_target exec MS      forks and execs `agent_target stall MS` (the child
 //                             is another program: the agent must stay dormant)
 //   agent_target threads MS   a thread started before main() polls and stalls
@@ -122,7 +123,12 @@ int main(int argc, char** argv) {
       return 3;
     }
     std::printf("own handlers ran\n");
-  } else if (std::strcmp(mode, "fork") == 0) {
+  } else if (std::strcmp(mode, "fork") == 0 || std::strcmp(mode, "fork-early") == 0) {
+    // "fork": a few waits first, so the agent is running when the process
+    // forks; "fork-early": the fork comes before the agent started.
+    if (std::strcmp(mode, "fork") == 0) {
+      for (int i = 0; i < 3; ++i) (void)poll(nullptr, 0, 10);
+    }
     std::fflush(nullptr);
     const pid_t child = fork();
     if (child == 0) {
