@@ -5,6 +5,8 @@
 // bad flags). Real processes and real time: the stalls (1200 ms) are 3x the
 // ANR threshold (400 ms).
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -176,6 +178,22 @@ TEST(MatrixRunTest, ProgramWithoutBlockingWaitRunsUnchangedWithOneLine) {
   ASSERT_EQ(lines.size(), 1u) << run.err;
   EXPECT_THAT(lines[0], HasSubstr("no blocking wait or buffer swap on the main thread"));
   EXPECT_TRUE(ReadIssues(dir).empty());
+}
+
+// A bad variable given to the agent directly: one line, the program runs
+// normally and unmonitored.
+TEST(MatrixRunTest, BadAgentVariableLeavesTheProgramAlone) {
+  const std::string dir = agent_test::NewReportDir("badenv");
+  const RunResult plain = agent_test::Run({kTarget, "nowait"});
+  const RunResult run = agent_test::Run(
+      {kTarget, "nowait"},
+      {std::string("LD_PRELOAD=") + AGENT_PATH, "MATRIX_ANR_MS=soon", "MATRIX_REPORT_DIR=" + dir});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_EQ(run.err.find("matrix-agent: agent_target (pid "), 0u) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("not monitoring: MATRIX_ANR_MS=soon: expected a positive number"));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 }  // namespace
