@@ -100,6 +100,22 @@ std::atomic<int> g_state{kUninitialized};
 pthread_t g_main_thread;
 pid_t g_pid = 0;
 
+// GTK 3, through dlsym (the agent links no GTK): the first mapped toplevel
+// window's GdkFrameClock reports frames ("before-paint", "after-paint").
+struct GList {
+  void* data;
+  GList* next;
+  GList* prev;
+};
+struct GtkFns {
+  GList* (*list_toplevels)() = nullptr;             // gtk_window_list_toplevels
+  void (*list_free)(GList*) = nullptr;              // g_list_free
+  int (*get_mapped)(void*) = nullptr;               // gtk_widget_get_mapped
+  void* (*get_frame_clock)(void*) = nullptr;        // gtk_widget_get_frame_clock
+  unsigned long (*connect)(void*, const char*, void (*)(), void*, void*,
+                           int) = nullptr;          // g_signal_connect_data
+};
+
 // Main-thread state (only the main thread touches it).
 struct Session {
   AgentConfig config;
@@ -110,10 +126,18 @@ struct Session {
   RefreshRate rate;
   bool in_dispatch = false;
   bool in_swap = false;
+  bool frame_marked = false;  // This dispatch already reported its frame.
   TimeTicks dispatch_begin;
   int64_t dispatches = 0;
   int64_t frames = 0;
+  // GTK: found at start; attached to a window's frame clock once one is mapped
+  // (looked for every kGtkCheckInterval dispatches until then).
+  bool gtk = false;
+  bool gtk_attached = false;
+  int gtk_countdown = 0;
+  GtkFns gtk_fns;
 };
+constexpr int kGtkCheckInterval = 32;
 Session* g_session = nullptr;  // Leaked on purpose: alive until exit.
 
 const char* ProgramName() { return program_invocation_short_name; }
@@ -171,7 +195,63 @@ bool StartSession() {
   s.ui = plugin->GetUIThreadMonitor();
   s.rate = RefreshRate::FromHz(c.refresh_hz);
   if (c.frames) s.ui->AddFrameSource();
+  // GTK 3 in the process (linked, or dlopen'ed before the first wait).
+  if (c.frames) {
+    if (void* gtk = dlopen("libgtk-3.so.0", RTLD_NOW | RTLD_NOLOAD)) {
+      GtkFns& f = s.gtk_fns;
+      f.list_toplevels = reinterpret_cast<GList* (*)()>(dlsym(gtk, "gtk_window_list_toplevels"));
+      f.list_free = reinterpret_cast<void (*)(GList*)>(dlsym(gtk, "g_list_free"));
+      f.get_mapped = reinterpret_cast<int (*)(void*)>(dlsym(gtk, "gtk_widget_get_mapped"));
+      f.get_frame_clock =
+          reinterpret_cast<void* (*)(void*)>(dlsym(gtk, "gtk_widget_get_frame_clock"));
+      f.connect = reinterpret_cast<decltype(f.connect)>(dlsym(gtk, "g_signal_connect_data"));
+      s.gtk = f.list_toplevels != nullptr && f.list_free != nullptr && f.get_mapped != nullptr &&
+              f.get_frame_clock != nullptr && f.connect != nullptr;
+      dlclose(gtk);  // RTLD_NOLOAD took a reference; the program keeps its own.
+    }
+  }
   return true;
+}
+
+// "before-paint": this dispatch draws a frame; "after-paint": its commit.
+void OnGtkBeforePaint(void*, void*) {
+  if (g_state.load(std::memory_order_relaxed) != kRunning) return;
+  if (!pthread_equal(pthread_self(), g_main_thread)) return;
+  Session& s = *g_session;
+  if (!s.in_dispatch || s.frame_marked) return;
+  s.frame_marked = true;
+  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
+  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.looper->clock()->NowTicks());
+}
+
+void OnGtkAfterPaint(void*, void*) {
+  if (g_state.load(std::memory_order_relaxed) != kRunning) return;
+  if (!pthread_equal(pthread_self(), g_main_thread)) return;
+  Session& s = *g_session;
+  if (!s.in_dispatch || !s.frame_marked) return;
+  s.ui->MarkPhase(UIThreadMonitor::Phase::kCommit, s.looper->clock()->NowTicks());
+}
+
+// Between dispatches, until attached: hooks the first mapped toplevel's frame
+// clock. Allocates (GTK's list), so only every kGtkCheckInterval dispatches.
+void TryAttachGtk() {
+  Session& s = *g_session;
+  if (++s.gtk_countdown < kGtkCheckInterval) return;
+  s.gtk_countdown = 0;
+  const GtkFns& f = s.gtk_fns;
+  GList* windows = f.list_toplevels();
+  for (GList* w = windows; w != nullptr; w = w->next) {
+    if (w->data == nullptr || !f.get_mapped(w->data)) continue;
+    void* clock = f.get_frame_clock(w->data);
+    if (clock == nullptr) continue;
+    f.connect(clock, "before-paint", reinterpret_cast<void (*)()>(&OnGtkBeforePaint), nullptr,
+              nullptr, 0);
+    f.connect(clock, "after-paint", reinterpret_cast<void (*)()>(&OnGtkAfterPaint), nullptr,
+              nullptr, 0);
+    s.gtk_attached = true;
+    break;
+  }
+  f.list_free(windows);
 }
 
 // True when this call is the main thread's and the agent monitors it; starts
@@ -194,6 +274,7 @@ inline void DispatchBegin(TimeTicks now, const char* label) {
   Session& s = *g_session;
   s.looper->DispatchBegin(now, label);
   s.in_dispatch = true;
+  s.frame_marked = false;
   s.dispatch_begin = now;
   ++s.dispatches;
 }
@@ -204,6 +285,7 @@ inline void WaitEnter() {
   if (s.in_swap || !s.in_dispatch) return;
   s.looper->DispatchEnd(s.looper->clock()->NowTicks());
   s.in_dispatch = false;
+  if (s.gtk && !s.gtk_attached) TryAttachGtk();
 }
 
 // The main thread woke up: a dispatch begins.
@@ -219,7 +301,8 @@ inline void SwapEnter() {
   if (s.in_swap) return;
   const TimeTicks now = s.looper->clock()->NowTicks();
   if (!s.in_dispatch) DispatchBegin(now, "matrix-run:frame");
-  if (s.config.frames) {
+  if (s.config.frames && !s.frame_marked) {
+    s.frame_marked = true;
     s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
     s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.dispatch_begin);
     s.ui->MarkPhase(UIThreadMonitor::Phase::kCommit, now);
