@@ -5,7 +5,8 @@
 // epoll_pwait, select, pselect) and the buffer swaps (glXSwapBuffers,
 // eglSwapBuffers). On the main thread, the time between two blocking waits is
 // one dispatch; a swap ends a frame (and its dispatch) and begins the next
-// iteration. Other threads' calls pass straight to the real function.
+// iteration. Other threads' calls pass straight to the real function. In GTK 3
+// programs the first mapped toplevel's GdkFrameClock marks frames too.
 //
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
