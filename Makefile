@@ -7,6 +7,7 @@ PACKAGES := cmake g++ make ninja-build pkg-config \
             libglib2.0-dev libgtk-3-dev xvfb xauth \
             libuv1-dev \
             libsdl2-dev libgl-dev libegl-dev libgl1-mesa-dri
+PACKAGES += mesa-utils gtk-3-examples
 PACKAGES += qt6-base-dev
 # matrix-report html: the browser test (tests/tools, label browser).
 PACKAGES += chromium

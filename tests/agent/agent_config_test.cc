@@ -1,0 +1,91 @@
+// AgentConfig::FromEnvironment: the agent's MATRIX_* variables, defaults and
+// clear errors for bad values.
+
+#include "agent_config.h"
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace matrix::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::map<std::string, std::string>* g_env = nullptr;
+
+const char* FakeGetEnv(const char* name) {
+  auto it = g_env->find(name);
+  return it == g_env->end() ? nullptr : it->second.c_str();
+}
+
+absl::StatusOr<AgentConfig> Parse(std::map<std::string, std::string> env) {
+  g_env = &env;
+  absl::StatusOr<AgentConfig> config = AgentConfig::FromEnvironment(&FakeGetEnv);
+  g_env = nullptr;
+  return config;
+}
+
+TEST(AgentConfigTest, Defaults) {
+  absl::StatusOr<AgentConfig> c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->report_dir, "./matrix-reports");
+  EXPECT_EQ(c->anr_threshold, absl::Seconds(5));
+  EXPECT_EQ(c->lag_threshold, absl::Seconds(2));
+  EXPECT_EQ(c->evil_threshold, absl::Milliseconds(700));
+  EXPECT_TRUE(c->frames);
+  EXPECT_EQ(c->refresh_hz, 60);
+  EXPECT_TRUE(c->ShouldMonitor(1234));
+}
+
+TEST(AgentConfigTest, ReadsEveryVariable) {
+  absl::StatusOr<AgentConfig> c =
+      Parse({{"MATRIX_REPORT_DIR", "/tmp/r"}, {"MATRIX_REPORT_NAME", "prog-1"},
+             {"MATRIX_ANR_MS", "1000"}, {"MATRIX_LAG_MS", "300"}, {"MATRIX_EVIL_MS", "50"},
+             {"MATRIX_FRAMES", "0"}, {"MATRIX_FPS_SLICE_MS", "2000"},
+             {"MATRIX_REFRESH_HZ", "144"}, {"MATRIX_AGENT_PID", "42"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->report_dir, "/tmp/r");
+  EXPECT_EQ(c->report_name, "prog-1");
+  EXPECT_EQ(c->anr_threshold, absl::Seconds(1));
+  EXPECT_EQ(c->lag_threshold, absl::Milliseconds(300));
+  EXPECT_EQ(c->evil_threshold, absl::Milliseconds(50));
+  EXPECT_FALSE(c->frames);
+  EXPECT_EQ(c->fps_time_slice, absl::Seconds(2));
+  EXPECT_EQ(c->refresh_hz, 144);
+  EXPECT_TRUE(c->ShouldMonitor(42));
+  EXPECT_FALSE(c->ShouldMonitor(43));  // An exec'ed child.
+}
+
+TEST(AgentConfigTest, FollowExecAndDisable) {
+  EXPECT_TRUE(Parse({{"MATRIX_AGENT_PID", "42"}, {"MATRIX_AGENT_FOLLOW_EXEC", "1"}})
+                  ->ShouldMonitor(43));
+  EXPECT_FALSE(Parse({{"MATRIX_AGENT_DISABLE", "1"}})->ShouldMonitor(43));
+}
+
+TEST(AgentConfigTest, LagDefaultsBelowAShortAnr) {
+  absl::StatusOr<AgentConfig> c = Parse({{"MATRIX_ANR_MS", "400"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->lag_threshold, absl::Milliseconds(200));
+}
+
+TEST(AgentConfigTest, BadValuesAreClearErrors) {
+  EXPECT_THAT(Parse({{"MATRIX_ANR_MS", "soon"}}).status().message(),
+              HasSubstr("MATRIX_ANR_MS=soon: expected a positive number of milliseconds"));
+  EXPECT_THAT(Parse({{"MATRIX_EVIL_MS", "0"}}).status().message(), HasSubstr("MATRIX_EVIL_MS=0"));
+  EXPECT_THAT(Parse({{"MATRIX_FRAMES", "maybe"}}).status().message(),
+              HasSubstr("MATRIX_FRAMES=maybe: expected 0 or 1"));
+  EXPECT_THAT(Parse({{"MATRIX_REFRESH_HZ", "0"}}).status().message(),
+              HasSubstr("MATRIX_REFRESH_HZ=0"));
+  EXPECT_THAT(Parse({{"MATRIX_AGENT_PID", "-3"}}).status().message(),
+              HasSubstr("MATRIX_AGENT_PID=-3"));
+  EXPECT_THAT(Parse({{"MATRIX_REPORT_NAME", "../x"}}).status().message(),
+              HasSubstr("MATRIX_REPORT_NAME=../x"));
+  EXPECT_THAT(Parse({{"MATRIX_ANR_MS", "100"}, {"MATRIX_LAG_MS", "200"}}).status().message(),
+              HasSubstr("MATRIX_LAG_MS is above MATRIX_ANR_MS"));
+}
+
+}  // namespace
+}  // namespace matrix::agent

@@ -1,0 +1,67 @@
+// glxgears (Debian mesa-utils, not built by us) under xvfb-run through
+// matrix-run for ~11 s: the FPS reports' frames (from the interposed
+// glXSwapBuffers) match the frame rate glxgears prints itself
+// ("N frames in 5.0 seconds = R FPS").
+//
+// Tolerance: the agent's rate is its reports' frames over the wall time
+// between the first and the last report (each report's time_ms is when it was
+// written, a few ms after its last frame); glxgears' rate is its own count over
+// its own 5 s windows. They cover slightly different spans of the same run, so
+// they agree within 20% (measured: a few %).
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "agent_test_util.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+TEST(GlxgearsTest, FpsReportsMatchTheProgramsOwnCount) {
+  const std::string dir = agent_test::NewReportDir("glxgears");
+  const agent_test::RunResult run =
+      agent_test::Run({"/usr/bin/timeout", "-s", "TERM", "11", MATRIX_RUN_PATH, "--report-dir",
+                       dir, "--fps-slice", "1000", "--", GLXGEARS_PATH});
+  // timeout's status when it had to stop the program: 124.
+  ASSERT_EQ(run.exit_code(), 124) << run.out << run.err;
+
+  // glxgears: "1234 frames in 5.0 seconds = 246.800 FPS".
+  std::vector<double> program_fps;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n')) {
+    const size_t eq = line.find("= ");
+    if (line.find("frames in") == line.npos || eq == line.npos) continue;
+    double fps = 0;
+    std::vector<std::string> words = absl::StrSplit(line.substr(eq + 2), ' ');
+    if (absl::SimpleAtod(words[0], &fps)) program_fps.push_back(fps);
+  }
+  ASSERT_GE(program_fps.size(), 1u) << run.out << run.err;
+  double program_rate = 0;
+  for (double fps : program_fps) program_rate += fps;
+  program_rate /= static_cast<double>(program_fps.size());
+
+  int64_t first_ms = 0, last_ms = 0, frames = 0;
+  int reports = 0;
+  for (const auto& record : agent_test::ReadIssues(dir)) {
+    if (record.kind != "frame") continue;
+    ++reports;
+    if (reports == 1) {
+      first_ms = record.time_ms();  // Frames up to the first report are before the span.
+      continue;
+    }
+    frames += record.issue.frame().frames();
+    last_ms = record.time_ms();
+  }
+  ASSERT_GE(reports, 4) << run.err;
+  ASSERT_GT(last_ms, first_ms);
+  const double agent_rate = static_cast<double>(frames) * 1000.0 /
+                            static_cast<double>(last_ms - first_ms);
+  std::printf("glxgears: %.1f FPS by its own count, %.1f FPS from %d matrix reports\n",
+              program_rate, agent_rate, reports);
+  EXPECT_NEAR(agent_rate, program_rate, 0.2 * program_rate) << run.out << run.err;
+}
+
+}  // namespace

@@ -1,0 +1,199 @@
+// matrix-run on agent_target (a poll-loop program not linked to matrix-cpp):
+// ANR with the main thread's native stack, and the agent's safety rules
+// (fork without exec, exec of another program, the program's own SIGQUIT and
+// SIGPROF handlers, threads started before main, no blocking wait at all,
+// bad flags). Real processes and real time: the stalls (1200 ms) are 3x the
+// ANR threshold (400 ms).
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using agent_test::ReadIssues;
+
+using agent_test::RunResult;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kRun[] = MATRIX_RUN_PATH;
+constexpr char kTarget[] = AGENT_TARGET_PATH;
+
+std::vector<std::string> MatrixRun(const std::string& dir, std::vector<std::string> program,
+                                   std::vector<std::string> flags = {}) {
+  std::vector<std::string> args = {kRun, "--report-dir", dir, "--anr", "400", "--lag", "300"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back("--");
+  args.push_back(kTarget);
+  args.insert(args.end(), program.begin(), program.end());
+  return args;
+}
+
+// The ANR issues of process `pid` (0: any).
+std::vector<matrix::report::IssueRecord> Anrs(const std::string& dir, int pid = 0) {
+  std::vector<matrix::report::IssueRecord> anrs;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "anr" && record.detail == "ANR" && (pid == 0 || record.pid() == pid)) {
+      anrs.push_back(std::move(record));
+    }
+  }
+  return anrs;
+}
+
+// The pids the agent logged a line for ("matrix-agent: agent_target (pid N): ...").
+std::vector<int> LoggedPids(const std::string& err) {
+  std::vector<int> pids;
+  for (absl::string_view line : absl::StrSplit(err, '\n')) {
+    const size_t at = line.find("(pid ");
+    if (!absl::StartsWith(line, "matrix-agent:") || at == line.npos) continue;
+    pids.push_back(std::atoi(std::string(line.substr(at + 5)).c_str()));
+  }
+  return pids;
+}
+
+TEST(MatrixRunTest, AnrStackNamesTheStallingFunction) {
+  const std::string dir = agent_test::NewReportDir("stall");
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"stall", "1200"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  const auto anrs = Anrs(dir);
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("main"));
+  EXPECT_EQ(anrs[0].issue.anr().thread_stack().tid(), anrs[0].pid());  // The main thread.
+  // The launcher's summary names the file and counts the ANR.
+  EXPECT_THAT(run.err, HasSubstr(absl::StrCat(dir, "/agent_target-")));
+  EXPECT_THAT(run.err, HasSubstr("Trace_EvilMethod/ANR"));
+}
+
+TEST(MatrixRunTest, ExitStatusAndSignalArePropagated) {
+  const std::string dir = agent_test::NewReportDir("status");
+  EXPECT_EQ(agent_test::Run(MatrixRun(dir, {"bogus-mode"})).exit_code(), 2);
+  const RunResult killed = agent_test::Run({kRun, "--report-dir", dir, "--", "/bin/sh", "-c", "kill -TERM $$"});
+  ASSERT_TRUE(WIFSIGNALED(killed.status)) << killed.err;
+  EXPECT_EQ(WTERMSIG(killed.status), SIGTERM);
+}
+
+TEST(MatrixRunTest, BadFlagsAndMissingProgramAreClearErrors) {
+  const RunResult unknown = agent_test::Run({kRun, "--frobnicate", "--", kTarget, "nowait"});
+  EXPECT_EQ(unknown.exit_code(), 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown option --frobnicate"));
+  const RunResult bad_anr = agent_test::Run({kRun, "--anr", "-5", "--", kTarget, "nowait"});
+  EXPECT_EQ(bad_anr.exit_code(), 2);
+  EXPECT_THAT(bad_anr.err, HasSubstr("--anr -5: expected a positive number of milliseconds"));
+  const RunResult missing = agent_test::Run({kRun, "--", "/nonexistent/program"});
+  EXPECT_EQ(missing.exit_code(), 2);
+  EXPECT_THAT(missing.err, HasSubstr("/nonexistent/program: no such executable program"));
+  const RunResult none = agent_test::Run({kRun, "--anr", "100"});
+  EXPECT_EQ(none.exit_code(), 2);
+  EXPECT_THAT(none.err, HasSubstr("no program to run"));
+}
+
+// A forked child without exec has no matrix threads: it must neither report
+// nor hang at exit; the parent is still monitored. (The parent's wait for the
+// child, in waitpid on its main thread, is a hang of its own: an ANR whose
+// stack is waitpid's, not StallInKnownFunction.)
+TEST(MatrixRunTest, ForkedChildWithoutExecDoesNothing) {
+  // Forked after the agent started, and before (the child would start its own).
+  for (const std::string mode : {"fork", "fork-early"}) {
+    SCOPED_TRACE(mode);
+    const std::string dir = agent_test::NewReportDir(mode);
+    const RunResult run = agent_test::Run(MatrixRun(dir, {mode, "1200"}));
+    ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+    const int child = std::atoi(run.out.substr(run.out.find("child ") + 6).c_str());
+    ASSERT_GT(child, 0) << run.out;
+    int stalls = 0;
+    for (const auto& anr : Anrs(dir)) {
+      EXPECT_NE(anr.pid(), child);
+      if (absl::StrContains(agent_test::StackText(anr), "StallInKnownFunction")) ++stalls;
+    }
+    EXPECT_EQ(stalls, 1) << run.err;  // The parent's stall only.
+    EXPECT_THAT(LoggedPids(run.err), Not(::testing::Contains(child))) << run.err;
+  }
+}
+
+// A child that execs another program inherits LD_PRELOAD but is not the
+// target: dormant, unless --follow-exec.
+TEST(MatrixRunTest, ExecedChildIsDormantUnlessAsked) {
+  const std::string dir = agent_test::NewReportDir("exec");
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"exec", "1200"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  EXPECT_TRUE(Anrs(dir).empty()) << run.err;
+
+  const std::string followed = agent_test::NewReportDir("exec-follow");
+  const RunResult follow = agent_test::Run(MatrixRun(followed, {"exec", "1200"}, {"--follow-exec"}));
+  ASSERT_EQ(follow.exit_code(), 0) << follow.out << follow.err;
+  const int child = std::atoi(follow.out.substr(follow.out.find("exec child ") + 11).c_str());
+  const auto anrs = Anrs(followed);
+  ASSERT_EQ(anrs.size(), 1u) << follow.err;
+  EXPECT_EQ(anrs[0].pid(), child);
+}
+
+// The program's own SIGQUIT and SIGPROF handlers keep working, and the ANR
+// stack is still taken (stack capture uses a real-time signal).
+TEST(MatrixRunTest, ProgramsOwnSigquitAndSigprofHandlersAreTolerated) {
+  const std::string dir = agent_test::NewReportDir("signals");
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"signals", "1200"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("own handlers ran"));
+  const auto anrs = Anrs(dir);
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
+  // The program's own raise(SIGQUIT) is its business, not a dump request.
+  for (const auto& record : ReadIssues(dir)) {
+    EXPECT_EQ(record.TagDetail(), "Trace_EvilMethod/ANR") << run.err;
+  }
+}
+
+// A thread started before main() polls too (and stalls in its own work): its
+// waits are not the main thread's dispatches.
+TEST(MatrixRunTest, ThreadsStartedBeforeMainAreNotTheLoop) {
+  const std::string dir = agent_test::NewReportDir("threads");
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"threads", "1200"}), {"AGENT_TARGET_EARLY_THREAD=1"});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  const auto anrs = Anrs(dir);
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
+  EXPECT_THAT(agent_test::StackText(anrs[0]), Not(HasSubstr("OtherThreadStall")));
+}
+
+// No blocking wait on the main thread: the program runs unchanged (same
+// output, same status) with one line from the agent at exit, and no reports.
+TEST(MatrixRunTest, ProgramWithoutBlockingWaitRunsUnchangedWithOneLine) {
+  const std::string dir = agent_test::NewReportDir("nowait");
+  const RunResult plain = agent_test::Run({kTarget, "nowait"});
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"nowait"}, {"--quiet"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_EQ(run.out, plain.out);
+  const std::vector<std::string> lines =
+      absl::StrSplit(run.err, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_THAT(lines[0], HasSubstr("no blocking wait or buffer swap on the main thread"));
+  EXPECT_TRUE(ReadIssues(dir).empty());
+}
+
+// A bad variable given to the agent directly: one line, the program runs
+// normally and unmonitored.
+TEST(MatrixRunTest, BadAgentVariableLeavesTheProgramAlone) {
+  const std::string dir = agent_test::NewReportDir("badenv");
+  const RunResult plain = agent_test::Run({kTarget, "nowait"});
+  const RunResult run = agent_test::Run(
+      {kTarget, "nowait"},
+      {std::string("LD_PRELOAD=") + AGENT_PATH, "MATRIX_ANR_MS=soon", "MATRIX_REPORT_DIR=" + dir});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_EQ(run.err.find("matrix-agent: agent_target (pid "), 0u) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("not monitoring: MATRIX_ANR_MS=soon: expected a positive number"));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+}  // namespace

@@ -1,0 +1,63 @@
+// File: tools/matrix-run/agent/agent_config.h
+//
+// The configuration of libmatrix-agent.so, read from the environment that
+// matrix-run (or the user) sets. Parsed once, in the agent's constructor, so
+// the interposed calls never parse or allocate.
+//
+//   absl::StatusOr<matrix::agent::AgentConfig> config =
+//       matrix::agent::AgentConfig::FromEnvironment(getenv);
+//
+// Variables (docs/matrix-run.md):
+//   MATRIX_REPORT_DIR          report directory (./matrix-reports)
+//   MATRIX_REPORT_NAME         issue file name without .jsonl (<program>-<pid>)
+//   MATRIX_ANR_MS              ANR threshold (5000)
+//   MATRIX_LAG_MS              LAG threshold (2000, capped to the ANR threshold)
+//   MATRIX_EVIL_MS             slow-dispatch (evil method) threshold (700)
+//   MATRIX_FRAMES              1: frames from buffer swaps, 0: none (1)
+//   MATRIX_FPS_SLICE_MS        frame time per FPS report (10000)
+//   MATRIX_REFRESH_HZ          display refresh rate for dropped frames (60)
+//   MATRIX_AGENT_PID           only this pid is monitored (matrix-run sets it)
+//   MATRIX_AGENT_FOLLOW_EXEC   1: also monitor programs exec'ed by children
+//   MATRIX_AGENT_DISABLE       1: the agent does nothing
+//
+// Thread safety: a value type.
+
+#ifndef MATRIX_TOOLS_MATRIX_RUN_AGENT_AGENT_CONFIG_H_
+#define MATRIX_TOOLS_MATRIX_RUN_AGENT_AGENT_CONFIG_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace matrix::agent {
+
+struct AgentConfig {
+  std::string report_dir = "./matrix-reports";
+  std::string report_name;  // Empty: <program>-<pid>.
+  absl::Duration anr_threshold = absl::Seconds(5);
+  absl::Duration lag_threshold = absl::Seconds(2);
+  absl::Duration evil_threshold = absl::Milliseconds(700);
+  bool frames = true;
+  absl::Duration fps_time_slice = absl::Seconds(10);
+  double refresh_hz = 60;
+  pid_t target_pid = 0;  // 0: any process.
+  bool follow_exec = false;
+  bool disabled = false;
+
+  // Reads the variables above through `get_env` (getenv or a fake). Errors:
+  // InvalidArgument naming the variable and its bad value.
+  using GetEnv = const char* (*)(const char*);
+  static absl::StatusOr<AgentConfig> FromEnvironment(GetEnv get_env);
+
+  // Whether a process with pid `pid` should be monitored.
+  bool ShouldMonitor(pid_t pid) const {
+    return !disabled && (target_pid == 0 || target_pid == pid || follow_exec);
+  }
+};
+
+}  // namespace matrix::agent
+
+#endif  // MATRIX_TOOLS_MATRIX_RUN_AGENT_AGENT_CONFIG_H_

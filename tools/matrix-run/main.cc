@@ -1,0 +1,259 @@
+// matrix-run: watches an unmodified program with matrix-cpp (docs/matrix-run.md).
+//
+//   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
+//              [--fps-slice MS] [--refresh-hz HZ] [--follow-exec] -- PROGRAM [ARGS...]
+//
+// Forks; the child puts libmatrix-agent.so (found beside this binary, or in
+// ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
+// agent reads and its own pid as MATRIX_AGENT_PID, and execs PROGRAM. The
+// parent forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the child, waits, prints
+// where the reports went and one line per issue kind of this run, and exits
+// with the child's status (or dies of the child's signal).
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "matrix/report/issue_reader.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: matrix-run [options] -- PROGRAM [ARGS...]\n"
+    "Runs PROGRAM with libmatrix-agent.so preloaded: hangs (ANR, LAG), slow dispatches\n"
+    "and frame rates of its main thread are reported as JSON lines, readable by\n"
+    "matrix-report.\n"
+    "  --report-dir DIR   where reports go (default $MATRIX_REPORT_DIR or ./matrix-reports)\n"
+    "  --anr MS           ANR threshold (default 5000)\n"
+    "  --lag MS           LAG threshold (default 2000, at most the ANR threshold)\n"
+    "  --evil MS          slow dispatch threshold (default 700)\n"
+    "  --no-frames        no frame (FPS) reports from buffer swaps\n"
+    "  --fps-slice MS     frame time covered by one FPS report (default 10000)\n"
+    "  --refresh-hz HZ    display refresh rate for dropped frames (default 60)\n"
+    "  --follow-exec      also monitor programs the program's children exec\n"
+    "  --quiet            no summary at exit\n";
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "matrix-run: %s\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// libmatrix-agent.so beside this binary (build tree) or in ../lib*/ (install).
+std::string FindAgent() {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  std::string dir(self);
+  dir.resize(dir.rfind('/'));
+  for (const std::string& candidate :
+       {absl::StrCat(dir, "/libmatrix-agent.so"),
+        absl::StrCat(dir, "/../", MATRIX_RUN_INSTALL_LIBDIR, "/libmatrix-agent.so"),
+        absl::StrCat(dir, "/../lib/libmatrix-agent.so")}) {
+    if (IsFile(candidate)) {
+      char real[PATH_MAX];
+      if (realpath(candidate.c_str(), real) != nullptr) return real;
+    }
+  }
+  return "";
+}
+
+// A positive millisecond count for `flag`.
+std::string PositiveMs(const std::string& flag, const char* value) {
+  int64_t ms = 0;
+  if (value == nullptr) Fail(absl::StrCat(flag, " needs a value"));
+  if (!absl::SimpleAtoi(value, &ms) || ms <= 0) {
+    Fail(absl::StrCat(flag, " ", value, ": expected a positive number of milliseconds"));
+  }
+  return absl::StrCat(ms);
+}
+
+// Whether `program` can be executed as execvp would find it.
+bool Executable(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string paths = path != nullptr ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= paths.size()) {
+    size_t end = paths.find(':', start);
+    if (end == std::string::npos) end = paths.size();
+    std::string dir = paths.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = absl::StrCat(dir, "/", program);
+    if (IsFile(candidate) && access(candidate.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+pid_t g_child = 0;
+
+void Forward(int signal_number) {
+  if (g_child > 0) kill(g_child, signal_number);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> env;  // MATRIX_* for the child.
+  std::string report_dir;
+  if (const char* d = std::getenv("MATRIX_REPORT_DIR"); d != nullptr && *d != '\0') {
+    report_dir = d;
+  } else {
+    report_dir = "./matrix-reports";
+  }
+  bool quiet = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (arg == "--") {
+      ++i;
+      break;
+    } else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--report-dir") {
+      if (value == nullptr || *value == '\0') Fail("--report-dir needs a directory");
+      report_dir = value;
+      ++i;
+    } else if (arg == "--anr") {
+      env.emplace_back("MATRIX_ANR_MS", PositiveMs(arg, value));
+      ++i;
+    } else if (arg == "--lag") {
+      env.emplace_back("MATRIX_LAG_MS", PositiveMs(arg, value));
+      ++i;
+    } else if (arg == "--evil") {
+      env.emplace_back("MATRIX_EVIL_MS", PositiveMs(arg, value));
+      ++i;
+    } else if (arg == "--fps-slice") {
+      env.emplace_back("MATRIX_FPS_SLICE_MS", PositiveMs(arg, value));
+      ++i;
+    } else if (arg == "--refresh-hz") {
+      double hz = 0;
+      if (value == nullptr || !absl::SimpleAtod(value, &hz) || !(hz >= 1 && hz <= 1000)) {
+        Fail("--refresh-hz needs a rate in [1, 1000]");
+      }
+      env.emplace_back("MATRIX_REFRESH_HZ", value);
+      ++i;
+    } else if (arg == "--no-frames") {
+      env.emplace_back("MATRIX_FRAMES", "0");
+    } else if (arg == "--follow-exec") {
+      env.emplace_back("MATRIX_AGENT_FOLLOW_EXEC", "1");
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      Fail(absl::StrCat("unknown option ", arg));
+    } else {
+      break;  // The program, without "--".
+    }
+  }
+  if (i >= argc) Fail("no program to run");
+  const std::string program = argv[i];
+  if (!Executable(program)) Fail(absl::StrCat(program, ": no such executable program"));
+  const std::string agent = FindAgent();
+  if (agent.empty()) {
+    std::fprintf(stderr, "matrix-run: libmatrix-agent.so not found beside %s or in ../lib\n",
+                 argv[0]);
+    return 2;
+  }
+  // Relative report directories are the caller's: make it absolute so a
+  // program that changes directory still writes there.
+  if (report_dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) report_dir = absl::StrCat(cwd, "/", report_dir);
+  }
+  std::string base = program.substr(program.rfind('/') + 1);
+
+  // The launcher forwards termination signals to the child while it waits.
+  struct sigaction forward = {};
+  forward.sa_handler = &Forward;
+  sigemptyset(&forward.sa_mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(s, &forward, nullptr);
+
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "matrix-run: fork: %s\n", strerror(errno));
+    return 2;
+  }
+  if (child == 0) {
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signal(s, SIG_DFL);
+    const char* preload = std::getenv("LD_PRELOAD");
+    const std::string preloads =
+        preload != nullptr && *preload != '\0' ? absl::StrCat(agent, ":", preload) : agent;
+    setenv("LD_PRELOAD", preloads.c_str(), 1);
+    setenv("MATRIX_REPORT_DIR", report_dir.c_str(), 1);
+    setenv("MATRIX_REPORT_NAME", absl::StrCat(base, "-", getpid()).c_str(), 1);
+    setenv("MATRIX_AGENT_PID", absl::StrCat(getpid()).c_str(), 1);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    execvp(program.c_str(), argv + i);
+    std::fprintf(stderr, "matrix-run: %s: %s\n", program.c_str(), strerror(errno));
+    _exit(127);
+  }
+  g_child = child;
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) {
+      std::fprintf(stderr, "matrix-run: waitpid: %s\n", strerror(errno));
+      return 2;
+    }
+  }
+  g_child = 0;
+
+  if (!quiet) {
+    const std::string file = absl::StrCat(report_dir, "/", base, "-", child, ".jsonl");
+    if (!IsFile(file)) {
+      std::fprintf(stderr, "matrix-run: no reports (%s was not written)\n", file.c_str());
+    } else {
+      // The directory, rotated files included; this run's issues only.
+      matrix::report::ReadResult result;
+      absl::StatusOr<std::vector<std::string>> files = matrix::report::ExpandInput(report_dir);
+      for (const std::string& f : files.ok() ? *files : std::vector<std::string>{}) {
+        if (f.find(absl::StrCat("/", base, "-", child)) == std::string::npos) continue;
+        std::ifstream in(f);
+        matrix::report::ReadIssueStream(in, f, result);
+      }
+      std::map<std::string, int> counts;
+      int64_t total = 0;
+      for (const auto& record : result.records) {
+        if (record.pid() != 0 && record.pid() != child) continue;
+        ++counts[record.TagDetail()];
+        ++total;
+      }
+      std::fprintf(stderr, "matrix-run: %lld issue(s) in %s (read them: matrix-report %s)\n",
+                   static_cast<long long>(total), file.c_str(), file.c_str());
+      for (const auto& [kind, count] : counts) {
+        std::fprintf(stderr, "matrix-run:   %-28s %d\n", kind.c_str(), count);
+      }
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    const int signal_number = WTERMSIG(status);
+    std::fprintf(stderr, "matrix-run: %s killed by signal %d (%s)\n", program.c_str(),
+                 signal_number, strsignal(signal_number));
+    std::fflush(nullptr);
+    signal(signal_number, SIG_DFL);
+    kill(getpid(), signal_number);
+    return 128 + signal_number;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
