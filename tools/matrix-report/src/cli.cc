@@ -18,6 +18,7 @@
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/text_render.h"
+#include "matrix/report/timeline_export.h"
 
 namespace matrix::report {
 namespace {
@@ -45,6 +46,10 @@ Commands:
               CPU and merged stack samples; other kinds' fields)
   export      CSV (one row per issue: common columns and the main metric of
               its kind) or JSON, to stdout or --output
+  timeline    the timeline of the newest selected issue that has one (ANR,
+              LAG, slow method, frozen frames, block) as Chrome trace-event
+              JSON for Perfetto UI, chrome://tracing or speedscope, to stdout
+              or --output (docs/timeline.md)
 
 Filters (every command; repeat one to match any of its values):
   --tag=TAG           Trace_FPS, Trace_EvilMethod, Trace_StartUp, BlockCanary
@@ -68,7 +73,7 @@ Options:
   --format=FORMAT     export: csv (default), json (an array) or jsonl (one
                       issue per line, readable again by matrix-report)
   --grouped           export: one row or object per group
-  -o, --output=FILE   export: write to FILE instead of stdout
+  -o, --output=FILE   export, timeline: write to FILE instead of stdout
   -h, --help          this text
 
 A command name as the first argument is a command; to read a file or
@@ -83,6 +88,7 @@ Examples:
   matrix-report show --detail=ANR --key=Decode --limit=1 reports/
   matrix-report export --format=csv -o issues.csv reports/
   matrix-report export --grouped --format=json reports/ > groups.json
+  matrix-report timeline --detail=ANR -o anr-trace.json reports/
 )";
 
 enum class Flag {
@@ -136,6 +142,7 @@ std::optional<Command> CommandNamed(absl::string_view name) {
   if (name == "group") return Command::kGroup;
   if (name == "show") return Command::kShow;
   if (name == "export") return Command::kExport;
+  if (name == "timeline") return Command::kTimeline;
   return std::nullopt;
 }
 
@@ -174,6 +181,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   bool command_seen = false;
   bool export_only_flag = false;
   bool show_only_flag = false;
+  bool output_flag = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (!options_done && arg == "--") {
@@ -269,7 +277,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
         break;
       case Flag::kOutput:
         cl.output = *value;
-        export_only_flag = true;
+        output_flag = true;
         break;
       case Flag::kHelp:
         cl.help = true;
@@ -277,6 +285,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     }
   }
   if (cl.help) return cl;
+  if (output_flag && cl.command != Command::kExport && cl.command != Command::kTimeline) {
+    return UsageError("--output applies to the export and timeline commands only");
+  }
   if (export_only_flag && cl.command != Command::kExport) {
     return UsageError("--format, --grouped and --output apply to the export command only");
   }
@@ -378,6 +389,8 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
       }
       break;
     }
+    case Command::kTimeline:
+      return RunTimelineCommand(selected, cl.output, out, err, status);
     case Command::kExport: {
       std::string what = absl::StrCat(selected.size(), selected.size() == 1 ? " issue" : " issues");
       if (cl.grouped) {
