@@ -8,6 +8,8 @@ PACKAGES := cmake g++ make ninja-build pkg-config \
             libuv1-dev \
             libsdl2-dev libgl-dev libegl-dev libgl1-mesa-dri
 PACKAGES += qt6-base-dev
+# The timeline e2e test checks the exported trace with node (tests/e2e/timeline_check.js).
+PACKAGES += nodejs
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)
