@@ -196,7 +196,8 @@ TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
   const uint64_t oldest = head > mask_ + 1 ? head - (mask_ + 1) : 0;
   // Newest first, until an event ends before the window (events are written
   // in begin order, and a dispatch ends before the next begins).
-  std::vector<TimelineEvent> newest_first;
+  std::vector<TimelineEvent>& newest_first = snapshot.events;
+  newest_first.reserve(static_cast<size_t>(head - oldest));
   bool reached_window_start = false;
   for (uint64_t n = head; n > oldest;) {
     --n;
@@ -213,7 +214,7 @@ TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
     newest_first.push_back(e);
   }
   snapshot.ring_wrapped = !reached_window_start && oldest > 0;
-  snapshot.events.assign(newest_first.rbegin(), newest_first.rend());
+  std::reverse(snapshot.events.begin(), snapshot.events.end());  // Oldest first.
 
   if (options_.method_tracer != nullptr) {
     // From the first dispatch in the window that carries a mark to now.
@@ -238,9 +239,9 @@ void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_
   auto us = [&](TimeTicks t) {
     return absl::ToInt64Microseconds(std::max(t, origin) - origin);
   };
-  auto dur_us = [&](TimeTicks a, TimeTicks b) {
-    return absl::ToInt64Microseconds(std::max(b, origin) - std::max(a, origin));
-  };
+  // A difference of floored times, so that a span inside another stays
+  // inside it in microseconds.
+  auto dur_us = [&](TimeTicks a, TimeTicks b) { return us(b) - us(a); };
   out->set_start_ns(origin.ToNanoseconds());
   out->set_window_us(absl::ToInt64Microseconds(snapshot.end - origin));
   out->set_detected_at_us(us(snapshot.detected_at));
