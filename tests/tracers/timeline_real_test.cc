@@ -3,6 +3,7 @@
 // events, each exactly as written. Run it under TSan too.
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -27,7 +28,7 @@ constexpr const char* kLabels[] = {"a", "b", "c", "d", "e"};
 TimeTicks Begin(uint64_t k) { return TimeTicks() + absl::Microseconds(100 * (k + 1)); }
 
 TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
-  Timeline timeline({.capacity = 64});
+  Timeline timeline({.capacity = 16});
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> written{0};
   std::thread writer([&] {
@@ -57,10 +58,12 @@ TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
 
   int snapshots = 0;
   uint64_t events_checked = 0;
+  uint64_t lost = 0;  // Slots found being rewritten: the threads did overlap.
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
   while (absl::Now() < deadline || snapshots < 100) {
-    const TimelineSnapshot s = timeline.Snapshot(TimeTicks() + absl::Hours(1000), absl::Hours(999));
+    const TimelineSnapshot s = timeline.Snapshot(TimeTicks() + absl::Hours(1000), absl::Hours(1000));
     ++snapshots;
+    lost += s.lost;
     uint64_t last_number = 0;
     for (size_t i = 0; i < s.events.size(); ++i) {
       const TimelineEvent& e = s.events[i];
@@ -70,6 +73,12 @@ TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
       last_number = e.number;
       const uint64_t k = (e.begin - TimeTicks()) / absl::Microseconds(100) - 1;
       ASSERT_EQ(e.begin, Begin(k));
+      // The slot's words belong to the event its number names: dispatch k
+      // follows k dispatches and the frames of dispatches 0, 3, ..., < k.
+      const uint64_t dispatch_number = k + (k + 2) / 3;
+      ASSERT_EQ(e.number, e.kind == TimelineEvent::Kind::kDispatch ? dispatch_number
+                                                                    : dispatch_number + 1)
+          << "a slot rewritten while it was copied";
       if (e.kind == TimelineEvent::Kind::kDispatch) {
         ASSERT_STREQ(e.label, kLabels[k % 5]) << "dispatch " << k;
         if (e.finished()) {
@@ -90,6 +99,9 @@ TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
   writer.join();
   EXPECT_GT(written.load(), 1000u);
   EXPECT_GT(events_checked, 1000u);
+  std::printf("%d snapshots, %llu events checked, %llu slots skipped as rewritten\n", snapshots,
+              static_cast<unsigned long long>(events_checked),
+              static_cast<unsigned long long>(lost));
 }
 
 }  // namespace
