@@ -167,7 +167,9 @@ void TracePlugin::StartTracers() {
   looper_monitor_->Start();
   ui_thread_monitor_->Start();
   // First, so that the tracers' callbacks see the event already recorded.
-  if (timeline_ != nullptr) timeline_registration_ = ui_thread_monitor_->AddObserver(timeline_.get());
+  if (timeline_ != nullptr) {
+    timeline_registration_ = ui_thread_monitor_->AddObserver(timeline_.get());
+  }
   // The FrameTracer always runs: listeners may be added even without FPS
   // reports (Matrix creates it unconditionally too).
   frame_tracer_->OnStartTrace();

@@ -115,8 +115,8 @@ TEST(TimelineE2ETest, AnrTimeline_ExportedTraceMatchesWhatTheProgramDid) {
     for (const matrix::Issue& issue : program.listener().issues()) issues << issue.ToJson() << "\n";
   }
   const std::string trace = dir + "/anr-trace.json";
-  ASSERT_EQ(RunCommand(absl::StrCat(MATRIX_REPORT_BINARY, " timeline --detail=ANR -o ", trace, " ", dir,
-                             "/issues.jsonl")),
+  ASSERT_EQ(RunCommand(absl::StrCat(MATRIX_REPORT_BINARY, " timeline --detail=ANR -o ", trace,
+                                    " ", dir, "/issues.jsonl")),
             0);
 
   // What the program did.

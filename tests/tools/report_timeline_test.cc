@@ -87,7 +87,9 @@ std::vector<Struct> Where(const std::vector<Struct>& events, const std::string& 
   return out;
 }
 
-double Num(const Struct& e, const std::string& field) { return e.fields().at(field).number_value(); }
+double Num(const Struct& e, const std::string& field) {
+  return e.fields().at(field).number_value();
+}
 std::string Str(const Struct& e, const std::string& field) {
   return e.fields().at(field).string_value();
 }
@@ -102,7 +104,8 @@ TEST(TimelineTraceEventsTest, EveryTrackHasItsEventsInMicroseconds) {
   // Names of the process and the five tracks.
   std::vector<std::string> names;
   for (const Struct& e : events) {
-    if (Str(e, "ph") == "M" && (Str(e, "name") == "thread_name" || Str(e, "name") == "process_name")) {
+    if (Str(e, "ph") == "M" &&
+        (Str(e, "name") == "thread_name" || Str(e, "name") == "process_name")) {
       names.push_back(e.fields().at("args").struct_value().fields().at("name").string_value());
       EXPECT_EQ(Num(e, "pid"), 4242);
     }
@@ -125,8 +128,9 @@ TEST(TimelineTraceEventsTest, EveryTrackHasItsEventsInMicroseconds) {
 
   const std::vector<Struct> frames = Where(events, "X", kTimelineFrameTid);
   ASSERT_EQ(frames.size(), 1u);
-  EXPECT_EQ(frames[0].fields().at("args").struct_value().fields().at("dropped_frames").number_value(),
-            2);
+  EXPECT_EQ(
+      frames[0].fields().at("args").struct_value().fields().at("dropped_frames").number_value(),
+      2);
   // Phases end at the frame's end, back to back; a zero phase is left out.
   const std::vector<Struct> phases = Where(events, "X", kTimelinePhaseTid);
   ASSERT_EQ(phases.size(), 3u);

@@ -61,7 +61,8 @@ TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
   uint64_t lost = 0;  // Slots found being rewritten: the threads did overlap.
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
   while (absl::Now() < deadline || snapshots < 100) {
-    const TimelineSnapshot s = timeline.Snapshot(TimeTicks() + absl::Hours(1000), absl::Hours(1000));
+    const TimelineSnapshot s =
+        timeline.Snapshot(TimeTicks() + absl::Hours(1000), absl::Hours(1000));
     ++snapshots;
     lost += s.lost;
     uint64_t last_number = 0;

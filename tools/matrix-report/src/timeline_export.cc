@@ -165,11 +165,11 @@ int RunTimelineCommand(const std::vector<const IssueRecord*>& selected, const st
   }
   const IssueRecord& record = **picked;
   const std::string json = TimelineTraceEvents(record);
+  const proto::Timeline& t = record.issue.timeline();
   const std::string what =
       absl::StrCat("the timeline of ", record.kind, record.detail.empty() ? "" : " ",
-                   record.detail, " \"", record.key, "\" (", record.issue.timeline().dispatches_size(),
-                   " dispatches, ", record.issue.timeline().frames_size(), " frames, ",
-                   record.issue.timeline().calls_size(), " calls)");
+                   record.detail, " \"", record.key, "\" (", t.dispatches_size(),
+                   " dispatches, ", t.frames_size(), " frames, ", t.calls_size(), " calls)");
   if (output.empty()) {
     out << json;
     out.flush();
