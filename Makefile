@@ -11,6 +11,8 @@ PACKAGES += mesa-utils gtk-3-examples
 PACKAGES += qt6-base-dev
 # matrix-report html: the browser test (tests/tools, label browser).
 PACKAGES += chromium
+# The timeline e2e test checks the exported trace with node (tests/e2e/timeline_check.js).
+PACKAGES += nodejs
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

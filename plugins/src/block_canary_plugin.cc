@@ -17,6 +17,8 @@
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
+#include "matrix/core/matrix.h"
+#include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/dispatch_heartbeat.h"
 #include "matrix/trace/report_context.h"
 
@@ -698,10 +700,10 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
   }
   int key_count = 0;
   info.key = KeyStackLine(info, config_.concern_packages(), &key_count);
-  Finish(std::move(info), key_count);
+  Finish(std::move(info), key_count, block.end_cpu.at);
 }
 
-void BlockCanaryPlugin::Finish(BlockInfo info, int key_count) {
+void BlockCanaryPlugin::Finish(BlockInfo info, int key_count, TimeTicks detected_at) {
   const bool white_listed =
       !config_.white_list().empty() && IsWhiteListed(info, config_.white_list());
   const bool non_concern = config_.filter_non_concern_stack() &&
@@ -751,6 +753,14 @@ void BlockCanaryPlugin::Finish(BlockInfo info, int key_count) {
   proto::BlockReport* report = issue.mutable_proto()->mutable_block();
   *report = ToBlockReport(info);
   report->set_key_sample_count(key_count);
+  // The TracePlugin's flight recorder, when one runs beside us: the looper's
+  // last seconds up to when the sampler saw the block end.
+  if (Matrix::IsInstalled()) {
+    if (const TracePlugin* trace = Matrix::With().GetPluginByClass<TracePlugin>();
+        trace != nullptr && trace->state() == State::kStarted) {
+      trace->AttachTimeline(issue, detected_at, "BlockCanary sampler (block end)");
+    }
+  }
   OnDetectIssue(std::move(issue));
 }
 

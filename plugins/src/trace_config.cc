@@ -85,6 +85,12 @@ absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
                               kMinMethodTraceBufferBytes, ", ", kMaxMethodTraceBufferBytes,
                               "] (4 KiB to 1 GiB), got ", c.method_trace_buffer_bytes));
   }
+  if (c.timeline_capacity != 0 && (c.timeline_capacity < kMinTimelineCapacity ||
+                                   c.timeline_capacity > kMaxTimelineCapacity)) {
+    problems.Add(absl::StrCat("timeline_capacity must be 0 (off) or in [", kMinTimelineCapacity,
+                              ", ", kMaxTimelineCapacity, "] events, got ", c.timeline_capacity));
+  }
+  if (c.timeline_capacity != 0) problems.RequirePositive("timeline_window", c.timeline_window);
   if (c.signal_anr) {
     const int signo = c.signal_anr_signal;
     if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP) {

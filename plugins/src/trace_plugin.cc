@@ -1,5 +1,8 @@
 #include "matrix/plugins/trace_plugin.h"
 
+#include <algorithm>
+#include <string>
+
 #include "absl/synchronization/notification.h"
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
@@ -67,6 +70,12 @@ void TracePlugin::CreateMonitors() {
   monitor_options.method_tracer = method_tracer_;
   ui_thread_monitor_ =
       std::make_unique<UIThreadMonitor>(looper_monitor_.get(), choreographer, monitor_options);
+  if (config_.timeline_capacity > 0) {
+    TimelineOptions timeline_options;
+    timeline_options.capacity = config_.timeline_capacity;
+    timeline_options.method_tracer = method_tracer_;
+    timeline_ = std::make_unique<Timeline>(timeline_options);
+  }
 
   FrameTracer::Options frame_options;
   frame_options.monitor = ui_thread_monitor_.get();
@@ -76,7 +85,7 @@ void TracePlugin::CreateMonitors() {
   frame_options.report_in_background = config_.fps_in_background;
   frame_options.thresholds = config_.drop_thresholds;
   frame_options.time_slice = config_.fps_time_slice;
-  frame_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+  frame_options.report = [this](Issue issue) { ReportWithTimeline(std::move(issue)); };
   frame_tracer_ = std::make_unique<FrameTracer>(std::move(frame_options));
 
   if (config_.anr) {
@@ -89,6 +98,8 @@ void TracePlugin::CreateMonitors() {
     anr_options.report_with_debugger = config_.anr_with_debugger;
     anr_options.app_state = context().app_state;
     anr_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+    anr_options.timeline = timeline_.get();
+    anr_options.timeline_window = config_.timeline_window;
     anr_tracer_ = std::make_unique<AnrTracer>(std::move(anr_options));
   }
   if (config_.evil_method) {
@@ -99,7 +110,7 @@ void TracePlugin::CreateMonitors() {
     evil_options.app_state = context().app_state;
     evil_options.anr_tracer = anr_tracer_.get();
     evil_options.report_with_debugger = config_.anr_with_debugger;
-    evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+    evil_options.report = [this](Issue issue) { ReportWithTimeline(std::move(issue)); };
     evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
   }
   auto report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
@@ -162,6 +173,10 @@ void TracePlugin::StartTracers() {
   CreateMonitors();
   looper_monitor_->Start();
   ui_thread_monitor_->Start();
+  // First, so that the tracers' callbacks see the event already recorded.
+  if (timeline_ != nullptr) {
+    timeline_registration_ = ui_thread_monitor_->AddObserver(timeline_.get());
+  }
   // The FrameTracer always runs: listeners may be added even without FPS
   // reports (Matrix creates it unconditionally too).
   frame_tracer_->OnStartTrace();
@@ -182,6 +197,7 @@ void TracePlugin::StopTracers() {
   if (evil_method_tracer_ != nullptr) evil_method_tracer_->OnCloseTrace();
   if (anr_tracer_ != nullptr) anr_tracer_->OnCloseTrace();
   frame_tracer_->OnCloseTrace();
+  timeline_registration_.Reset();
   ui_thread_monitor_->Stop();
   looper_monitor_->Stop();
 }
@@ -194,6 +210,7 @@ void TracePlugin::DestroyMonitors() {
   evil_method_tracer_.reset();
   anr_tracer_.reset();
   frame_tracer_.reset();
+  timeline_.reset();
   ui_thread_monitor_.reset();
   looper_monitor_.reset();
   method_tracer_ = nullptr;
@@ -221,6 +238,40 @@ absl::Status TracePlugin::OnDestroy() {
 
 void TracePlugin::OnForegroundChanged(bool foreground) {
   if (frame_tracer_ != nullptr) frame_tracer_->OnForeground(foreground);
+}
+
+void TracePlugin::AttachTimeline(Issue& issue, TimeTicks detected_at,
+                                 const std::string& detected_by) const {
+  if (timeline_ == nullptr || ui_thread_monitor_ == nullptr) return;
+  const TimeTicks now = std::max(ui_thread_monitor_->clock()->NowTicks(), detected_at);
+  proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
+  FillTimeline(timeline_->Snapshot(now, config_.timeline_window, detected_at), detected_by, out);
+  out->set_tid(ui_thread_monitor_->looper_thread().tid());
+}
+
+void TracePlugin::ReportWithTimeline(Issue issue) {
+  const proto::Issue& p = issue.proto();
+  if (timeline_ != nullptr && p.has_evil_method()) {
+    // Detected when the slow dispatch ended: the last one at least as long.
+    const TimeTicks now = ui_thread_monitor_->clock()->NowTicks();
+    TimelineSnapshot snapshot = timeline_->Snapshot(now, config_.timeline_window);
+    const absl::Duration cost = absl::Milliseconds(p.evil_method().cost_ms());
+    TimeTicks detected_at = now;
+    for (auto e = snapshot.events.rbegin(); e != snapshot.events.rend(); ++e) {
+      if (e->kind == TimelineEvent::Kind::kDispatch && e->finished() &&
+          e->end - e->begin >= cost - absl::Milliseconds(1)) {
+        detected_at = e->end;
+        break;
+      }
+    }
+    snapshot.detected_at = detected_at;
+    proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
+    FillTimeline(snapshot, "slow-method check at dispatch end", out);
+    out->set_tid(ui_thread_monitor_->looper_thread().tid());
+  } else if (p.has_frame() && p.frame().drop_level().frozen() > 0) {
+    AttachTimeline(issue, ui_thread_monitor_->clock()->NowTicks(), "FPS report (frozen frames)");
+  }
+  OnDetectIssue(std::move(issue));
 }
 
 void TracePlugin::DecorateIssue(Issue& issue) {

@@ -331,6 +331,12 @@ int main(int argc, char** argv) {
   std::printf("[demo] done: %d frames delivered to the frame listener, %d issues reported; "
               "JSON lines in %s/issues.jsonl\n",
               jank.frames(), console->count(), reports.c_str());
+  // The hang, LAG, slow-method and block reports carry the looper thread's
+  // last seconds (docs/timeline.md).
+  std::printf("[demo] the ANR's timeline, for https://ui.perfetto.dev, chrome://tracing or "
+              "speedscope:\n"
+              "         matrix-report timeline --detail=ANR -o anr-trace.json %s\n",
+              reports.c_str());
   matrix::FlushLogs();
   return 0;
 }

@@ -59,6 +59,20 @@ TEST(BlockCanaryE2ETest, BlockWithEarlyPhase_FileSamplesNameBothFunctions) {
   for (const auto& i : issues) blocks += i.tag() == matrix::kTagBlockCanary;
   EXPECT_EQ(blocks, 1);  // One block, and the idle loop around it is none.
 
+  // The TracePlugin's flight recorder rides along: the block is a finished
+  // dispatch of its length, and the sampler saw it end after it ended.
+  ASSERT_TRUE(issue->proto().has_timeline());
+  const matrix::proto::Timeline& timeline = issue->proto().timeline();
+  EXPECT_EQ(timeline.detected_by(), "BlockCanary sampler (block end)");
+  const matrix::proto::TimelineSlice* blocked = nullptr;
+  for (const auto& d : timeline.dispatches()) {
+    if (d.dur_us() >= 1'500'000) blocked = &d;
+  }
+  ASSERT_NE(blocked, nullptr) << timeline.DebugString();
+  EXPECT_FALSE(blocked->unfinished());
+  EXPECT_LT(blocked->dur_us(), 2'500'000);
+  EXPECT_GE(timeline.detected_at_us(), blocked->ts_us() + blocked->dur_us());
+
   const matrix::proto::BlockReport& report = issue->proto().block();
   ASSERT_FALSE(report.log_file().empty());
   absl::StatusOr<matrix::BlockInfo> block = matrix::ReadBlockLog(report.log_file());

@@ -33,6 +33,8 @@ struct AuditResult {
   bool trap_installed;
   Counts messages_on, frames_on, messages_off, frames_off;
   int64_t frames_seen;
+  // Events the flight recorder (Timeline, on by default) wrote while counted.
+  int64_t timeline_events;
 };
 
 class NullListener : public matrix::PluginListener {
@@ -99,6 +101,8 @@ AuditResult RunAudit() {
   run_frames(kFrames);
   result.trap_installed = matrix_test::HotPathCounters::InstallSyscallTrap();
 
+  const uint64_t timeline_before =
+      plugin->GetTimeline() != nullptr ? plugin->GetTimeline()->event_count() : 0;
   matrix_test::HotPathCounters::Start();
   run_messages(kMessages);
   result.messages_on = ToCounts(matrix_test::HotPathCounters::Stop());
@@ -107,6 +111,10 @@ AuditResult RunAudit() {
   run_frames(kFrames);
   result.frames_on = ToCounts(matrix_test::HotPathCounters::Stop());
   result.frames_seen = frames_seen;
+  if (plugin->GetTimeline() != nullptr) {
+    result.timeline_events =
+        static_cast<int64_t>(plugin->GetTimeline()->event_count() - timeline_before);
+  }
 
   // Monitoring off: the same work, as the runtime alone does it.
   if (!plugin->Stop().ok()) return result;
@@ -151,6 +159,9 @@ TEST(HotPathAuditE2ETest, AllTracersOn_AddNoAllocationLockOrSyscall_PerMessageOr
       Describe("frames, monitoring off", result.frames_off, kFrames);
   std::printf("%s\n", report.c_str());
   EXPECT_EQ(result.frames_seen, kFrames);
+  // The flight recorder was on and recorded every message and frame (a
+  // frame is a vsync dispatch plus its frame event) while counted.
+  EXPECT_GE(result.timeline_events, kMessages + 2 * kFrames) << report;
 
   // Monitoring adds nothing...
   EXPECT_EQ(result.messages_on.allocations, result.messages_off.allocations) << report;

@@ -35,6 +35,8 @@ struct AnrTracer::Crossing {
   absl::Duration cpu_now;
   SceneId scene = AppState::kDefaultScene;
   bool foreground = true;
+  bool has_timeline = false;
+  TimelineSnapshot timeline;
 };
 
 AnrTracer::AnrTracer(Options options)
@@ -113,6 +115,10 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
     crossing->records = tracer->Copy(s.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
+  if (options_.timeline != nullptr) {
+    crossing->timeline = options_.timeline->Snapshot(now, options_.timeline_window, now);
+    crossing->has_timeline = true;
+  }
   return crossing;
 }
 
@@ -190,6 +196,12 @@ void AnrTracer::EmitLag(TimeTicks end) {
     crossing->records = tracer->Copy(crossing->snapshot.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
+  if (options_.timeline != nullptr) {
+    // Again, now that the dispatch has ended; the detection stays the crossing.
+    const TimeTicks now = std::max(options_.monitor->clock()->NowTicks(), end);
+    crossing->timeline =
+        options_.timeline->Snapshot(now, options_.timeline_window, crossing->captured_at);
+  }
   lag_count_.fetch_add(1);
   worker_handler_->Post(
       [this, c = std::shared_ptr<Crossing>(std::move(crossing))] { BuildAndReport(*c); });
@@ -245,6 +257,12 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   issue.mutable_proto()->set_tag(kTagEvilMethod);
   issue.mutable_proto()->set_key(key);
   *issue.mutable_proto()->mutable_anr() = std::move(anr);
+  if (c->has_timeline) {
+    proto::Timeline* timeline = issue.mutable_proto()->mutable_timeline();
+    FillTimeline(c->timeline, c->detail == proto::ANR ? "ANR watchdog" : "lag watchdog", timeline);
+    timeline->set_tid(options_.monitor->looper_thread().tid());
+    timeline->set_thread_name(c->thread_name);
+  }
   if (options_.report) options_.report(std::move(issue));
 }
 

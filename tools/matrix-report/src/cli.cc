@@ -19,6 +19,7 @@
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/text_render.h"
+#include "matrix/report/timeline_export.h"
 
 namespace matrix::report {
 namespace {
@@ -51,6 +52,10 @@ Commands:
               frame-time histogram, hangs and slow methods with stacks and
               call trees, and a timeline of a selected issue; to stdout or
               --output
+  timeline    the timeline of the newest selected issue that has one (ANR,
+              LAG, slow method, frozen frames, block) as Chrome trace-event
+              JSON for Perfetto UI, chrome://tracing or speedscope, to stdout
+              or --output (docs/timeline.md)
 
 Filters (every command; repeat one to match any of its values):
   --tag=TAG           Trace_FPS, Trace_EvilMethod, Trace_StartUp, BlockCanary
@@ -74,7 +79,7 @@ Options:
   --format=FORMAT     export: csv (default), json (an array) or jsonl (one
                       issue per line, readable again by matrix-report)
   --grouped           export: one row or object per group
-  -o, --output=FILE   export, html: write to FILE instead of stdout
+  -o, --output=FILE   export, html, timeline: write to FILE instead of stdout
   -h, --help          this text
 
 A command name as the first argument is a command; to read a file or
@@ -90,6 +95,7 @@ Examples:
   matrix-report export --format=csv -o issues.csv reports/
   matrix-report export --grouped --format=json reports/ > groups.json
   matrix-report html -o report.html reports/
+  matrix-report timeline --detail=ANR -o anr-trace.json reports/
 )";
 
 enum class Flag {
@@ -144,6 +150,7 @@ std::optional<Command> CommandNamed(absl::string_view name) {
   if (name == "show") return Command::kShow;
   if (name == "export") return Command::kExport;
   if (name == "html") return Command::kHtml;
+  if (name == "timeline") return Command::kTimeline;
   return std::nullopt;
 }
 
@@ -286,11 +293,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     }
   }
   if (cl.help) return cl;
+  if (output_flag && cl.command != Command::kExport && cl.command != Command::kHtml &&
+      cl.command != Command::kTimeline) {
+    return UsageError("--output applies to the export, html and timeline commands only");
+  }
   if (export_only_flag && cl.command != Command::kExport) {
     return UsageError("--format and --grouped apply to the export command only");
-  }
-  if (output_flag && cl.command != Command::kExport && cl.command != Command::kHtml) {
-    return UsageError("--output applies to the export and html commands only");
   }
   if (show_only_flag && cl.command != Command::kShow) {
     return UsageError("--newest-first and --full-paths apply to the show command only");
@@ -390,6 +398,8 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
       }
       break;
     }
+    case Command::kTimeline:
+      return RunTimelineCommand(selected, cl.output, out, err, status);
     case Command::kHtml:
     case Command::kExport: {
       std::string what = absl::StrCat(selected.size(), selected.size() == 1 ? " issue" : " issues");

@@ -183,7 +183,8 @@ class BlockCanaryPlugin : public Plugin {
   // Worker thread.
   void BuildAndReport(const PendingBlock& block);
   void FillStaticInfo(BlockInfo* info);
-  void Finish(BlockInfo info, int key_count);
+  // `detected_at`: when the sampler saw the block end (for the timeline).
+  void Finish(BlockInfo info, int key_count, TimeTicks detected_at);
   absl::Time WallNow() const { return hooks_.wall_clock(); }
 
   const BlockCanaryContext config_;

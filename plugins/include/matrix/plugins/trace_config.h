@@ -90,6 +90,16 @@ struct TraceConfig {
   // 8 MiB default holds 512 Ki traced calls).
   static constexpr size_t kMinMethodTraceBufferBytes = 4096;
   static constexpr size_t kMaxMethodTraceBufferBytes = size_t{1} << 30;
+  // The flight recorder (docs/timeline.md): a ring of the looper thread's
+  // last `timeline_capacity` events (dispatches and frames, 64 bytes each,
+  // allocated at start; 0 turns it off), of which the last `timeline_window`
+  // is attached to each ANR, LAG, slow-method, frozen-frame FPS and block
+  // report. 4096 events (256 KiB) hold 5 s of a loop running ~800 messages
+  // and frames per second.
+  size_t timeline_capacity = 4096;
+  absl::Duration timeline_window = absl::Seconds(5);
+  static constexpr size_t kMinTimelineCapacity = 16;
+  static constexpr size_t kMaxTimelineCapacity = size_t{1} << 22;
   // Matrix's isDebug / isDevEnv: verbose logs.
   bool debug = false;
   bool dev_env = false;
@@ -132,6 +142,8 @@ class TraceConfig::Builder {
   Builder& SetMethodTraceBufferBytes(size_t bytes) { c_.method_trace_buffer_bytes = bytes; return *this; }
   Builder& SetCpuSamplePeriod(absl::Duration d) { c_.cpu_sample_period = d; return *this; }
   Builder& SetSignalAnrSignal(int signo) { c_.signal_anr_signal = signo; return *this; }
+  Builder& SetTimelineCapacity(size_t events) { c_.timeline_capacity = events; return *this; }
+  Builder& SetTimelineWindow(absl::Duration d) { c_.timeline_window = d; return *this; }
   Builder& IsDebug(bool on) { c_.debug = on; return *this; }
   Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
 

@@ -42,6 +42,7 @@
 #include "matrix/trace/method_tracer.h"
 #include "matrix/trace/signal_anr_tracer.h"
 #include "matrix/trace/startup_tracer.h"
+#include "matrix/trace/timeline.h"
 #include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/ui_thread_monitor.h"
 
@@ -69,6 +70,17 @@ class TracePlugin : public Plugin {
   // The method tracer in use (the plugin's own, or one the application
   // started before Matrix), or null when no enabled tracer needs one.
   MethodTracer* GetMethodTracer() const { return method_tracer_; }
+  // The flight recorder (docs/timeline.md), or null when
+  // TraceConfig::timeline_capacity is 0 or before the first Start().
+  const Timeline* GetTimeline() const { return timeline_.get(); }
+
+  // AttachTimeline()
+  //
+  // Snapshots the timeline's last TraceConfig::timeline_window up to now
+  // into `issue` (Issue.timeline), marking `detected_at` as detected by
+  // `detected_by`. Does nothing without a timeline. Any thread but the
+  // looper's (it allocates and symbolizes); the plugin must be alive.
+  void AttachTimeline(Issue& issue, TimeTicks detected_at, const std::string& detected_by) const;
 
  protected:
   absl::Status OnInit() override;
@@ -87,6 +99,9 @@ class TracePlugin : public Plugin {
   void StartTracers();
   void StopTracers();
   void DestroyMonitors();
+  // Reports a slow-method or FPS issue, with the timeline when it is about a
+  // slow method or a frozen frame (worker thread).
+  void ReportWithTimeline(Issue issue);
 
   const TraceConfig config_;
   std::unique_ptr<LooperMonitor> looper_monitor_;
@@ -98,6 +113,8 @@ class TracePlugin : public Plugin {
   std::unique_ptr<IdleHandlerLagTracer> idle_handler_tracer_;
   std::unique_ptr<InputLagTracer> input_lag_tracer_;
   std::unique_ptr<SignalAnrTracer> signal_anr_tracer_;
+  std::unique_ptr<Timeline> timeline_;
+  ObserverRegistration timeline_registration_;
   std::unique_ptr<MethodTracer> owned_method_tracer_;
   MethodTracer* method_tracer_ = nullptr;
   const ProcReader proc_;

@@ -50,6 +50,7 @@
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/proc_stats.h"
 #include "matrix/trace/stack_capture.h"
+#include "matrix/trace/timeline.h"
 #include "matrix/trace/tracer.h"
 
 namespace matrix {
@@ -75,6 +76,11 @@ class AnrTracer : public Tracer {
     // Captures the looper thread's stack (default: StackCapturer::Get()).
     CaptureFn capture;
     IssueCallback report;  // Receives the issues (worker thread).
+    // The flight recorder (not owned; null for none): its last
+    // `timeline_window` is snapshot at the crossing (ANR) or when the lagging
+    // dispatch ends (LAG) and attached as Issue.timeline.
+    const Timeline* timeline = nullptr;
+    absl::Duration timeline_window = absl::Seconds(5);
   };
 
   explicit AnrTracer(Options options);

@@ -42,7 +42,7 @@ inline constexpr int kExitUsage = 2;
 // Where inputs are read from when none are given: the sink's default.
 inline constexpr char kDefaultInput[] = "./matrix-reports";
 
-enum class Command { kSummary, kGroup, kShow, kExport, kHtml };
+enum class Command { kSummary, kGroup, kShow, kExport, kHtml, kTimeline };
 enum class ExportFormat { kCsv, kJson, kJsonLines };
 
 struct CommandLine {

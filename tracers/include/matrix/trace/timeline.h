@@ -1,0 +1,166 @@
+// File: matrix/trace/timeline.h
+//
+// Timeline is the flight recorder of the looper thread: a fixed-size ring of
+// the recent past (dispatches with their target, frames with their phases
+// and dropped count), written on the looper thread for the price of a few
+// relaxed stores per event, and copied out by any other thread when an issue
+// is reported. Idle periods are the gaps between dispatches; traced calls
+// come from the MethodTracer's own buffer when the snapshot is taken (they
+// are not recorded twice).
+//
+//   matrix::Timeline timeline({.capacity = 4096});      // on the looper thread
+//   auto registration = ui_thread_monitor->AddObserver(&timeline);
+//   ...
+//   // Watchdog or worker thread, when a hang is detected:
+//   matrix::TimelineSnapshot snapshot = timeline.Snapshot(detected_at, absl::Seconds(5));
+//   matrix::FillTimeline(snapshot, "ANR watchdog", issue.mutable_timeline());
+//
+// The ring is preallocated at construction and never grows: the oldest
+// events are overwritten. Each slot is a small seqlock (a version word and
+// seven data words, all atomics), so a reader never blocks the writer and
+// drops a slot that was rewritten while it copied it.
+//
+// Thread safety: the LooperObserver callbacks run on the looper thread only
+// (the single writer). Snapshot() and the accessors may be called from any
+// thread at any time, concurrently with the writer.
+
+#ifndef MATRIX_TRACE_TIMELINE_H_
+#define MATRIX_TRACE_TIMELINE_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "matrix/core/time_ticks.h"
+#include "matrix/proto/timeline.pb.h"
+#include "matrix/trace/method_tracer.h"
+#include "matrix/trace/ui_thread_monitor.h"
+
+namespace matrix {
+
+struct TimelineOptions {
+  // Events kept (rounded down to a power of two, at least kMinCapacity). A
+  // dispatch is one event, a frame one more. 64 bytes each.
+  size_t capacity = 4096;
+  // The method tracer whose records give the traced calls at snapshot time
+  // (not owned; null without method tracing).
+  const MethodTracer* method_tracer = nullptr;
+
+  static constexpr size_t kMinCapacity = 16;
+  static constexpr size_t kMaxCapacity = size_t{1} << 22;  // 256 MiB of slots.
+};
+
+// One recorded event, decoded.
+struct TimelineEvent {
+  enum class Kind : uint8_t { kDispatch = 1, kFrame = 2 };
+  Kind kind = Kind::kDispatch;
+  uint64_t number = 0;  // Position in the ring's history (0 = first event).
+  TimeTicks begin;
+  TimeTicks end;  // Null for a dispatch still running when copied.
+
+  // kDispatch: what ran (each interned or a literal; valid forever), and the
+  // method-trace mark of its begin (0 without tracing).
+  const std::string* target_name = nullptr;  // The target Handler's name.
+  const char* function = nullptr;            // Where it was posted from...
+  const char* file = nullptr;
+  int line = 0;
+  bool has_callback = false;
+  const char* label = nullptr;  // A foreign loop's label.
+  uint64_t method_mark = 0;
+
+  // kFrame.
+  TimeTicks intended_vsync;
+  int64_t frame_number = 0;
+  int64_t dropped_frames = 0;
+  // Time in each Choreographer queue (UIThreadMonitor::Phase order).
+  std::array<absl::Duration, UIThreadMonitor::kPhaseCount> phases{};
+
+  bool finished() const { return !end.is_null(); }
+  // "fn@file:line", the Handler's name, the label, or "dispatch".
+  std::string DispatchName() const;
+};
+
+// What Timeline::Snapshot() copied: events that overlap [begin, end], oldest
+// first, and the traced calls of that time when method tracing is on.
+struct TimelineSnapshot {
+  TimeTicks begin;        // end - window.
+  TimeTicks end;          // When the snapshot was taken.
+  TimeTicks detected_at;  // The instant the issue was detected.
+  std::vector<TimelineEvent> events;
+  // Events overwritten before they could be copied (the ring wrapped while
+  // a slow reader copied, or the window is longer than the ring).
+  uint64_t lost = 0;
+  // The window reaches back before the oldest event still in the ring.
+  bool ring_wrapped = false;
+  bool has_method_records = false;
+  RecordCopy method_records;
+};
+
+class Timeline : public LooperObserver {
+ public:
+  explicit Timeline(TimelineOptions options = {});
+  ~Timeline() override;
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // LooperObserver (looper thread). A dispatch is written at its begin and
+  // closed at its end (its end time is stored into the same slot); a frame
+  // is written once, complete, when the monitor reports it.
+  void DispatchBegin(const DispatchData& dispatch) override;
+  void DoFrame(const FrameData& frame) override;
+  void DispatchEnd(const DispatchData& dispatch) override;
+
+  // Snapshot()
+  //
+  // Copies the events that overlap [now - window, now], plus the traced calls
+  // of that time. Allocates; never call on the looper thread. Any thread.
+  TimelineSnapshot Snapshot(TimeTicks now, absl::Duration window, TimeTicks detected_at) const;
+  TimelineSnapshot Snapshot(TimeTicks now, absl::Duration window) const {
+    return Snapshot(now, window, now);
+  }
+
+  size_t capacity() const { return mask_ + 1; }
+  // Events written so far. Any thread.
+  uint64_t event_count() const { return head_.load(std::memory_order_acquire); }
+
+ private:
+  // A slot: `version` is (event number + 1) * 4 + state; state bit 0 is set
+  // while the slot is written, bit 1 once a dispatch's end was stored.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> version{0};
+    std::array<std::atomic<uint64_t>, 7> words{};
+  };
+  static_assert(sizeof(Slot) == 64, "one cache line per event");
+
+  bool ReadSlot(uint64_t number, TimelineEvent* out) const;
+
+  const TimelineOptions options_;
+  const size_t mask_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> head_{0};  // The next event number.
+  // The dispatch in progress (looper thread only).
+  uint64_t open_number_ = 0;
+  bool open_ = false;
+  TimeTicks last_frame_end_;
+};
+
+// FillTimeline()
+//
+// The snapshot as an issue's timeline: times in microseconds from the start
+// of the window, dispatches named as the reports name messages, frames with
+// their phases, idle gaps of at least kMinIdleGap between dispatches, and the
+// traced calls (names resolved with the Symbolizer; at most `max_calls`, the
+// longest kept). `detected_by` names the detector ("ANR watchdog"). Any
+// thread but the looper's (symbolizes).
+inline constexpr absl::Duration kMinIdleGap = absl::Milliseconds(1);
+void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
+                  proto::Timeline* out, size_t max_calls = 20000);
+
+}  // namespace matrix
+
+#endif  // MATRIX_TRACE_TIMELINE_H_

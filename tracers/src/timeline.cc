@@ -1,0 +1,328 @@
+#include "matrix/trace/timeline.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "matrix/core/check.h"
+#include "matrix/core/handler.h"
+#include "matrix/core/message.h"
+#include "matrix/trace/call_tree.h"
+#include "matrix/trace/frame_stats.h"
+#include "matrix/trace/symbolizer.h"
+
+namespace matrix {
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+// Slot words.
+enum Word { kBegin = 0, kEnd = 1, kMeta = 2, kA = 3, kB = 4, kC = 5, kD = 6 };
+// kMeta: kind in bits 0-7, flags in 8-15, a 32-bit value (line or dropped
+// frames) in 32-63.
+constexpr uint64_t kFlagCallback = 1 << 8;
+constexpr uint64_t kFlagLabel = 1 << 9;
+constexpr uint64_t kStateWriting = 1;
+constexpr uint64_t kStateEnded = 2;
+
+uint64_t Ptr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+template <typename T>
+T* FromWord(uint64_t w) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(w));
+}
+
+// Two durations in microseconds (saturated to 32 bits) in one word.
+uint64_t PackMicros(absl::Duration lo, absl::Duration hi) {
+  auto us = [](absl::Duration d) -> uint64_t {
+    const int64_t v = absl::ToInt64Microseconds(d);
+    return static_cast<uint64_t>(std::clamp<int64_t>(v, 0, UINT32_MAX));
+  };
+  return us(lo) | (us(hi) << 32);
+}
+absl::Duration LowMicros(uint64_t w) { return absl::Microseconds(w & UINT32_MAX); }
+absl::Duration HighMicros(uint64_t w) { return absl::Microseconds(w >> 32); }
+
+size_t RoundCapacity(size_t requested) {
+  size_t c = std::clamp(requested, TimelineOptions::kMinCapacity, TimelineOptions::kMaxCapacity);
+  size_t p = 1;
+  while (p * 2 <= c) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+std::string TimelineEvent::DispatchName() const {
+  if (function != nullptr && file != nullptr) {
+    const char* base = file;
+    for (const char* p = file; *p != '\0'; ++p) {
+      if (*p == '/') base = p + 1;
+    }
+    return absl::StrCat(function, "@", base, ":", line);
+  }
+  if (target_name != nullptr) return absl::StrCat("Handler (", *target_name, ")");
+  if (label != nullptr) return label;
+  return "dispatch";
+}
+
+Timeline::Timeline(TimelineOptions options)
+    : options_(options),
+      mask_(RoundCapacity(options.capacity) - 1),
+      slots_(new Slot[mask_ + 1]) {}
+
+Timeline::~Timeline() = default;
+
+void Timeline::DispatchBegin(const DispatchData& dispatch) {
+  const uint64_t n = head_.load(kRelaxed);  // Single writer.
+  Slot& slot = slots_[n & mask_];
+  const uint64_t version = (n + 1) << 2;
+  slot.version.store(version | kStateWriting, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t meta = static_cast<uint64_t>(TimelineEvent::Kind::kDispatch);
+  const std::string* target_name = nullptr;
+  const char* function = nullptr;
+  const char* file = nullptr;
+  if (dispatch.info != nullptr) {
+    if (const Message* msg = dispatch.info->message) {
+      if (msg->target() != nullptr) target_name = &msg->target()->name();
+      if (msg->posted_from.has_source_info()) {
+        function = msg->posted_from.function_name();
+        file = msg->posted_from.file_name();
+        meta |= static_cast<uint64_t>(static_cast<uint32_t>(msg->posted_from.line_number())) << 32;
+      }
+      if (msg->callback) meta |= kFlagCallback;
+    } else if (dispatch.info->label != nullptr) {
+      function = dispatch.info->label;
+      meta |= kFlagLabel;
+    }
+  }
+  slot.words[kBegin].store(static_cast<uint64_t>(dispatch.begin.ToNanoseconds()), kRelaxed);
+  slot.words[kEnd].store(0, kRelaxed);
+  slot.words[kMeta].store(meta, kRelaxed);
+  slot.words[kA].store(Ptr(target_name), kRelaxed);
+  slot.words[kB].store(Ptr(function), kRelaxed);
+  slot.words[kC].store(Ptr(file), kRelaxed);
+  slot.words[kD].store(dispatch.method_mark, kRelaxed);
+  slot.version.store(version, std::memory_order_release);
+  head_.store(n + 1, std::memory_order_release);
+  open_number_ = n;
+  open_ = true;
+}
+
+void Timeline::DoFrame(const FrameData& frame) {
+  const uint64_t n = head_.load(kRelaxed);
+  Slot& slot = slots_[n & mask_];
+  const uint64_t version = (n + 1) << 2;
+  // UIThreadMonitor leaves dropped_frames to FrameTracer: count them here the
+  // same way (one division per frame, not per message).
+  const int64_t dropped =
+      frame.dropped_frames > 0
+          ? frame.dropped_frames
+          : CountDroppedFrames(frame.intended_frame_time, frame.end, last_frame_end_,
+                               frame.refresh_rate);
+  last_frame_end_ = frame.end;
+  slot.version.store(version | kStateWriting, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.words[kBegin].store(static_cast<uint64_t>(frame.start.ToNanoseconds()), kRelaxed);
+  slot.words[kEnd].store(static_cast<uint64_t>(frame.end.ToNanoseconds()), kRelaxed);
+  slot.words[kMeta].store(
+      static_cast<uint64_t>(TimelineEvent::Kind::kFrame) |
+          (static_cast<uint64_t>(std::clamp<int64_t>(dropped, 0, UINT32_MAX)) << 32),
+      kRelaxed);
+  slot.words[kA].store(static_cast<uint64_t>(frame.intended_frame_time.ToNanoseconds()),
+                       kRelaxed);
+  slot.words[kB].store(PackMicros(frame.input, frame.animation), kRelaxed);
+  slot.words[kC].store(PackMicros(frame.traversal, frame.commit), kRelaxed);
+  slot.words[kD].store(static_cast<uint64_t>(frame.frame_number), kRelaxed);
+  slot.version.store(version, std::memory_order_release);
+  head_.store(n + 1, std::memory_order_release);
+}
+
+void Timeline::DispatchEnd(const DispatchData& dispatch) {
+  if (!open_) return;
+  open_ = false;
+  const uint64_t n = open_number_;
+  // Overwritten already (more frames than the ring holds in one dispatch)?
+  if (head_.load(kRelaxed) - n > mask_) return;
+  Slot& slot = slots_[n & mask_];
+  const uint64_t version = (n + 1) << 2;
+  slot.version.store(version | kStateEnded | kStateWriting, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.words[kEnd].store(static_cast<uint64_t>(dispatch.end.ToNanoseconds()), kRelaxed);
+  slot.version.store(version | kStateEnded, std::memory_order_release);
+}
+
+bool Timeline::ReadSlot(uint64_t number, TimelineEvent* out) const {
+  const Slot& slot = slots_[number & mask_];
+  const uint64_t v1 = slot.version.load(std::memory_order_acquire);
+  if ((v1 & kStateWriting) != 0 || (v1 >> 2) != number + 1) return false;
+  std::array<uint64_t, 7> w;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = slot.words[i].load(kRelaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.version.load(kRelaxed) != v1) return false;
+
+  *out = TimelineEvent();
+  out->number = number;
+  out->kind = static_cast<TimelineEvent::Kind>(w[kMeta] & 0xff);
+  out->begin = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kBegin]));
+  if (w[kEnd] != 0) out->end = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kEnd]));
+  if (out->kind == TimelineEvent::Kind::kDispatch) {
+    out->target_name = FromWord<const std::string>(w[kA]);
+    if ((w[kMeta] & kFlagLabel) != 0) {
+      out->label = FromWord<const char>(w[kB]);
+    } else {
+      out->function = FromWord<const char>(w[kB]);
+      out->file = FromWord<const char>(w[kC]);
+      out->line = static_cast<int>(w[kMeta] >> 32);
+    }
+    out->has_callback = (w[kMeta] & kFlagCallback) != 0;
+    out->method_mark = w[kD];
+  } else if (out->kind == TimelineEvent::Kind::kFrame) {
+    out->intended_vsync = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kA]));
+    out->dropped_frames = static_cast<int64_t>(w[kMeta] >> 32);
+    out->phases = {LowMicros(w[kB]), HighMicros(w[kB]), LowMicros(w[kC]), HighMicros(w[kC])};
+    out->frame_number = static_cast<int64_t>(w[kD]);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
+                                    TimeTicks detected_at) const {
+  TimelineSnapshot snapshot;
+  snapshot.end = now;
+  snapshot.begin = now - window;
+  snapshot.detected_at = detected_at;
+  const uint64_t head = head_.load(std::memory_order_acquire);
+  const uint64_t oldest = head > mask_ + 1 ? head - (mask_ + 1) : 0;
+  // Newest first, until an event ends before the window (events are written
+  // in begin order, and a dispatch ends before the next begins).
+  std::vector<TimelineEvent>& newest_first = snapshot.events;
+  newest_first.reserve(static_cast<size_t>(head - oldest));
+  bool reached_window_start = false;
+  for (uint64_t n = head; n > oldest;) {
+    --n;
+    TimelineEvent e;
+    if (!ReadSlot(n, &e)) {
+      ++snapshot.lost;  // Overwritten (or being rewritten) while we read.
+      continue;
+    }
+    if (e.begin > now) continue;  // Written after the snapshot instant.
+    if (e.finished() && e.end < snapshot.begin) {
+      reached_window_start = true;
+      break;
+    }
+    newest_first.push_back(e);
+  }
+  snapshot.ring_wrapped = !reached_window_start && oldest > 0;
+  std::reverse(snapshot.events.begin(), snapshot.events.end());  // Oldest first.
+
+  if (options_.method_tracer != nullptr) {
+    // From the first dispatch in the window that carries a mark to now.
+    uint64_t from = 0;
+    for (const TimelineEvent& e : snapshot.events) {
+      if (e.kind == TimelineEvent::Kind::kDispatch && e.method_mark != 0) {
+        from = e.method_mark;
+        break;
+      }
+    }
+    if (from != 0) {
+      snapshot.method_records = options_.method_tracer->Copy(from, options_.method_tracer->Mark());
+      snapshot.has_method_records = true;
+    }
+  }
+  return snapshot;
+}
+
+void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
+                  proto::Timeline* out, size_t max_calls) {
+  const TimeTicks origin = snapshot.begin;
+  auto us = [&](TimeTicks t) {
+    return absl::ToInt64Microseconds(std::max(t, origin) - origin);
+  };
+  // A difference of floored times, so that a span inside another stays
+  // inside it in microseconds.
+  auto dur_us = [&](TimeTicks a, TimeTicks b) { return us(b) - us(a); };
+  out->set_start_ns(origin.ToNanoseconds());
+  out->set_window_us(absl::ToInt64Microseconds(snapshot.end - origin));
+  out->set_detected_at_us(us(snapshot.detected_at));
+  out->set_detected_by(detected_by);
+  out->set_lost_events(static_cast<int64_t>(snapshot.lost));
+  out->set_ring_wrapped(snapshot.ring_wrapped);
+
+  TimeTicks last_dispatch_end;
+  for (const TimelineEvent& e : snapshot.events) {
+    const TimeTicks end = e.finished() ? std::min(e.end, snapshot.end) : snapshot.end;
+    if (e.kind == TimelineEvent::Kind::kDispatch) {
+      if (!last_dispatch_end.is_null() && e.begin - last_dispatch_end >= kMinIdleGap &&
+          last_dispatch_end >= origin) {
+        proto::TimelineSlice* idle = out->add_idle();
+        idle->set_name("idle");
+        idle->set_ts_us(us(last_dispatch_end));
+        idle->set_dur_us(dur_us(last_dispatch_end, e.begin));
+      }
+      last_dispatch_end = e.finished() ? e.end : TimeTicks();
+      proto::TimelineSlice* d = out->add_dispatches();
+      d->set_name(e.DispatchName());
+      d->set_ts_us(us(e.begin));
+      d->set_dur_us(dur_us(e.begin, end));
+      d->set_unfinished(!e.finished() || e.end > snapshot.end);
+      if (e.target_name != nullptr) d->set_target(*e.target_name);
+      if (e.label != nullptr) {
+        d->set_callback(e.label);
+      } else if (e.function != nullptr) {
+        d->set_callback(e.has_callback ? e.DispatchName() : "null");
+      }
+    } else {
+      proto::TimelineSlice* f = out->add_frames();
+      f->set_name(absl::StrCat("frame ", e.frame_number));
+      f->set_ts_us(us(e.begin));
+      f->set_dur_us(dur_us(e.begin, end));
+      f->set_frame_number(e.frame_number);
+      f->set_dropped_frames(e.dropped_frames);
+      f->set_intended_vsync_us(us(e.intended_vsync));
+      f->set_input_us(absl::ToInt64Microseconds(e.phases[0]));
+      f->set_animation_us(absl::ToInt64Microseconds(e.phases[1]));
+      f->set_traversal_us(absl::ToInt64Microseconds(e.phases[2]));
+      f->set_commit_us(absl::ToInt64Microseconds(e.phases[3]));
+    }
+  }
+  // The trailing gap: idle since the last dispatch ended.
+  if (!last_dispatch_end.is_null() && snapshot.end - last_dispatch_end >= kMinIdleGap &&
+      last_dispatch_end >= origin) {
+    proto::TimelineSlice* idle = out->add_idle();
+    idle->set_name("idle");
+    idle->set_ts_us(us(last_dispatch_end));
+    idle->set_dur_us(dur_us(last_dispatch_end, snapshot.end));
+  }
+
+  if (snapshot.has_method_records) {
+    CallTree::Options options;
+    options.end_time = snapshot.end;
+    options.merge = false;
+    options.trim_to = max_calls;
+    CallTree tree = CallTree::Build(snapshot.method_records.records, options);
+    tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+    bool trimmed = false;
+    for (const CallNode& n : tree.nodes()) trimmed = trimmed || n.trimmed_descendants > 0;
+    out->set_calls_truncated(snapshot.method_records.truncated() || trimmed);
+    // Depths without the dispatch nodes (dispatches have their own track).
+    std::vector<int> depth(tree.nodes().size(), 0);
+    for (size_t i = 0; i < tree.nodes().size(); ++i) {
+      const CallNode& n = tree.nodes()[i];
+      const int parent_depth = n.parent >= 0 ? depth[static_cast<size_t>(n.parent)] : -1;
+      const bool dispatch = n.kind == MethodKind::kDispatch;
+      depth[i] = dispatch ? parent_depth : parent_depth + 1;
+      if (dispatch) continue;
+      const TimeTicks end = n.start + n.cost;
+      if (end < origin || n.start > snapshot.end) continue;
+      proto::TimelineSlice* c = out->add_calls();
+      c->set_name(n.name.empty() ? absl::StrCat("0x", absl::Hex(n.address)) : n.name);
+      c->set_ts_us(us(n.start));
+      c->set_dur_us(dur_us(n.start, std::min(end, snapshot.end)));
+      c->set_depth(std::max(depth[i], 0));
+      c->set_unfinished(n.running);
+    }
+  }
+}
+
+}  // namespace matrix
