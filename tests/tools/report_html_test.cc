@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "matrix/report/cli.h"
 #include "matrix/report/issue_filter.h"
+#include "matrix/report/timeline_export.h"
 #include "report_test_util.h"
 
 namespace matrix::report {
@@ -285,6 +286,33 @@ TEST(IssueTraceEventsJsonTest, BlockStartupAndFrames) {
                                                ",\"dur\":1777700")));
   EXPECT_THAT(*startup, HasSubstr("\"name\":\"first scene shown\""));
   EXPECT_FALSE(IssueTraceEventsJson(Parsed(FrameIssue("Gallery", 50, kBaseTimeMs))).has_value());
+}
+
+// An issue that carries the flight recorder's timeline is drawn from it (the
+// same JSON as `matrix-report timeline`), not from the events derived from
+// the report; a frozen-frame FPS report with a timeline gets one too.
+TEST(IssueTraceEventsJsonTest, RecordedTimelineIsPreferredToDerivedEvents) {
+  proto::Issue issue = AnrIssue("app::Decode()", proto::ANR, 5000, kBaseTimeMs + 10'000);
+  proto::Timeline* t = issue.mutable_timeline();
+  t->set_window_us(5'000'000);
+  t->set_detected_at_us(4'900'000);
+  t->set_detected_by("ANR watchdog");
+  proto::TimelineSlice* d = t->add_dispatches();
+  d->set_name("Reload@net.cc:42");
+  d->set_ts_us(50'000);
+  d->set_dur_us(4'950'000);
+  const IssueRecord record = Parsed(issue);
+  const std::optional<std::string> json = IssueTraceEventsJson(record);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(*json, TimelineTraceEvents(record));
+  EXPECT_THAT(*json, HasSubstr("Reload@net.cc:42"));
+  EXPECT_THAT(*json, Not(HasSubstr("\"name\":\"stack captured\"")));
+
+  proto::Issue frames = FrameIssue("Gallery", 50, kBaseTimeMs);
+  frames.mutable_timeline()->add_frames()->set_name("frame 7");
+  const std::optional<std::string> frame_json = IssueTraceEventsJson(Parsed(frames));
+  ASSERT_TRUE(frame_json.has_value());
+  EXPECT_THAT(*frame_json, HasSubstr("frame 7"));
 }
 
 TEST(HtmlReportTest, EmptyInputStillMakesAPage) {

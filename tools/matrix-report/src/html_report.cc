@@ -17,6 +17,7 @@
 #include "matrix/report/html_report_assets.h"  // Generated: kHtmlReportCss, kHtmlReportJs.
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/text_render.h"
+#include "matrix/report/timeline_export.h"
 
 namespace matrix::report {
 namespace {
@@ -442,8 +443,9 @@ std::string ScriptJson(absl::string_view json) {
 }
 
 std::optional<std::string> IssueTraceEventsJson(const IssueRecord& record) {
-  // FLIGHT RECORDER: when the issue carries its recorded timeline, return
-  // that trace-event JSON here instead of the events derived below.
+  // The flight recorder's timeline when the issue carries one (the same JSON
+  // as `matrix-report timeline`); otherwise what the report itself says.
+  if (record.issue.has_timeline()) return TimelineTraceEvents(record);
   TraceWriter w;
   const proto::Issue& issue = record.issue;
   if (issue.has_anr()) {

@@ -50,21 +50,20 @@ std::string RenderHtmlReport(const ReadResult& read,
                              const std::vector<const IssueRecord*>& selected, bool filtered,
                              const HtmlReportOptions& options);
 
-// The Chrome trace-event JSON ({"traceEvents":[...],"displayTimeUnit":"ms"},
-// ts and dur in microseconds since the Unix epoch) of what happened around
-// `record`, or nullopt when nothing can be placed in time (frame reports,
-// unknown kinds).
+// The Chrome trace-event JSON ({"traceEvents":[...],"displayTimeUnit":"ms"})
+// of what happened around `record`, or nullopt when nothing can be placed in
+// time (frame reports without a timeline, unknown kinds).
 //
-// Today the events are derived from the issue itself (see
+// An issue that carries the flight recorder's timeline (Issue.timeline) gets
+// exactly TimelineTraceEvents(record) (timeline_export.h): times in
+// microseconds from the start of its window. Otherwise the events (ts and dur
+// in microseconds since the Unix epoch) are derived from the issue itself (see
 // docs/matrix-report.md, "html"): a hang's or slow method's dispatch as an X
 // event ending at the report, its call tree as nested X events laid out in
 // call order (the tree has no start times), the stack capture and the
 // watchdog's detection as instants; a BlockCanary block from its start to
 // its end with an instant per stack sample; a startup's phases from the
 // process start. Thread lanes are named with M thread_name events.
-//
-// When issues carry the flight recorder's timeline, this is the one place
-// that must return it instead (the page draws any trace-event JSON).
 std::optional<std::string> IssueTraceEventsJson(const IssueRecord& record);
 
 // `s` with &, <, >, " and ' replaced by entities: safe in HTML text and in
