@@ -422,6 +422,72 @@ TEST_F(AnrTracerTest, DispatchesInSequence_EachJudgedOnItsOwnBegin) {
   }
 }
 
+// Slow dispatches back to back through the foreign hooks (the GLib e2e
+// sequence): after the first LAG the watchdog must not sleep until that
+// dispatch's ANR deadline, or every dispatch ending before it goes unwatched.
+TEST_F(AnrTracerTest, LaggingDispatchesInARow_EachGetsItsOwnLag) {
+  Start();
+  constexpr int kDispatches = 4;
+  const absl::Duration kLength = absl::Milliseconds(2200);
+  std::vector<TimeTicks> expected_captures;
+  for (int i = 0; i < kDispatches; ++i) {
+    env_.FastForwardBy(absl::Milliseconds(10));
+    expected_captures.push_back(env_.Now() + kLag);
+    Begin();
+    env_.FastForwardBy(kLength);
+    End();
+  }
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_EQ(capture_.times(), expected_captures);
+  ASSERT_THAT(issues_.WithDetail(proto::LAG), SizeIs(kDispatches));
+  for (const Issue& issue : issues_.all()) {
+    EXPECT_EQ(issue.proto().anr().detail(), proto::LAG);
+    EXPECT_DOUBLE_EQ(issue.proto().anr().cost_ms(), 2200);
+    EXPECT_DOUBLE_EQ(issue.proto().anr().detection_delay_ms(), 0);
+  }
+  EXPECT_EQ(anr_->lag_count(), kDispatches);
+}
+
+// The same when the lagging dispatch ends while the watchdog captures (the
+// watchdog reports the LAG itself) and the next slow one follows at once.
+TEST_F(AnrTracerTest, LagEndingDuringCapture_NextSlowDispatchStillWatched) {
+  Start();
+  Begin();
+  capture_.RunDuringNextCapture([this] {
+    looper_monitor_->DispatchEnd();
+    looper_monitor_->DispatchBegin("second");
+  });
+  const TimeTicks second_begin = env_.Now() + kLag;
+  env_.FastForwardBy(kLag + absl::Milliseconds(2200));
+  End();
+  env_.FastForwardBy(absl::Seconds(10));
+  ASSERT_THAT(issues_.WithDetail(proto::LAG), SizeIs(2));
+  EXPECT_EQ(capture_.times().back(), second_begin + kLag);
+  EXPECT_DOUBLE_EQ(issues_.all()[1].proto().anr().detection_delay_ms(), 0);
+}
+
+// With a debugger attached nothing is reported, but a suppressed LAG must not
+// leave the watchdog asleep until the ANR deadline either: once the debugger
+// goes, the next slow dispatch is reported on time.
+TEST_F(AnrTracerTest, SuppressedLag_DoesNotDelayTheNextDispatchesWatch) {
+  proc_.SetTracerPid(4242);
+  Start();
+  Begin();
+  env_.FastForwardBy(absl::Milliseconds(2200));
+  End();
+  EXPECT_EQ(anr_->suppressed_by_debugger(), 1);
+  proc_.SetTracerPid(0);
+  env_.FastForwardBy(absl::Milliseconds(10));
+  const TimeTicks begin = env_.Now();
+  Begin();
+  env_.FastForwardBy(absl::Milliseconds(2200));
+  End();
+  env_.FastForwardBy(absl::Seconds(10));
+  ASSERT_THAT(issues_.WithDetail(proto::LAG), SizeIs(1));
+  EXPECT_EQ(capture_.times().back(), begin + kLag);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().detection_delay_ms(), 0);
+}
+
 TEST_F(AnrTracerTest, NewDispatchRightAfterAReportedOne_IsWatchedFromItsOwnBegin) {
   Start();
   Begin();

@@ -132,6 +132,7 @@ void AnrTracer::Check() {
 
   const DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
   TimeTicks next = now + options_.lag_threshold;
+  bool watched_ended = false;
   if (s.active) {
     if (s.dispatch_number != watch_.number) watch_ = Watch{s.dispatch_number, s.begin, s.begin};
     // A late wake-up did not watch the gap: do not count it against the
@@ -156,19 +157,26 @@ void AnrTracer::Check() {
       if (!DebuggerSuppresses()) {
         pending_lag_ = Capture(s, now, watch_.watch_from + options_.lag_threshold);
         pending_lag_->detail = proto::LAG;
-        lag_pending_number_.store(s.dispatch_number);
-        // If the dispatch ended before the looper could see the pending
-        // number, report it from here.
-        const DispatchHeartbeat::Snapshot after = options_.monitor->heartbeat().Read();
-        if (after.dispatch_number != s.dispatch_number || !after.active) {
-          uint64_t expected = s.dispatch_number;
-          if (lag_pending_number_.compare_exchange_strong(expected, 0)) {
-            EmitLag(after.dispatch_number == s.dispatch_number ? after.last_end : now);
-          }
+      }
+      // Published even when suppressed (no pending report then): the next
+      // check is this dispatch's ANR deadline, so its end must wake the
+      // watchdog (DispatchEnd), or the dispatches after it would go unwatched
+      // until that deadline.
+      lag_pending_number_.store(s.dispatch_number);
+      // If the dispatch ended before the looper could see the pending
+      // number, report it from here and look at the looper again at once.
+      const DispatchHeartbeat::Snapshot after = options_.monitor->heartbeat().Read();
+      if (after.dispatch_number != s.dispatch_number || !after.active) {
+        watched_ended = true;
+        uint64_t expected = s.dispatch_number;
+        if (lag_pending_number_.compare_exchange_strong(expected, 0)) {
+          EmitLag(after.dispatch_number == s.dispatch_number ? after.last_end : now);
         }
       }
     }
-    if (!watch_.lag_done) {
+    if (watched_ended) {
+      next = now;
+    } else if (!watch_.lag_done) {
       next = watch_.watch_from + options_.lag_threshold;
     } else if (!watch_.anr_done) {
       next = watch_.watch_from + options_.anr_threshold;
@@ -184,7 +192,13 @@ void AnrTracer::DispatchEnd(const DispatchData& dispatch) {
   if (pending != dispatch.dispatch_number || pending == 0) return;
   if (!lag_pending_number_.compare_exchange_strong(pending, 0)) return;
   const int64_t end_ns = dispatch.end.ToNanoseconds();
-  watchdog_handler_->Post([this, end_ns] { EmitLag(TimeTicks::FromNanoseconds(end_ns)); });
+  watchdog_handler_->Post([this, end_ns] {
+    EmitLag(TimeTicks::FromNanoseconds(end_ns));
+    // The watchdog was asleep until this dispatch's ANR deadline: watch the
+    // looper again now, so the next dispatch is judged from its own begin.
+    scheduled_for_ = TimeTicks();
+    Check();
+  });
 }
 
 void AnrTracer::EmitLag(TimeTicks end) {

@@ -18,7 +18,9 @@
 //   - It sleeps until the next instant a threshold could be crossed: the
 //     running dispatch's begin + threshold, or, when the looper is idle, one
 //     lag threshold from now (a dispatch that begins later cannot cross before
-//     then). Detection is therefore late only by timer slack.
+//     then). Detection is therefore late only by timer slack. After a LAG
+//     crossing it sleeps until the ANR deadline, so the end of a dispatch that
+//     lagged wakes it (DispatchEnd posts once) to watch the next one.
 //   - When the watchdog itself wakes more than `late_tolerance` after it
 //     asked to (the process was stopped, the machine starved or suspended), it
 //     did not watch the gap: it restarts the running dispatch's clock from
