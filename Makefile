@@ -8,6 +8,7 @@ PACKAGES := cmake g++ make ninja-build pkg-config \
             libuv1-dev \
             libsdl2-dev libgl-dev libegl-dev libgl1-mesa-dri
 PACKAGES += qt6-base-dev
+PACKAGES += libdw-dev
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)
