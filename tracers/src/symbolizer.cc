@@ -838,6 +838,11 @@ void Symbolizer::AddDebugDirectory(std::string directory) {
   debug_directories_.insert(debug_directories_.end() - 1, std::move(directory));
 }
 
+void Symbolizer::ClearCache() {
+  absl::MutexLock lock(&mu_);
+  cache_.clear();
+}
+
 size_t Symbolizer::CacheSizeForTesting() {
   absl::MutexLock lock(&mu_);
   return cache_.size();

@@ -167,6 +167,12 @@ class Symbolizer {
   // re-read. Any thread.
   void AddDebugDirectory(std::string directory) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ClearCache()
+  //
+  // Drops the cached lookups; loaded modules (symbol tables, DWARF handles)
+  // stay. Any thread.
+  void ClearCache() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Number of cached lookups (for tests and memory accounting). Any thread.
   size_t CacheSizeForTesting() ABSL_LOCKS_EXCLUDED(mu_);
 
