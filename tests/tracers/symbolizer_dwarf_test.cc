@@ -16,7 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "matrix/core/time_ticks.h"
 #include "matrix/proto/common.pb.h"
+#include "matrix/trace/call_tree.h"
+#include "matrix/trace/method_record.h"
+#include "matrix/trace/method_tracer.h"
 #include "matrix/trace/report_context.h"
 #include "matrix/trace/stack_capture.h"
 #include "matrix/trace/symbolizer.h"
@@ -228,6 +232,36 @@ TEST_F(SymbolizerDwarfTest, StackTextAndProto_CarryLinesAndInlinedFrames) {
   EXPECT_EQ(top.inlined(0).line(), static_cast<uint32_t>(fixture.inner_line));
   EXPECT_EQ(proto_stack.frames(1).line(), static_cast<uint32_t>(fixture.known_line));
   EXPECT_EQ(proto_stack.frames(1).inlined_size(), 0);
+}
+
+const int kTracedFunctionLine = __LINE__ + 1;
+__attribute__((noinline)) int TracedFunction(int x) { return x * 3 + 1; }
+
+TEST(FillCallTreeTest, CallsCarryTheirDefinitionOrScopeLine) {
+  static const TraceSite site{"app.scope", "/src/app/scope.cc", 77};
+  const auto function = reinterpret_cast<uintptr_t>(&TracedFunction);
+  const auto scope = reinterpret_cast<uintptr_t>(&site);
+  const TimeTicks t0 = TimeTicks::FromNanoseconds(int64_t{1} << 34);
+  const TimeTicks t1 = t0 + absl::Milliseconds(5);
+  std::vector<uint64_t> records = {
+      MakeTimeRecord(t0),
+      MakeRecord(RecordKind::kEnter, function, t0),
+      MakeRecord(RecordKind::kScopeEnter, scope, t0),
+      MakeTimeRecord(t1),
+      MakeRecord(RecordKind::kScopeExit, scope, t1),
+      MakeRecord(RecordKind::kExit, function, t1),
+  };
+  CallTree tree = CallTree::Build(records);
+  tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+  google::protobuf::RepeatedPtrField<proto::MethodCall> calls;
+  FillCallTree(tree, &calls, nullptr);
+  ASSERT_EQ(calls.size(), 2);
+  EXPECT_EQ(calls[0].name(), "matrix::(anonymous namespace)::TracedFunction(int)");
+  EXPECT_THAT(calls[0].file(), EndsWith("/tests/tracers/symbolizer_dwarf_test.cc"));
+  EXPECT_EQ(calls[0].line(), static_cast<uint32_t>(kTracedFunctionLine));
+  EXPECT_EQ(calls[1].name(), "app.scope");
+  EXPECT_EQ(calls[1].file(), "/src/app/scope.cc");
+  EXPECT_EQ(calls[1].line(), 77u);
 }
 
 TEST(DwarfModuleTest, UnreadableFile_IsNull) {
