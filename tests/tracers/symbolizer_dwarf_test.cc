@@ -35,6 +35,7 @@ namespace {
 using ::testing::EndsWith;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
+using ::testing::StartsWith;
 
 constexpr char kFixtureSource[] = "/tests/tracers/dwarf_fixture/dwarf_fixture.cc";
 
@@ -130,7 +131,9 @@ TEST_F(SymbolizerDwarfTest, InlinedFunction_IsAnInlinedFrameWithItsLine) {
   EXPECT_EQ(info.line, fixture.outer_line);
   // ...and the inlined function holds the instruction's line.
   ASSERT_THAT(info.inlined, SizeIs(1));
-  EXPECT_EQ(info.inlined[0].function, "(anonymous namespace)::InlinedHelper");
+  // GCC gives no linkage name for internal linkage (the qualified source
+  // name, no parameters); clang does (with parameters).
+  EXPECT_THAT(info.inlined[0].function, StartsWith("(anonymous namespace)::InlinedHelper"));
   EXPECT_THAT(info.inlined[0].file, EndsWith(kFixtureSource));
   EXPECT_EQ(info.inlined[0].line, fixture.inner_line);
 }
@@ -178,6 +181,20 @@ TEST_F(SymbolizerDwarfTest, StripDebugWithBuildIdTree_FindsLinesInTheDebugDirect
   EXPECT_EQ(info.line, fixture.known_line);
 }
 
+TEST_F(SymbolizerDwarfTest, WithoutDebugAranges_FindsTheUnitByItsRanges) {
+  // clang emits no .debug_aranges; libdw before 0.191 then finds no unit for
+  // an address by itself.
+  std::string path = Copy("noaranges");
+  Run(absl::StrCat("objcopy --remove-section=.debug_aranges ", path));
+  FixtureAddresses fixture = Load(path);
+  Symbolizer symbolizer;
+  SymbolInfo info = symbolizer.Symbolize(fixture.inlined_pc - 1);
+  EXPECT_THAT(info.file, EndsWith(kFixtureSource));
+  EXPECT_EQ(info.line, fixture.outer_line);
+  ASSERT_THAT(info.inlined, SizeIs(1));
+  EXPECT_EQ(info.inlined[0].line, fixture.inner_line);
+}
+
 TEST_F(SymbolizerDwarfTest, FullyStripped_FallsBackToDynsymNamesWithoutLines) {
   std::string path = Copy("stripped");
   Run(absl::StrCat("objcopy --strip-all ", path));
@@ -211,8 +228,7 @@ TEST_F(SymbolizerDwarfTest, StackTextAndProto_CarryLinesAndInlinedFrames) {
   ASSERT_THAT(stack.frames, SizeIs(2));
 
   const std::string text = stack.ToString();
-  EXPECT_TRUE(absl::StrContains(
-      text, absl::StrCat("      inlined (anonymous namespace)::InlinedHelper at ")))
+  EXPECT_TRUE(absl::StrContains(text, "      inlined (anonymous namespace)::InlinedHelper"))
       << text;
   EXPECT_TRUE(absl::StrContains(text, absl::StrCat(kFixtureSource, ":", fixture.inner_line, "\n")))
       << text;
@@ -228,7 +244,7 @@ TEST_F(SymbolizerDwarfTest, StackTextAndProto_CarryLinesAndInlinedFrames) {
   EXPECT_THAT(top.file(), EndsWith(kFixtureSource));
   EXPECT_EQ(top.line(), static_cast<uint32_t>(fixture.outer_line));
   ASSERT_EQ(top.inlined_size(), 1);
-  EXPECT_EQ(top.inlined(0).function(), "(anonymous namespace)::InlinedHelper");
+  EXPECT_THAT(top.inlined(0).function(), StartsWith("(anonymous namespace)::InlinedHelper"));
   EXPECT_EQ(top.inlined(0).line(), static_cast<uint32_t>(fixture.inner_line));
   EXPECT_EQ(proto_stack.frames(1).line(), static_cast<uint32_t>(fixture.known_line));
   EXPECT_EQ(proto_stack.frames(1).inlined_size(), 0);

@@ -554,33 +554,44 @@ bool DwarfModule::Lookup(uintptr_t file_address, SymbolInfo* info) {
   Dwfl_Module* module = handle_->module;
   // Dwfl addresses are file addresses (see Open()); the debug file may have
   // its own bias.
-  Dwarf_Addr address = file_address;
-  Dwfl_Line* line = dwfl_module_getsrc(module, address);
+  const Dwarf_Addr address = file_address;
+  Dwarf_Addr cu_bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module, address, &cu_bias);
+  if (cu == nullptr) {
+    // No .debug_aranges (clang does not emit them, and libdw before 0.191
+    // does not build them from the units): look through the units' ranges.
+    for (Dwarf_Die* unit = dwfl_module_nextcu(module, nullptr, &cu_bias); unit != nullptr;
+         unit = dwfl_module_nextcu(module, unit, &cu_bias)) {
+      if (dwarf_haspc(unit, address - cu_bias) == 1) {
+        cu = unit;
+        break;
+      }
+    }
+  }
+  if (cu == nullptr) return false;
+  Dwarf_Line* line = dwarf_getsrc_die(cu, address - cu_bias);
   if (line == nullptr) return false;
   InlinedFrame location;  // The current location, innermost first.
-  const char* file = dwfl_lineinfo(line, nullptr, &location.line, &location.column, nullptr,
-                                   nullptr);
-  if (file != nullptr) location.file = file;
+  if (const char* file = dwarf_linesrc(line, nullptr, nullptr)) location.file = file;
+  dwarf_lineno(line, &location.line);
+  dwarf_linecol(line, &location.column);
 
   std::vector<InlinedFrame> inlined;
-  Dwarf_Addr cu_bias = 0;
-  if (Dwarf_Die* cu = dwfl_module_addrdie(module, address, &cu_bias)) {
-    Dwarf_Files* files = nullptr;
-    size_t file_count = 0;
-    if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) files = nullptr;
-    Dwarf_Die* scopes = nullptr;
-    int count = dwarf_getscopes(cu, address - cu_bias, &scopes);
-    for (int i = 0; i < count; ++i) {
-      const int tag = dwarf_tag(&scopes[i]);
-      if (tag == DW_TAG_subprogram) break;  // The function itself.
-      if (tag != DW_TAG_inlined_subroutine) continue;  // A lexical block.
-      location.function = DieFunctionName(&scopes[i]);
-      InlinedFrame call_site = CallSite(&scopes[i], files, file_count);
-      inlined.push_back(std::move(location));
-      location = std::move(call_site);
-    }
-    free(scopes);
+  Dwarf_Files* files = nullptr;
+  size_t file_count = 0;
+  if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) files = nullptr;
+  Dwarf_Die* scopes = nullptr;
+  const int count = dwarf_getscopes(cu, address - cu_bias, &scopes);
+  for (int i = 0; i < count; ++i) {
+    const int tag = dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_subprogram) break;             // The function itself.
+    if (tag != DW_TAG_inlined_subroutine) continue;  // A lexical block.
+    location.function = DieFunctionName(&scopes[i]);
+    InlinedFrame call_site = CallSite(&scopes[i], files, file_count);
+    inlined.push_back(std::move(location));
+    location = std::move(call_site);
   }
+  free(scopes);
   info->file = std::move(location.file);
   info->line = location.line;
   info->column = location.column;
