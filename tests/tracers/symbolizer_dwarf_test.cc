@@ -138,6 +138,24 @@ TEST_F(SymbolizerDwarfTest, InlinedFunction_IsAnInlinedFrameWithItsLine) {
   EXPECT_EQ(info.inlined[0].line, fixture.inner_line);
 }
 
+TEST_F(SymbolizerDwarfTest, InlinedLambda_IsNamedByItsEnclosingFunction) {
+  Load(Copy("plain"));
+  auto lambda_fn =
+      reinterpret_cast<uintptr_t (*)(int*)>(dlsym(handles_.back(), "DwarfFixtureLambda"));
+  ASSERT_NE(lambda_fn, nullptr);
+  int inner_line = 0;
+  const uintptr_t pc = lambda_fn(&inner_line);
+  Symbolizer symbolizer;
+  SymbolInfo info = symbolizer.Symbolize(pc - 1);
+  EXPECT_EQ(info.function, "DwarfFixtureLambda");
+  ASSERT_THAT(info.inlined, SizeIs(1));
+  // GCC: the qualified source name; clang: the demangled linkage name.
+  EXPECT_THAT(info.inlined[0].function,
+              ::testing::AnyOf("DwarfFixtureLambda::{lambda}::operator()",
+                               ::testing::StartsWith("DwarfFixtureLambda::$_")));
+  EXPECT_EQ(info.inlined[0].line, inner_line);
+}
+
 TEST_F(SymbolizerDwarfTest, StripDebugWithDebugLink_FindsLinesInTheDebugFile) {
   std::string path = Copy("debuglink");
   Run(absl::StrCat("cd ", dir_, "/debuglink && objcopy --only-keep-debug libdwarf_fixture.so ",

@@ -466,13 +466,27 @@ std::string QualifiedDieName(Dwarf_Die* die) {
   const int count = dwarf_getscopes_die(&declaration, &scopes);
   for (int i = count - 1; i >= 1; --i) {
     const int tag = dwarf_tag(&scopes[i]);
-    if (tag != DW_TAG_namespace && tag != DW_TAG_class_type && tag != DW_TAG_structure_type &&
-        tag != DW_TAG_union_type) {
-      continue;
-    }
     const char* scope = dwarf_diename(&scopes[i]);
-    if (scope == nullptr) scope = tag == DW_TAG_namespace ? "(anonymous namespace)" : "(anonymous)";
-    absl::StrAppend(&qualified, scope, "::");
+    switch (tag) {
+      case DW_TAG_namespace:
+        if (scope == nullptr) scope = "(anonymous namespace)";
+        break;
+      case DW_TAG_class_type:
+      case DW_TAG_structure_type:
+        // A lambda is an unnamed class (clang) or struct (GCC). An unnamed
+        // struct with member functions is rare.
+        if (scope == nullptr) scope = "{lambda}";
+        break;
+      case DW_TAG_union_type:
+        if (scope == nullptr) scope = "(anonymous union)";
+        break;
+      case DW_TAG_subprogram:  // A local class's (a lambda's) enclosing function.
+        break;
+      default:
+        scope = nullptr;
+        break;
+    }
+    if (scope != nullptr) absl::StrAppend(&qualified, scope, "::");
   }
   free(scopes);
   return qualified + name;

@@ -39,3 +39,18 @@ extern "C" __attribute__((visibility("default"), noinline)) uintptr_t DwarfFixtu
   asm volatile("" ::: "memory");
   return pc;
 }
+
+// A lambda inlined into its caller (internal linkage: GCC gives it no
+// linkage name).
+extern "C" __attribute__((visibility("default"), noinline)) uintptr_t DwarfFixtureLambda(
+    int* inner_line) {
+  auto lambda = [inner_line]() __attribute__((always_inline)) {
+    *inner_line = __LINE__ + 1;
+    uintptr_t pc = ReturnAddress();
+    asm volatile("" ::: "memory");
+    return pc;
+  };
+  uintptr_t pc = lambda();
+  asm volatile("" ::: "memory");
+  return pc;
+}
