@@ -13,6 +13,8 @@ PACKAGES += qt6-base-dev
 PACKAGES += chromium
 # The timeline e2e test checks the exported trace with node (tests/e2e/timeline_check.js).
 PACKAGES += nodejs
+# Source lines in symbolized stacks (elfutils' libdw, docs/stacks.md).
+PACKAGES += libdw-dev
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

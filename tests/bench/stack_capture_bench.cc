@@ -4,8 +4,12 @@
 //       `frames` deep, either spinning (on CPU) or sleeping in a futex wait
 //   BM_CaptureCurrentThread/<depth>            unwind of the calling thread (the
 //       share the target thread pays inside the signal handler)
-//   BM_SymbolizeStack_Warm / _Cold             names for a ~35-frame stack,
-//       cached vs a fresh Symbolizer (loads every module's symbol table)
+//   BM_SymbolizeStack_Warm / _Cold /<lines>    names for a ~35-frame stack,
+//       cached vs a fresh Symbolizer (loads every module's symbol table, and
+//       with lines=1 opens its DWARF with libdw); lines=0 is the ELF
+//       symbol-table reader alone (the baseline, as before libdw)
+//   BM_SymbolizeStack_Uncached/<lines>         modules loaded, per-pc cache
+//       empty: one lookup per frame (symbol table, and line table + scopes)
 //   BM_Read*                                   one /proc file read + parse
 
 #include <atomic>
@@ -126,24 +130,51 @@ RawStack CaptureDeepStack() {
   return raw;
 }
 
+SymbolizerOptions LinesOption(const benchmark::State& state) {
+  SymbolizerOptions options;
+  options.source_lines = state.range(0) != 0;
+  return options;
+}
+
 void BM_SymbolizeStack_Warm(benchmark::State& state) {
   RawStack raw = CaptureDeepStack();
-  Symbolizer symbolizer;
+  Symbolizer symbolizer(LinesOption(state));
   (void)SymbolizeStack(raw, &symbolizer);
   for (auto _ : state) benchmark::DoNotOptimize(SymbolizeStack(raw, &symbolizer));
   state.counters["frames"] = raw.depth;
 }
-BENCHMARK(BM_SymbolizeStack_Warm)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SymbolizeStack_Warm)->ArgName("lines")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
-void BM_SymbolizeStack_Cold(benchmark::State& state) {
+void BM_SymbolizeStack_Uncached(benchmark::State& state) {
   RawStack raw = CaptureDeepStack();
+  Symbolizer symbolizer(LinesOption(state));
+  (void)SymbolizeStack(raw, &symbolizer);  // Loads the modules.
   for (auto _ : state) {
-    Symbolizer symbolizer;  // Empty caches: maps modules, loads symbol tables.
+    symbolizer.ClearCache();
     benchmark::DoNotOptimize(SymbolizeStack(raw, &symbolizer));
   }
   state.counters["frames"] = raw.depth;
 }
-BENCHMARK(BM_SymbolizeStack_Cold)->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_SymbolizeStack_Uncached)
+    ->ArgName("lines")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_SymbolizeStack_Cold(benchmark::State& state) {
+  RawStack raw = CaptureDeepStack();
+  for (auto _ : state) {
+    Symbolizer symbolizer(LinesOption(state));  // Empty caches: maps modules, loads tables.
+    benchmark::DoNotOptimize(SymbolizeStack(raw, &symbolizer));
+  }
+  state.counters["frames"] = raw.depth;
+}
+BENCHMARK(BM_SymbolizeStack_Cold)
+    ->ArgName("lines")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
 
 void BM_ReadProcessStat(benchmark::State& state) {
   ProcReader proc;

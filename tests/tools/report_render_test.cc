@@ -80,6 +80,33 @@ TEST(RenderIssueTest, FullPathsShowsModulePaths) {
   EXPECT_THAT(text, HasSubstr("#1  app::A()+0x1c  (/usr/bin/gallery)\n"));
 }
 
+TEST(RenderIssueTest, SourceLinesAndInlinedFramesAreShownUnderTheirFrame) {
+  proto::Issue issue = AnrIssue("app::A()", proto::ANR, 5000, kBaseTimeMs);
+  proto::StackFrame* frame = issue.mutable_anr()->mutable_thread_stack()->mutable_frames(1);
+  frame->set_file("/src/app/a.cc");
+  frame->set_line(88);
+  frame->set_column(7);
+  proto::InlinedFrame* inner = frame->add_inlined();
+  inner->set_function("app::Clamp(int)");
+  inner->set_file("/src/app/math.h");
+  inner->set_line(12);
+  proto::InlinedFrame* middle = frame->add_inlined();
+  middle->set_function("app::Scale(int)");
+  middle->set_file("/src/app/math.h");
+  middle->set_line(30);
+  proto::MethodCall* call = issue.mutable_anr()->mutable_stack(1);
+  call->set_file("/src/app/load.cc");
+  call->set_line(10);
+  // Read back from its JSON line, as `matrix-report show` does.
+  const std::string text = RenderIssue(Parsed(issue), {});
+  EXPECT_TRUE(HasLines(text, {"  #1  app::A()+0x1c  (gallery)",
+                              "      inlined app::Clamp(int) at /src/app/math.h:12",
+                              "      inlined app::Scale(int) at /src/app/math.h:30",
+                              "      at /src/app/a.cc:88",
+                              "  #2  app::Main()+0x120  (gallery)"}));
+  EXPECT_THAT(text, HasSubstr("app::Load() [running]  at /src/app/load.cc:10\n"));
+}
+
 TEST(RenderIssueTest, FrameWithoutFunctionShowsPcAndModuleOffset) {
   google::protobuf::RepeatedPtrField<proto::StackFrame> frames;
   proto::StackFrame* frame = frames.Add();

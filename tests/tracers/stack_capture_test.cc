@@ -75,7 +75,7 @@ TEST(SymbolizeStackTest, ReturnAddressesNameTheCallAndKeepTheirOffsets) {
   EXPECT_EQ(stack.frames[1].symbol.module_offset, stack.frames[0].symbol.module_offset - 3);
 }
 
-TEST(SymbolizedStackTest, ToString_OneFramePerLine) {
+TEST(SymbolizedStackTest, ToString_OneFramePerLineThenItsSourceLine) {
   auto leaf = reinterpret_cast<uintptr_t>(&stack_capture_test::Leaf);
   RawStack raw;
   raw.depth = 2;
@@ -84,10 +84,13 @@ TEST(SymbolizedStackTest, ToString_OneFramePerLine) {
   raw.pcs[1] = 0x10;  // Unmapped.
   std::string text = SymbolizeStack(raw).ToString();
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 2u) << text;
+  // The test binary has debug info: Leaf's frame has its source line.
+  ASSERT_EQ(lines.size(), 3u) << text;
   EXPECT_THAT(lines[0], StartsWith("#0  0x"));
   EXPECT_THAT(lines[0], HasSubstr(" stack_capture_test::Leaf(int)+0x2 ("));
-  EXPECT_EQ(lines[1], "#1  0x0000000000000010 ???");
+  EXPECT_THAT(lines[1], StartsWith("      at /"));
+  EXPECT_THAT(lines[1], HasSubstr("/tests/tracers/stack_capture_test.cc:"));
+  EXPECT_EQ(lines[2], "#1  0x0000000000000010 ???");
 
   raw.truncated = true;
   EXPECT_THAT(SymbolizeStack(raw).ToString(), HasSubstr("... (truncated)"));

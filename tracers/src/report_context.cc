@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "matrix/core/handler.h"
 #include "matrix/trace/method_record.h"
+#include "matrix/trace/method_tracer.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
@@ -93,6 +94,16 @@ void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out) {
     f->set_module(frame.symbol.module);
     f->set_offset(frame.symbol.function.empty() ? frame.symbol.module_offset
                                                 : frame.symbol.function_offset);
+    f->set_file(frame.symbol.file);
+    f->set_line(static_cast<uint32_t>(std::max(frame.symbol.line, 0)));
+    f->set_column(static_cast<uint32_t>(std::max(frame.symbol.column, 0)));
+    for (const InlinedFrame& inlined : frame.symbol.inlined) {
+      proto::InlinedFrame* i = f->add_inlined();
+      i->set_function(inlined.function);
+      i->set_file(inlined.file);
+      i->set_line(static_cast<uint32_t>(std::max(inlined.line, 0)));
+      i->set_column(static_cast<uint32_t>(std::max(inlined.column, 0)));
+    }
   }
   if (stack.truncated) out->set_error("truncated: deeper frames were not captured");
 }
@@ -106,6 +117,16 @@ void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto
     call->set_count(node.count);
     call->set_cost_ms(absl::ToDoubleMilliseconds(node.cost));
     call->set_unfinished(node.running);
+    if (node.kind == MethodKind::kScope && node.address != 0) {
+      const auto* site = reinterpret_cast<const TraceSite*>(node.address);
+      if (site->file != nullptr) call->set_file(site->file);
+      call->set_line(static_cast<uint32_t>(std::max(site->line, 0)));
+    } else if (node.kind == MethodKind::kFunction && node.address != 0) {
+      // The function's entry: its definition line (cached by the Symbolizer).
+      SymbolInfo info = Symbolizer::Get()->Symbolize(node.address);
+      call->set_file(info.file);
+      call->set_line(static_cast<uint32_t>(std::max(info.line, 0)));
+    }
     if (text != nullptr) {
       absl::StrAppendFormat(text, "%d,%s,%d,%.3f\n", node.depth, call->name(), node.count,
                             call->cost_ms());

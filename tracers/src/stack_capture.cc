@@ -529,6 +529,14 @@ std::string SymbolizedStack::ToString() const {
     } else {
       absl::StrAppend(&text, "???\n");
     }
+    for (const InlinedFrame& inlined : symbol.inlined) {
+      absl::StrAppend(&text, "      inlined ", inlined.function.empty() ? "??" : inlined.function);
+      if (!inlined.file.empty()) absl::StrAppend(&text, " at ", inlined.file, ":", inlined.line);
+      text += "\n";
+    }
+    if (!symbol.file.empty()) {
+      absl::StrAppend(&text, "      at ", symbol.file, ":", symbol.line, "\n");
+    }
   }
   if (truncated) absl::StrAppend(&text, "    ... (truncated)\n");
   return text;

@@ -1,7 +1,10 @@
 #include "matrix/trace/symbolizer.h"
 
 #include <cxxabi.h>
+#include <dwarf.h>
 #include <elf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <link.h>
 #include <sys/mman.h>
@@ -22,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 
 namespace matrix {
@@ -33,6 +37,11 @@ std::string DirName(absl::string_view path) {
   if (slash == absl::string_view::npos) return ".";
   if (slash == 0) return "/";
   return std::string(path.substr(0, slash));
+}
+
+std::string BaseNameOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 // A read-only private mapping of a whole file.
@@ -417,6 +426,193 @@ const ElfSymbol* ElfSymbolTable::Lookup(uintptr_t address) const {
   return &*it;
 }
 
+// libdwfl state of one module. The callbacks and the search path must
+// outlive the Dwfl: it keeps pointers to them.
+struct DwarfModule::Handle {
+  ~Handle() {
+    if (dwfl != nullptr) dwfl_end(dwfl);
+  }
+  std::string debuginfo_path;
+  char* debuginfo_path_ptr = nullptr;
+  Dwfl_Callbacks callbacks{};
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* module = nullptr;
+};
+
+namespace {
+
+// The name of a function's DIE qualified with its enclosing namespaces and
+// classes ("(anonymous namespace)::Clamp"), for functions without a linkage
+// name (internal linkage). `die` is followed through DW_AT_abstract_origin
+// and DW_AT_specification to its declaration.
+std::string QualifiedDieName(Dwarf_Die* die) {
+  Dwarf_Die declaration = *die;
+  for (int i = 0; i < 4; ++i) {
+    Dwarf_Attribute attr;
+    Dwarf_Die next;
+    if (dwarf_formref_die(dwarf_attr(&declaration, DW_AT_abstract_origin, &attr), &next) ==
+            nullptr &&
+        dwarf_formref_die(dwarf_attr(&declaration, DW_AT_specification, &attr), &next) ==
+            nullptr) {
+      break;
+    }
+    declaration = next;
+  }
+  const char* name = dwarf_diename(&declaration);
+  if (name == nullptr) return "";
+  std::string qualified;
+  Dwarf_Die* scopes = nullptr;
+  // scopes[0] is the declaration itself, the last one its compile unit.
+  const int count = dwarf_getscopes_die(&declaration, &scopes);
+  for (int i = count - 1; i >= 1; --i) {
+    const int tag = dwarf_tag(&scopes[i]);
+    const char* scope = dwarf_diename(&scopes[i]);
+    switch (tag) {
+      case DW_TAG_namespace:
+        if (scope == nullptr) scope = "(anonymous namespace)";
+        break;
+      case DW_TAG_class_type:
+      case DW_TAG_structure_type:
+        // A lambda is an unnamed class (clang) or struct (GCC). An unnamed
+        // struct with member functions is rare.
+        if (scope == nullptr) scope = "{lambda}";
+        break;
+      case DW_TAG_union_type:
+        if (scope == nullptr) scope = "(anonymous union)";
+        break;
+      case DW_TAG_subprogram:  // A local class's (a lambda's) enclosing function.
+        break;
+      default:
+        scope = nullptr;
+        break;
+    }
+    if (scope != nullptr) absl::StrAppend(&qualified, scope, "::");
+  }
+  free(scopes);
+  return qualified + name;
+}
+
+// A function's name from its DIE (following DW_AT_abstract_origin and
+// DW_AT_specification): the demangled linkage name, else the qualified
+// source name (no parameters).
+std::string DieFunctionName(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  const char* linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+  if (linkage == nullptr) {
+    linkage = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+  }
+  if (linkage != nullptr) return Demangle(linkage);
+  return QualifiedDieName(die);
+}
+
+// The DW_AT_call_file / call_line / call_column of an inlined subroutine.
+InlinedFrame CallSite(Dwarf_Die* inlined, Dwarf_Files* files, size_t file_count) {
+  InlinedFrame site;
+  Dwarf_Attribute attr;
+  Dwarf_Word value = 0;
+  if (files != nullptr &&
+      dwarf_formudata(dwarf_attr(inlined, DW_AT_call_file, &attr), &value) == 0 &&
+      value < file_count) {
+    const char* file = dwarf_filesrc(files, value, nullptr, nullptr);
+    if (file != nullptr) site.file = file;
+  }
+  if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_line, &attr), &value) == 0) {
+    site.line = static_cast<int>(value);
+  }
+  if (dwarf_formudata(dwarf_attr(inlined, DW_AT_call_column, &attr), &value) == 0) {
+    site.column = static_cast<int>(value);
+  }
+  return site;
+}
+
+}  // namespace
+
+DwarfModule::DwarfModule(std::unique_ptr<Handle> handle) : handle_(std::move(handle)) {}
+
+DwarfModule::~DwarfModule() = default;
+
+std::unique_ptr<DwarfModule> DwarfModule::Open(const std::string& path,
+                                               const std::string& open_path,
+                                               const std::vector<std::string>& debug_directories) {
+  auto handle = std::make_unique<Handle>();
+  // libdwfl's search path: "" is the module's directory, ".debug" its
+  // subdirectory, absolute entries are searched by build id and by the
+  // debuglink name. A leading '+' checks debuglink CRCs.
+  handle->debuginfo_path = absl::StrCat("+:.debug:", absl::StrJoin(debug_directories, ":"));
+  handle->debuginfo_path_ptr = handle->debuginfo_path.data();
+  handle->callbacks.find_elf = dwfl_build_id_find_elf;
+  handle->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  handle->callbacks.section_address = dwfl_offline_section_address;
+  handle->callbacks.debuginfo_path = &handle->debuginfo_path_ptr;
+  handle->dwfl = dwfl_begin(&handle->callbacks);
+  if (handle->dwfl == nullptr) return nullptr;
+  int fd = open(open_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  dwfl_report_begin(handle->dwfl);
+  // ET_DYN placed at its own p_vaddr (bias 0): Dwfl addresses are file
+  // addresses. On success the Dwfl owns `fd`.
+  handle->module = dwfl_report_elf(handle->dwfl, BaseNameOf(path).c_str(), path.c_str(), fd,
+                                   /*base=*/0, /*add_p_vaddr=*/true);
+  if (handle->module == nullptr) close(fd);
+  dwfl_report_end(handle->dwfl, nullptr, nullptr);
+  if (handle->module == nullptr) return nullptr;
+  return std::unique_ptr<DwarfModule>(new DwarfModule(std::move(handle)));
+}
+
+bool DwarfModule::HasDwarf() {
+  Dwarf_Addr bias = 0;
+  return dwfl_module_getdwarf(handle_->module, &bias) != nullptr;
+}
+
+bool DwarfModule::Lookup(uintptr_t file_address, SymbolInfo* info) {
+  Dwfl_Module* module = handle_->module;
+  // Dwfl addresses are file addresses (see Open()); the debug file may have
+  // its own bias.
+  const Dwarf_Addr address = file_address;
+  Dwarf_Addr cu_bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module, address, &cu_bias);
+  if (cu == nullptr) {
+    // No .debug_aranges (clang does not emit them, and libdw before 0.191
+    // does not build them from the units): look through the units' ranges.
+    for (Dwarf_Die* unit = dwfl_module_nextcu(module, nullptr, &cu_bias); unit != nullptr;
+         unit = dwfl_module_nextcu(module, unit, &cu_bias)) {
+      if (dwarf_haspc(unit, address - cu_bias) == 1) {
+        cu = unit;
+        break;
+      }
+    }
+  }
+  if (cu == nullptr) return false;
+  Dwarf_Line* line = dwarf_getsrc_die(cu, address - cu_bias);
+  if (line == nullptr) return false;
+  InlinedFrame location;  // The current location, innermost first.
+  if (const char* file = dwarf_linesrc(line, nullptr, nullptr)) location.file = file;
+  dwarf_lineno(line, &location.line);
+  dwarf_linecol(line, &location.column);
+
+  std::vector<InlinedFrame> inlined;
+  Dwarf_Files* files = nullptr;
+  size_t file_count = 0;
+  if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) files = nullptr;
+  Dwarf_Die* scopes = nullptr;
+  const int count = dwarf_getscopes(cu, address - cu_bias, &scopes);
+  for (int i = 0; i < count; ++i) {
+    const int tag = dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_subprogram) break;             // The function itself.
+    if (tag != DW_TAG_inlined_subroutine) continue;  // A lexical block.
+    location.function = DieFunctionName(&scopes[i]);
+    InlinedFrame call_site = CallSite(&scopes[i], files, file_count);
+    inlined.push_back(std::move(location));
+    location = std::move(call_site);
+  }
+  free(scopes);
+  info->file = std::move(location.file);
+  info->line = location.line;
+  info->column = location.column;
+  info->inlined = std::move(inlined);
+  return true;
+}
+
 // One loaded ELF object: where it is mapped and, once needed, its symbols.
 class SymbolModule {
  public:
@@ -446,6 +642,15 @@ class SymbolModule {
     return symbols_;
   }
 
+  // The module's DWARF, opened on first use; null when unreadable.
+  DwarfModule* Dwarf(const std::vector<std::string>& debug_directories) {
+    if (!dwarf_loaded_) {
+      dwarf_ = DwarfModule::Open(path_, open_path_, debug_directories);
+      dwarf_loaded_ = true;
+    }
+    return dwarf_.get();
+  }
+
  private:
   std::string path_;       // Reported path.
   std::string open_path_;  // Path to read (differs for the main executable).
@@ -453,6 +658,8 @@ class SymbolModule {
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges_;  // PT_LOAD, sorted.
   bool loaded_ = false;
   ElfSymbolTable symbols_;
+  bool dwarf_loaded_ = false;
+  std::unique_ptr<DwarfModule> dwarf_;
 };
 
 }  // namespace internal
@@ -516,7 +723,10 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
-Symbolizer::Symbolizer() : debug_directories_{"/usr/lib/debug"} {}
+Symbolizer::Symbolizer() : Symbolizer(SymbolizerOptions()) {}
+
+Symbolizer::Symbolizer(SymbolizerOptions options)
+    : options_(options), debug_directories_{"/usr/lib/debug"} {}
 
 Symbolizer::~Symbolizer() = default;
 
@@ -590,6 +800,11 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
       info.function = internal::Demangle(symbol->name);
       info.function_offset = pc - module->bias() - symbol->address;
     }
+    if (options_.source_lines) {
+      if (internal::DwarfModule* dwarf = module->Dwarf(debug_directories_)) {
+        dwarf->Lookup(info.module_offset, &info);
+      }
+    }
   }
   if (info.function.empty()) {
     // absl reads the same tables but also knows the vDSO; it gives names
@@ -646,6 +861,11 @@ void Symbolizer::AddDebugDirectory(std::string directory) {
   absl::MutexLock lock(&mu_);
   // User directories come before the system default (/usr/lib/debug).
   debug_directories_.insert(debug_directories_.end() - 1, std::move(directory));
+}
+
+void Symbolizer::ClearCache() {
+  absl::MutexLock lock(&mu_);
+  cache_.clear();
 }
 
 size_t Symbolizer::CacheSizeForTesting() {

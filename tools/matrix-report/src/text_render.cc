@@ -127,6 +127,19 @@ std::string StackFramesText(const Frames& frames, int indent, const RenderOption
       out += ")";
     }
     out += "\n";
+    // Source lines (from DWARF): the inlined frames innermost first, then
+    // the line in the frame's own function.
+    for (const proto::InlinedFrame& inlined : frame.inlined()) {
+      absl::StrAppend(&out, Pad(indent + 4), "inlined ",
+                      inlined.function().empty() ? "??" : inlined.function());
+      if (!inlined.file().empty()) {
+        absl::StrAppend(&out, " at ", inlined.file(), ":", inlined.line());
+      }
+      out += "\n";
+    }
+    if (!frame.file().empty()) {
+      absl::StrAppend(&out, Pad(indent + 4), "at ", frame.file(), ":", frame.line(), "\n");
+    }
   }
   return out;
 }
@@ -143,6 +156,7 @@ std::string CallTreeText(const Calls& calls, int indent) {
                           call.cost_ms(), Pad(2 * depth), call.name().empty() ? "??" : call.name());
     if (call.count() > 1) absl::StrAppend(&out, " x", call.count());
     if (call.unfinished()) out += " [running]";
+    if (!call.file().empty()) absl::StrAppend(&out, "  at ", call.file(), ":", call.line());
     out += "\n";
   }
   return out;

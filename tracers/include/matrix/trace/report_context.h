@@ -40,11 +40,13 @@ void FillMemoryInfo(const ProcReader& proc, proto::MemoryInfo* out);
 // The thread's state, priority, nice and CPU time from /proc.
 void FillThreadInfo(const ProcReader& proc, pid_t tid, proto::ThreadInfo* out);
 
-// A symbolized stack as frames with demangled names.
+// A symbolized stack as frames with demangled names, source lines and
+// inlined frames.
 void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out);
 
 // The call tree (pre-order) and its text form "depth,name,count,cost_ms" per
-// line. Names must have been resolved.
+// line. Names must have been resolved. Each call's file:line is its trace
+// scope's, or its function's definition line (Symbolizer::Get(), cached).
 void FillCallTree(const CallTree& tree, google::protobuf::RepeatedPtrField<proto::MethodCall>* out,
                   std::string* text);
 

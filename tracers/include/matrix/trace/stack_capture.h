@@ -102,8 +102,11 @@ struct SymbolizedStack {
 
   // ToString()
   //
-  // One frame per line:
+  // One frame per line, then its inlined frames (innermost first) and its
+  // source line when the debug info has them:
   //   #0  0x000055d0c0de1234 app::Widget::Draw(int, char const*)+0x1c (matrix-demo)
+  //         inlined app::Clamp(int) at /src/app/math.h:12
+  //         at /src/app/widget.cc:42
   //   #1  0x00007f5e1a2b3c4d libfoo.so+0x3c4d
   // followed by "    ... (truncated)" when frames were cut.
   std::string ToString() const;

@@ -2,25 +2,34 @@
 //
 // Symbolizer turns code addresses (stack frames, instrumented function
 // addresses) into demangled C++ names with parameters, such as
-// "app::Widget::Draw(int, char const*)", plus the ELF module and offsets.
+// "app::Widget::Draw(int, char const*)", the ELF module and offsets, and,
+// when debug info is available, the source line and the inlined calls at
+// that address.
 //
 // It maps an address to its module with dl_iterate_phdr, reads that ELF
 // file's own symbol table (.symtab, else .dynsym; a separate debug file found
 // by build id or .gnu_debuglink when the binary is stripped), and demangles
 // with abi::__cxa_demangle. So static and non-exported functions of a PIE
 // executable get full names without -rdynamic. Addresses its reader cannot
-// name fall back to absl::Symbolize, and then to "module+0xoffset".
+// name fall back to absl::Symbolize, and then to "module+0xoffset". Source
+// lines and inlined frames come from the DWARF debug info through elfutils'
+// libdw (one Dwfl handle per module, opened on first use; the debug info is
+// in the binary or in a separate debug file that libdwfl's standard search
+// finds by build id or .gnu_debuglink in the debug directories).
 //
 //   matrix::Symbolizer* symbolizer = matrix::Symbolizer::Get();
 //   matrix::SymbolInfo info = symbolizer->Symbolize(pc);
 //   // info.function == "app::Widget::Draw(int, char const*)"
+//   // info.file == "/src/app/widget.cc", info.line == 42
 //   std::string line = symbolizer->Describe(pc);
 //   // "app::Widget::Draw(int, char const*)+0x1c (matrix-demo)"
 //
 // Costs: the first address in a module loads that module's symbol table
-// (milliseconds for a large binary, once); after that a lookup is a binary
-// search plus a demangle (microseconds), and repeated addresses hit a cache.
-// Never call it on the looper thread: it allocates, locks and reads files.
+// and opens its DWARF (milliseconds for a large binary, once); after that a
+// lookup is a binary search, a line-table and scope lookup and a demangle
+// (microseconds), and repeated addresses hit a cache. See docs/stacks.md and
+// docs/performance.md. Never call it on the looper thread: it allocates,
+// locks and reads files.
 //
 // Thread safety: thread-safe. Every method can be called from any thread
 // except where noted; calls are serialized on an internal mutex.
@@ -42,7 +51,24 @@ namespace matrix {
 
 namespace internal {
 class SymbolModule;
+class DwarfModule;
 }  // namespace internal
+
+// InlinedFrame
+//
+// A function inlined at a code address, and the source line inside it.
+struct InlinedFrame {
+  // Demangled, with parameters when the debug info has its linkage name
+  // ("app::Clamp(int)"), else its source name qualified with its namespaces
+  // and classes, without parameters ("(anonymous namespace)::Clamp").
+  std::string function;
+  // Where the address is inside this function: for the innermost inlined
+  // function, the instruction's own line; for the others, the line that
+  // calls the next inner one. "" / 0 when unknown.
+  std::string file;
+  int line = 0;
+  int column = 0;  // 0 when the compiler gave none.
+};
 
 // SymbolInfo
 //
@@ -59,6 +85,27 @@ struct SymbolInfo {
   // which is what addr2line and llvm-symbolizer take. For PIE executables and
   // shared libraries this is pc minus the address the module is mapped at.
   uintptr_t module_offset = 0;
+  // The source line in `function`'s own code, from the DWARF line table: the
+  // instruction's line, or, when code was inlined there, the line of the
+  // outermost inlined call. "" / 0 without debug info (stripped binary, no
+  // separate debug file, or source lines off).
+  std::string file;
+  int line = 0;
+  int column = 0;  // 0 when the compiler gave none.
+  // The functions inlined at this address, innermost first: inlined[0] is
+  // the code the instruction belongs to, inlined.back() was inlined into
+  // `function` at file:line.
+  std::vector<InlinedFrame> inlined;
+};
+
+// SymbolizerOptions
+//
+// How a Symbolizer instance works.
+struct SymbolizerOptions {
+  // Read DWARF with libdw for source lines and inlined frames. Off gives
+  // names and offsets only (the ELF symbol-table reader alone); benchmarks
+  // use it as the baseline.
+  bool source_lines = true;
 };
 
 // Symbolizer
@@ -68,6 +115,7 @@ class Symbolizer {
  public:
   // A private instance with its own caches; most code uses Get().
   Symbolizer();
+  explicit Symbolizer(SymbolizerOptions options);
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -112,9 +160,18 @@ class Symbolizer {
   //
   // Adds a directory searched for separate debug files of stripped modules,
   // before /usr/lib/debug: both <dir>/.build-id/ab/cdef....debug and
-  // <dir>/<debuglink name>. Modules already loaded are not re-read. Any
-  // thread.
+  // <dir>/<debuglink name> (symbols), and for source lines libdwfl's
+  // <dir>/.build-id/ab/cdef....debug, <dir>/<module's directory>/<debuglink
+  // name> and <dir>/<debuglink name>. The module's own directory and its
+  // .debug/ subdirectory are always searched. Modules already loaded are not
+  // re-read. Any thread.
   void AddDebugDirectory(std::string directory) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ClearCache()
+  //
+  // Drops the cached lookups; loaded modules (symbol tables, DWARF handles)
+  // stay. Any thread.
+  void ClearCache() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Number of cached lookups (for tests and memory accounting). Any thread.
   size_t CacheSizeForTesting() ABSL_LOCKS_EXCLUDED(mu_);
@@ -136,6 +193,7 @@ class Symbolizer {
   unsigned long long scanned_adds_ ABSL_GUARDED_BY(mu_) = 0;
   unsigned long long scanned_subs_ ABSL_GUARDED_BY(mu_) = 0;
   bool scanned_ ABSL_GUARDED_BY(mu_) = false;
+  const SymbolizerOptions options_;
   absl::flat_hash_map<uintptr_t, SymbolInfo> cache_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uintptr_t, std::string> registered_names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> debug_directories_ ABSL_GUARDED_BY(mu_);
@@ -188,6 +246,45 @@ class ElfSymbolTable {
   std::vector<ElfSymbol> symbols_;  // Sorted by address, one per address.
   Source source_ = Source::kNone;
   std::string symbol_file_;
+};
+
+// DwarfModule
+//
+// Source lines and inlined frames of one ELF file through one libdwfl
+// handle. Exposed for tests and benchmarks; production code goes through
+// Symbolizer. Thread-compatible (libdw handles are not thread-safe).
+class DwarfModule {
+ public:
+  // Open()
+  //
+  // Opens `open_path` (read through it; "/proc/self/exe" for the main
+  // executable) as the module at `path` (the name libdwfl searches
+  // .gnu_debuglink files next to). `debug_directories` are searched for
+  // separate debug files (see Symbolizer::AddDebugDirectory). Null when the
+  // file cannot be read as ELF. A file without DWARF opens (Lookup() then
+  // finds nothing).
+  static std::unique_ptr<DwarfModule> Open(const std::string& path, const std::string& open_path,
+                                           const std::vector<std::string>& debug_directories);
+  ~DwarfModule();
+  DwarfModule(const DwarfModule&) = delete;
+  DwarfModule& operator=(const DwarfModule&) = delete;
+
+  // Lookup()
+  //
+  // Fills info->file, line, column and inlined for the instruction at
+  // `file_address` (the address in the ELF file's own address space, i.e.
+  // SymbolInfo::module_offset). False, leaving `info` alone, when the debug
+  // info has no line for it.
+  bool Lookup(uintptr_t file_address, SymbolInfo* info);
+
+  // Whether DWARF was found (in the file or a separate debug file). Opens
+  // it if not yet done.
+  bool HasDwarf();
+
+ private:
+  struct Handle;
+  explicit DwarfModule(std::unique_ptr<Handle> handle);
+  std::unique_ptr<Handle> handle_;
 };
 
 // Demangles an Itanium C++ ABI name ("_ZN3app6Widget4DrawEiPKc" ->
