@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "matrix/report/issue_reader.h"
+#include "matrix/report/timeline_export.h"
 #include "report_test_util.h"
 
 namespace matrix::report {
@@ -112,13 +114,29 @@ TEST_F(HtmlBrowserTest, DemoReportRendersItsPlotsWithoutScriptErrors) {
   EXPECT_EQ(CountOf(dom, "class=\"fps-point\""), 5);
   EXPECT_THAT(dom, HasSubstr("class=\"fps-line\""));
   EXPECT_THAT(dom, HasSubstr("class=\"drop-bar\""));
-  // The timeline of the default issue (the demo's ANR): the looper's lane,
-  // the dispatch and the 3 calls under it, the stack capture and detection.
-  EXPECT_EQ(CountOf(dom, "class=\"trace-lane\""), 1);
-  EXPECT_EQ(CountOf(dom, "class=\"trace-event\""), 4);
-  EXPECT_EQ(CountOf(dom, "class=\"trace-instant\""), 2);
+  // The timeline of the default issue (the demo's ANR) is its flight
+  // recorder's timeline: the page must draw every X and i event of
+  // `matrix-report timeline` for that issue, one lane per track.
+  const ReadResult read = ReadIssueInputs(
+      {std::string(MATRIX_REPORT_TESTDATA) + "/demo/matrix-reports"}, nullptr);
+  const IssueRecord* anr = nullptr;
+  for (const IssueRecord& r : read.records) {
+    if (r.issue.has_anr() && r.issue.anr().detail() == proto::ANR) anr = &r;
+  }
+  ASSERT_NE(anr, nullptr);
+  ASSERT_TRUE(anr->issue.has_timeline()) << "re-capture the fixture: update_demo_fixture.sh";
+  const std::string trace = TimelineTraceEvents(*anr);
+  const int spans = CountOf(trace, R"({"ph":"X")");
+  const int instants = CountOf(trace, R"({"ph":"i")");
+  ASSERT_GT(spans, 10);  // Dispatches, idle gaps, frames, phases, calls.
+  ASSERT_EQ(instants, 1);  // The watchdog's detection.
+  // One lane per named track (M thread_name).
+  EXPECT_EQ(CountOf(dom, "class=\"trace-lane\""), CountOf(trace, R"("name":"thread_name")"));
+  EXPECT_EQ(CountOf(dom, "class=\"trace-event\""), spans);
+  EXPECT_EQ(CountOf(dom, "class=\"trace-instant\""), instants);
   EXPECT_EQ(CountOf(dom, "<option value="), 8);
-  EXPECT_THAT(dom, HasSubstr("Drawn: 3 scenes of frame plots, 6 timeline events"));
+  EXPECT_THAT(dom, HasSubstr(absl::StrCat("Drawn: 3 scenes of frame plots, ", spans + instants,
+                                          " timeline events")));
 
   // The screenshot: a PNG of the window's size, with content (a blank
   // 1280x2000 page compresses to a few KiB).
