@@ -9,8 +9,8 @@
  *                         first; quits MS ms later.
  *
  * Prints "refresh_mhz N" (gdk_monitor_get_refresh_rate of the first window's
- * monitor, 0 when unknown) and "frames_second N" (frames drawn by the second
- * window), then exits 0.
+ * monitor, 0 when unknown), "frames_second N" and "frames_third N" (frames
+ * drawn by the second window before and after it was re-realized), then exits 0.
  */
 #include <gtk/gtk.h>
 #include <stdio.h>
@@ -20,11 +20,19 @@ static int g_ms = 1500;
 static GtkWidget* g_first = NULL;
 static GtkWidget* g_second = NULL;
 static long g_second_frames = 0;
+static long g_third_frames = 0;
+static int g_rerealized = 0;
 
 static gboolean Tick(GtkWidget* widget, GdkFrameClock* clock, gpointer data) {
   (void)clock;
   (void)data;
-  if (widget == g_second) ++g_second_frames;
+  if (widget == g_second) {
+    if (g_rerealized) {
+      ++g_third_frames;
+    } else {
+      ++g_second_frames;
+    }
+  }
   gtk_widget_queue_draw(widget);
   return G_SOURCE_CONTINUE;
 }
@@ -45,12 +53,23 @@ static gboolean Quit(gpointer data) {
   return G_SOURCE_REMOVE;
 }
 
+static gboolean Rerealize(gpointer data) {
+  (void)data;
+  gtk_widget_hide(g_second);
+  gtk_widget_unrealize(g_second);
+  gtk_window_set_title(GTK_WINDOW(g_second), "Third");
+  g_rerealized = 1;
+  gtk_widget_show_all(g_second);
+  g_timeout_add(g_ms, Quit, NULL);
+  return G_SOURCE_REMOVE;
+}
+
 static gboolean OpenSecond(gpointer data) {
   (void)data;
   g_second = OpenWindow("Second");
   gtk_widget_destroy(g_first);
   g_first = NULL;
-  g_timeout_add(g_ms, Quit, NULL);
+  g_timeout_add(g_ms, Rerealize, NULL);
   return G_SOURCE_REMOVE;
 }
 
@@ -64,6 +83,6 @@ int main(int argc, char** argv) {
   printf("refresh_mhz %d\n", monitor != NULL ? gdk_monitor_get_refresh_rate(monitor) : 0);
   g_timeout_add(g_ms, OpenSecond, NULL);
   gtk_main();
-  printf("frames_second %ld\n", g_second_frames);
+  printf("frames_second %ld\nframes_third %ld\n", g_second_frames, g_third_frames);
   return 0;
 }
