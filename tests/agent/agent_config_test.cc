@@ -87,5 +87,20 @@ TEST(AgentConfigTest, BadValuesAreClearErrors) {
               HasSubstr("MATRIX_LAG_MS is above MATRIX_ANR_MS"));
 }
 
+// Dropped frames are counted against the display's refresh rate when the
+// agent can read it, unless MATRIX_REFRESH_HZ overrides it; 60 Hz otherwise.
+TEST(AgentConfigTest, RefreshRateComesFromTheDisplayUnlessOverridden) {
+  absl::StatusOr<AgentConfig> plain = Parse({});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->RefreshMillihertz(0), 60'000);        // Unknown: 60 Hz.
+  EXPECT_EQ(plain->RefreshMillihertz(143'856), 143'856);  // The display's.
+  EXPECT_EQ(plain->RefreshMillihertz(500), 60'000);      // 0.5 Hz: not believed.
+  EXPECT_EQ(plain->RefreshMillihertz(2'000'000), 60'000);
+  absl::StatusOr<AgentConfig> overridden = Parse({{"MATRIX_REFRESH_HZ", "75"}});
+  ASSERT_TRUE(overridden.ok()) << overridden.status();
+  EXPECT_EQ(overridden->RefreshMillihertz(143'856), 75'000);  // The override wins.
+  EXPECT_EQ(overridden->RefreshMillihertz(0), 75'000);
+}
+
 }  // namespace
 }  // namespace matrix::agent

@@ -12,6 +12,8 @@
 //                             is another program: the agent must stay dormant)
 //   agent_target threads MS   a thread started before main() polls and stalls
 //                             too; the main thread runs the stalling loop
+//   agent_target startup MS   sleeps MS ms before its first blocking wait, then
+//                             runs the poll loop without a stall
 //   agent_target nowait       computes without any blocking wait, prints, exits
 //
 // Exit status 0 on success, 3 when a check of the program itself failed.
@@ -166,6 +168,12 @@ int main(int argc, char** argv) {
     }
     RunLoop(ms);
     if (!g_thread_ran.load()) return 3;
+  } else if (std::strcmp(mode, "startup") == 0) {
+    // nanosleep is not a wait the agent times: the startup lasts until poll.
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&pause, &pause) != 0) {
+    }
+    RunLoop(0);
   } else if (std::strcmp(mode, "nowait") == 0) {
     uint64_t x = 1;
     for (int i = 0; i < 1000000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;

@@ -45,7 +45,16 @@ TEST(GlxgearsTest, FpsReportsMatchTheProgramsOwnCount) {
 
   int64_t first_ms = 0, last_ms = 0, frames = 0;
   int reports = 0;
+  int startups = 0;
   for (const auto& record : agent_test::ReadIssues(dir)) {
+    if (record.kind == "startup") {
+      // A program that swaps: its cold start ends at its first frame (a few
+      // hundred ms under Xvfb here).
+      ++startups;
+      EXPECT_EQ(record.issue.startup().first_scene(), "glxgears");
+      EXPECT_GT(record.issue.startup().startup_duration_ms(), 0);
+      EXPECT_LT(record.issue.startup().startup_duration_ms(), 5000);
+    }
     if (record.kind != "frame") continue;
     ++reports;
     if (reports == 1) {
@@ -56,6 +65,7 @@ TEST(GlxgearsTest, FpsReportsMatchTheProgramsOwnCount) {
     last_ms = record.time_ms();
   }
   ASSERT_GE(reports, 4) << run.err;
+  EXPECT_EQ(startups, 1) << run.err;
   ASSERT_GT(last_ms, first_ms);
   const double agent_rate = static_cast<double>(frames) * 1000.0 /
                             static_cast<double>(last_ms - first_ms);

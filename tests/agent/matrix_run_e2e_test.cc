@@ -74,6 +74,26 @@ TEST(MatrixRunTest, AnrStackNamesTheStallingFunction) {
   EXPECT_THAT(run.err, HasSubstr("Trace_EvilMethod/ANR"));
 }
 
+// The cold start of a program that does not draw lasts from process start to
+// its first blocking wait: agent_target sleeps 800 ms before its first poll.
+// Tolerance: process start is read in clock ticks (10 ms) and the launch
+// (fork, exec, loading the agent) adds well under a second.
+TEST(MatrixRunTest, StartupEndsAtTheFirstBlockingWait) {
+  const std::string dir = agent_test::NewReportDir("startup");
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"startup", "800"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::vector<matrix::report::IssueRecord> startups;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "startup") startups.push_back(std::move(record));
+  }
+  ASSERT_EQ(startups.size(), 1u) << run.err;
+  const auto& report = startups[0].issue.startup();
+  EXPECT_FALSE(report.is_warm_start_up());
+  EXPECT_EQ(report.first_scene(), "agent_target");
+  EXPECT_GE(report.startup_duration_ms(), 790);
+  EXPECT_LE(report.startup_duration_ms(), 1800);
+}
+
 TEST(MatrixRunTest, ExitStatusAndSignalArePropagated) {
   const std::string dir = agent_test::NewReportDir("status");
   EXPECT_EQ(agent_test::Run(MatrixRun(dir, {"bogus-mode"})).exit_code(), 2);
@@ -147,8 +167,10 @@ TEST(MatrixRunTest, ProgramsOwnSigquitAndSigprofHandlersAreTolerated) {
   const auto anrs = Anrs(dir);
   ASSERT_EQ(anrs.size(), 1u) << run.err;
   EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
-  // The program's own raise(SIGQUIT) is its business, not a dump request.
+  // The program's own raise(SIGQUIT) is its business, not a dump request
+  // (besides the ANR, only the startup report).
   for (const auto& record : ReadIssues(dir)) {
+    if (record.kind == "startup") continue;
     EXPECT_EQ(record.TagDetail(), "Trace_EvilMethod/ANR") << run.err;
   }
 }

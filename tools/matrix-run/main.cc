@@ -42,7 +42,7 @@ constexpr char kUsage[] =
     "  --evil MS          slow dispatch threshold (default 700)\n"
     "  --no-frames        no frame (FPS) reports from buffer swaps\n"
     "  --fps-slice MS     frame time covered by one FPS report (default 10000)\n"
-    "  --refresh-hz HZ    display refresh rate for dropped frames (default 60)\n"
+    "  --refresh-hz HZ    display refresh rate for dropped frames (default: display's or 60)\n"
     "  --follow-exec      also monitor programs the program's children exec\n"
     "  --quiet            no summary at exit\n";
 

@@ -6,7 +6,10 @@
 // eglSwapBuffers). On the main thread, the time between two blocking waits is
 // one dispatch; a swap ends a frame (and its dispatch) and begins the next
 // iteration. Other threads' calls pass straight to the real function. In GTK 3
-// programs the first mapped toplevel's GdkFrameClock marks frames too.
+// programs every mapped toplevel's GdkFrameClock marks frames too, and the
+// focused (else newest) window's title names the scene. The cold start is
+// reported from process start to the first frame (programs that draw) or to
+// the first blocking wait (the others).
 //
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
@@ -41,10 +44,12 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent_config.h"
+#include "matrix/core/app_state.h"
 #include "matrix/core/matrix.h"
 #include "matrix/core/refresh_rate.h"
 #include "matrix/plugins/issue_sinks.h"
@@ -101,21 +106,51 @@ std::atomic<int> g_state{kUninitialized};
 pthread_t g_main_thread;
 pid_t g_pid = 0;
 
-// GTK 3, through dlsym (the agent links no GTK): the first mapped toplevel
-// window's GdkFrameClock reports frames ("before-paint", "after-paint").
+// GTK 3, through dlsym (the agent links no GTK). Every toplevel window's
+// GdkFrameClock reports frames ("before-paint", "after-paint"): the windows
+// mapped when GTK is found, and every toplevel mapped later (an emission hook
+// on GtkWidget "map", which also catches a re-realized window's new clock).
+// A clock or window already connected carries a GObject data mark, so it is
+// connected once and the mark dies with it (no stale pointers).
 struct GList {
   void* data;
   GList* next;
   GList* prev;
 };
 struct GtkFns {
+  void* (*display_get_default)() = nullptr;         // gdk_display_get_default
   GList* (*list_toplevels)() = nullptr;             // gtk_window_list_toplevels
   void (*list_free)(GList*) = nullptr;              // g_list_free
   int (*get_mapped)(void*) = nullptr;               // gtk_widget_get_mapped
+  int (*is_toplevel)(void*) = nullptr;              // gtk_widget_is_toplevel
   void* (*get_frame_clock)(void*) = nullptr;        // gtk_widget_get_frame_clock
   unsigned long (*connect)(void*, const char*, void (*)(), void*, void*,
                            int) = nullptr;          // g_signal_connect_data
+  unsigned long (*widget_type)() = nullptr;         // gtk_widget_get_type
+  unsigned long (*window_type)() = nullptr;         // gtk_window_get_type
+  void* (*class_ref)(unsigned long) = nullptr;      // g_type_class_ref
+  int (*instance_is_a)(void*, unsigned long) = nullptr;  // g_type_check_instance_is_a
+  const char* (*type_name)(void*) = nullptr;        // g_type_name_from_instance
+  unsigned (*signal_lookup)(const char*, unsigned long) = nullptr;  // g_signal_lookup
+  // g_signal_add_emission_hook
+  unsigned long (*add_emission_hook)(unsigned, unsigned,
+                                     int (*)(void*, unsigned, const void*, void*), void*,
+                                     void (*)(void*)) = nullptr;
+  void* (*peek_pointer)(const void*) = nullptr;     // g_value_peek_pointer
+  void* (*get_data)(void*, const char*) = nullptr;  // g_object_get_data
+  void (*set_data)(void*, const char*, void*) = nullptr;  // g_object_set_data
+  const char* (*get_title)(void*) = nullptr;        // gtk_window_get_title
+  int (*is_active)(void*) = nullptr;                // gtk_window_is_active
+  int (*window_kind)(void*) = nullptr;              // gtk_window_get_window_type
+  void (*add_weak)(void*, void**) = nullptr;        // g_object_add_weak_pointer
+  void (*remove_weak)(void*, void**) = nullptr;     // g_object_remove_weak_pointer
+  // Optional (the refresh rate; gdk_monitor_get_refresh_rate is GTK 3.22+).
+  void* (*widget_window)(void*) = nullptr;          // gtk_widget_get_window
+  void* (*window_display)(void*) = nullptr;         // gdk_window_get_display
+  void* (*monitor_at_window)(void*, void*) = nullptr;  // gdk_display_get_monitor_at_window
+  int (*monitor_refresh)(void*) = nullptr;          // gdk_monitor_get_refresh_rate (mHz)
 };
+constexpr char kGtkMark[] = "matrix-agent-connected";
 
 // Main-thread state (only the main thread touches it).
 struct Session {
@@ -128,17 +163,20 @@ struct Session {
   bool in_dispatch = false;
   bool in_swap = false;
   bool frame_marked = false;  // This dispatch already reported its frame.
+  bool draws = false;         // Registered as a frame source.
+  bool glx_rate_read = false;  // ReadGlxRefreshRate() ran.
   TimeTicks dispatch_begin;
   int64_t dispatches = 0;
   int64_t frames = 0;
-  // GTK: found at start; attached to a window's frame clock once one is mapped
-  // (looked for every kGtkCheckInterval dispatches until then).
+  // GTK: found at start; hooked once GDK has a display (gtk_init ran),
+  // checked between dispatches until then.
   bool gtk = false;
-  bool gtk_attached = false;
-  int gtk_countdown = 0;
+  bool gtk_hooked = false;
+  // The window that names the scene; a GObject weak pointer (GLib clears it
+  // when the window is finalized).
+  void* scene_window = nullptr;
   GtkFns gtk_fns;
 };
-constexpr int kGtkCheckInterval = 32;
 Session* g_session = nullptr;  // Leaked on purpose: alive until exit.
 
 const char* ProgramName() { return program_invocation_short_name; }
@@ -152,7 +190,8 @@ void Log(const std::string& line) {
 }
 
 // Starts Matrix on the main thread. Returns false (and logs why) on failure.
-bool StartSession() {
+// `from_swap`: the first call is a buffer swap (the program draws).
+bool StartSession(bool from_swap) {
   Session& s = *g_session;
   const AgentConfig& c = s.config;
   absl::StatusOr<TraceConfig> config =
@@ -166,6 +205,7 @@ bool StartSession() {
           .SetLagThreshold(c.lag_threshold)
           .EnableEvilMethodTrace(true)
           .SetEvilThreshold(c.evil_threshold)
+          .EnableStartup(true)
           // The program is not method-traced: a small ring is enough.
           .SetMethodTraceBufferBytes(size_t{64} << 10)
           .Build();
@@ -194,23 +234,57 @@ bool StartSession() {
   s.plugin = plugin;
   s.looper = plugin->GetLooperMonitor();
   s.ui = plugin->GetUIThreadMonitor();
-  s.rate = RefreshRate::FromHz(c.refresh_hz);
-  if (c.frames) s.ui->AddFrameSource();
+  s.rate = RefreshRate::FromMillihertz(c.RefreshMillihertz(0));
   // GTK 3 in the process (linked, or dlopen'ed before the first wait).
   if (c.frames) {
     if (void* gtk = dlopen("libgtk-3.so.0", RTLD_NOW | RTLD_NOLOAD)) {
       GtkFns& f = s.gtk_fns;
-      f.list_toplevels = reinterpret_cast<GList* (*)()>(dlsym(gtk, "gtk_window_list_toplevels"));
-      f.list_free = reinterpret_cast<void (*)(GList*)>(dlsym(gtk, "g_list_free"));
-      f.get_mapped = reinterpret_cast<int (*)(void*)>(dlsym(gtk, "gtk_widget_get_mapped"));
-      f.get_frame_clock =
-          reinterpret_cast<void* (*)(void*)>(dlsym(gtk, "gtk_widget_get_frame_clock"));
-      f.connect = reinterpret_cast<decltype(f.connect)>(dlsym(gtk, "g_signal_connect_data"));
-      s.gtk = f.list_toplevels != nullptr && f.list_free != nullptr && f.get_mapped != nullptr &&
-              f.get_frame_clock != nullptr && f.connect != nullptr;
+      // dlsym on GTK's handle also searches its dependencies (GDK, GObject).
+      bool all = true;
+      auto get = [&](auto& fn, const char* symbol) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(gtk, symbol));
+        all = all && fn != nullptr;
+      };
+      get(f.display_get_default, "gdk_display_get_default");
+      get(f.list_toplevels, "gtk_window_list_toplevels");
+      get(f.list_free, "g_list_free");
+      get(f.get_mapped, "gtk_widget_get_mapped");
+      get(f.is_toplevel, "gtk_widget_is_toplevel");
+      get(f.get_frame_clock, "gtk_widget_get_frame_clock");
+      get(f.connect, "g_signal_connect_data");
+      get(f.widget_type, "gtk_widget_get_type");
+      get(f.window_type, "gtk_window_get_type");
+      get(f.class_ref, "g_type_class_ref");
+      get(f.instance_is_a, "g_type_check_instance_is_a");
+      get(f.type_name, "g_type_name_from_instance");
+      get(f.signal_lookup, "g_signal_lookup");
+      get(f.add_emission_hook, "g_signal_add_emission_hook");
+      get(f.peek_pointer, "g_value_peek_pointer");
+      get(f.get_data, "g_object_get_data");
+      get(f.set_data, "g_object_set_data");
+      get(f.get_title, "gtk_window_get_title");
+      get(f.is_active, "gtk_window_is_active");
+      get(f.window_kind, "gtk_window_get_window_type");
+      get(f.add_weak, "g_object_add_weak_pointer");
+      get(f.remove_weak, "g_object_remove_weak_pointer");
+      s.gtk = all;
+      get(f.widget_window, "gtk_widget_get_window");
+      get(f.window_display, "gdk_window_get_display");
+      get(f.monitor_at_window, "gdk_display_get_monitor_at_window");
+      get(f.monitor_refresh, "gdk_monitor_get_refresh_rate");
       dlclose(gtk);  // RTLD_NOLOAD took a reference; the program keeps its own.
     }
   }
+  // Cold start (StartupTracer, from process start in /proc): a program that
+  // draws (its first call is a swap, GTK is in it, or GL/EGL swaps resolve to
+  // a loaded library) registers as a frame source, so the startup ends at its
+  // first frame; any other program's startup ends here, at its first blocking
+  // wait. The scene is the program's name (GTK: renamed from its windows).
+  s.draws = c.frames && (from_swap || s.gtk || g_glx_swap.load(std::memory_order_relaxed) ||
+                         g_egl_swap.load(std::memory_order_relaxed));
+  if (s.draws) s.ui->AddFrameSource();
+  AppState::Get()->OnSceneCreated(ProgramName());
+  AppState::Get()->OnSceneShown(ProgramName());
   return true;
 }
 
@@ -233,31 +307,130 @@ void OnGtkAfterPaint(void*, void*) {
   s.ui->MarkPhase(UIThreadMonitor::Phase::kCommit, s.looper->clock()->NowTicks());
 }
 
-// Between dispatches, until attached: hooks the first mapped toplevel's frame
-// clock. Allocates (GTK's list), so only every kGtkCheckInterval dispatches.
-void TryAttachGtk() {
+// Names the scene from a window's title (its type name when it has none),
+// as matrix::gtk does. Main thread, outside the hot path (map, focus and title
+// changes only).
+void NameSceneFrom(void* window) {
   Session& s = *g_session;
-  if (++s.gtk_countdown < kGtkCheckInterval) return;
-  s.gtk_countdown = 0;
   const GtkFns& f = s.gtk_fns;
+  const char* title = f.get_title(window);
+  const char* name = title != nullptr && title[0] != '\0' ? title : f.type_name(window);
+  if (s.scene_window != window) {
+    if (s.scene_window != nullptr) f.remove_weak(s.scene_window, &s.scene_window);
+    s.scene_window = window;
+    f.add_weak(window, &s.scene_window);
+  }
+  if (name != nullptr) AppState::Get()->OnSceneShown(name);
+}
+
+// "notify::is-active" and "notify::title" of a connected window: the focused
+// window names the scene; the naming window's new title renames it.
+void OnGtkWindowNotify(void* window, void*, void*) {
+  if (g_state.load(std::memory_order_relaxed) != kRunning) return;
+  if (!pthread_equal(pthread_self(), g_main_thread)) return;
+  Session& s = *g_session;
+  const GtkFns& f = s.gtk_fns;
+  if (f.window_kind(window) != 0) return;
+  if (f.is_active(window) || window == s.scene_window) NameSceneFrom(window);
+}
+
+// "unmap" of a connected window: when it named the scene, the focused (else
+// any) other mapped toplevel names it now.
+void OnGtkWindowUnmap(void* window, void*) {
+  if (g_state.load(std::memory_order_relaxed) != kRunning) return;
+  if (!pthread_equal(pthread_self(), g_main_thread)) return;
+  Session& s = *g_session;
+  if (window != s.scene_window) return;
+  const GtkFns& f = s.gtk_fns;
+  void* next = nullptr;
   GList* windows = f.list_toplevels();
   for (GList* w = windows; w != nullptr; w = w->next) {
-    if (w->data == nullptr || !f.get_mapped(w->data)) continue;
-    void* clock = f.get_frame_clock(w->data);
-    if (clock == nullptr) continue;
+    void* other = w->data;
+    if (other == nullptr || other == window || !f.get_mapped(other) ||
+        f.window_kind(other) != 0) {
+      continue;
+    }
+    if (next == nullptr || f.is_active(other)) next = other;
+  }
+  if (next != nullptr) NameSceneFrom(next);
+  f.list_free(windows);
+}
+
+// Connects a toplevel window's frame clock (and the window's focus and title)
+// once each. Main thread.
+void AttachGtkWindow(void* window) {
+  Session& s = *g_session;
+  const GtkFns& f = s.gtk_fns;
+  if (!f.instance_is_a(window, f.window_type())) return;  // GtkInvisible, ...
+  if (void* clock = f.get_frame_clock(window); clock != nullptr && !f.get_data(clock, kGtkMark)) {
     f.connect(clock, "before-paint", reinterpret_cast<void (*)()>(&OnGtkBeforePaint), nullptr,
               nullptr, 0);
     f.connect(clock, "after-paint", reinterpret_cast<void (*)()>(&OnGtkAfterPaint), nullptr,
               nullptr, 0);
-    s.gtk_attached = true;
-    break;
+    f.set_data(clock, kGtkMark, const_cast<char*>(kGtkMark));
+  }
+  if (!f.get_data(window, kGtkMark)) {
+    f.connect(window, "notify::is-active", reinterpret_cast<void (*)()>(&OnGtkWindowNotify),
+              nullptr, nullptr, 0);
+    f.connect(window, "notify::title", reinterpret_cast<void (*)()>(&OnGtkWindowNotify), nullptr,
+              nullptr, 0);
+    f.connect(window, "unmap", reinterpret_cast<void (*)()>(&OnGtkWindowUnmap), nullptr, nullptr,
+              0);
+    f.set_data(window, kGtkMark, const_cast<char*>(kGtkMark));
+  }
+  // The newest mapped window names the scene unless a focused one does.
+  // Popups (menus, tooltips) draw frames but do not name the scene.
+  if (f.window_kind(window) != 0 /* GTK_WINDOW_TOPLEVEL */) return;
+  if (f.is_active(window) || s.scene_window == nullptr || !f.is_active(s.scene_window)) {
+    NameSceneFrom(window);
+  }
+  // The refresh rate of the monitor the newest toplevel is on (when GDK
+  // knows it; Xvfb reports none).
+  if (f.widget_window != nullptr && f.window_display != nullptr &&
+      f.monitor_at_window != nullptr && f.monitor_refresh != nullptr) {
+    if (void* gdk_window = f.widget_window(window); gdk_window != nullptr) {
+      void* monitor = f.monitor_at_window(f.window_display(gdk_window), gdk_window);
+      if (monitor != nullptr) {
+        const int64_t mhz = s.config.RefreshMillihertz(f.monitor_refresh(monitor));
+        s.rate = RefreshRate::FromMillihertz(mhz);
+      }
+    }
+  }
+}
+
+// Emission hook of GtkWidget "map" (runs before the widget maps; a window is
+// realized by then, so its frame clock exists).
+int OnGtkMap(void*, unsigned, const void* params, void*) {
+  if (g_state.load(std::memory_order_relaxed) != kRunning) return 1;
+  if (!pthread_equal(pthread_self(), g_main_thread)) return 1;
+  const GtkFns& f = g_session->gtk_fns;
+  void* widget = f.peek_pointer(params);  // params[0]: the instance.
+  if (widget != nullptr && f.is_toplevel(widget)) AttachGtkWindow(widget);
+  return 1;  // Stay installed.
+}
+
+// Between dispatches, until hooked: once GDK has a display (gtk_init ran),
+// installs the "map" hook and attaches the toplevels mapped so far. One call
+// (gdk_display_get_default) per dispatch until then.
+void TryHookGtk() {
+  Session& s = *g_session;
+  const GtkFns& f = s.gtk_fns;
+  if (f.display_get_default() == nullptr) return;
+  s.gtk_hooked = true;
+  // g_signal_lookup needs the class initialized; the reference is kept.
+  f.class_ref(f.widget_type());
+  const unsigned map = f.signal_lookup("map", f.widget_type());
+  if (map != 0) f.add_emission_hook(map, 0, &OnGtkMap, nullptr, nullptr);
+  GList* windows = f.list_toplevels();
+  for (GList* w = windows; w != nullptr; w = w->next) {
+    if (w->data != nullptr && f.get_mapped(w->data)) AttachGtkWindow(w->data);
   }
   f.list_free(windows);
 }
 
 // True when this call is the main thread's and the agent monitors it; starts
 // the session on the first such call.
-inline bool MainThreadMonitoring() {
+inline bool MainThreadMonitoring(bool swap = false) {
   const int state = g_state.load(std::memory_order_relaxed);
   if (state != kRunning && state != kArmed) return false;
   if (!pthread_equal(pthread_self(), g_main_thread)) return false;
@@ -265,7 +438,7 @@ inline bool MainThreadMonitoring() {
   // kArmed, main thread: start once. Calls made while starting pass through.
   g_state.store(kStarting, std::memory_order_relaxed);
   const int saved_errno = errno;
-  const bool ok = StartSession();
+  const bool ok = StartSession(swap);
   errno = saved_errno;
   g_state.store(ok ? kRunning : kStopped, std::memory_order_release);
   return ok;
@@ -286,7 +459,7 @@ inline void WaitEnter() {
   if (s.in_swap || !s.in_dispatch) return;
   s.looper->DispatchEnd(s.looper->clock()->NowTicks());
   s.in_dispatch = false;
-  if (s.gtk && !s.gtk_attached) TryAttachGtk();
+  if (s.gtk && !s.gtk_hooked) TryHookGtk();
 }
 
 // The main thread woke up: a dispatch begins.
@@ -294,6 +467,33 @@ inline void WaitExit() {
   Session& s = *g_session;
   if (s.in_swap || s.in_dispatch) return;
   DispatchBegin(s.looper->clock()->NowTicks(), "matrix-run:wait");
+}
+
+// GLX, first swap: the screen's refresh rate from XRandR when libXrandr is
+// already in the process (the agent loads no library into the host). One X
+// round trip on the program's display, on its own (main) thread, once.
+using XRRGetScreenInfoFn = void* (*)(void*, unsigned long);
+using XRRConfigCurrentRateFn = short (*)(void*);
+using XRRFreeScreenConfigInfoFn = void (*)(void*);
+using XDefaultRootWindowFn = unsigned long (*)(void*);
+void ReadGlxRefreshRate(void* display) {
+  Session& s = *g_session;
+  if (s.config.refresh_hz_set || display == nullptr) return;
+  void* xrandr = dlopen("libXrandr.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (xrandr == nullptr) return;
+  auto get_info = reinterpret_cast<XRRGetScreenInfoFn>(dlsym(xrandr, "XRRGetScreenInfo"));
+  auto rate_of = reinterpret_cast<XRRConfigCurrentRateFn>(dlsym(xrandr, "XRRConfigCurrentRate"));
+  auto free_info =
+      reinterpret_cast<XRRFreeScreenConfigInfoFn>(dlsym(xrandr, "XRRFreeScreenConfigInfo"));
+  auto root_of = reinterpret_cast<XDefaultRootWindowFn>(dlsym(xrandr, "XDefaultRootWindow"));
+  if (get_info != nullptr && rate_of != nullptr && free_info != nullptr && root_of != nullptr) {
+    if (void* info = get_info(display, root_of(display)); info != nullptr) {
+      const int64_t hz = rate_of(info);
+      free_info(info);
+      s.rate = RefreshRate::FromMillihertz(s.config.RefreshMillihertz(hz * 1000));
+    }
+  }
+  dlclose(xrandr);  // RTLD_NOLOAD took a reference; the program keeps its own.
 }
 
 // A buffer swap starts: this dispatch draws a frame, now in its commit phase.
@@ -401,8 +601,8 @@ __attribute__((destructor)) void AgentFini() {
   s.in_dispatch = false;
   if (s.config.frames) {
     if (FrameTracer* frames = s.plugin->GetFrameTracer()) frames->FlushReports();
-    s.ui->RemoveFrameSource();
   }
+  if (s.draws) s.ui->RemoveFrameSource();
   Matrix::Shutdown();
   Log(absl::StrCat(s.dispatches, " dispatches, ", s.frames, " frames; reports in ",
                    s.report_path));
@@ -466,7 +666,11 @@ MATRIX_AGENT_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_
 MATRIX_AGENT_EXPORT void glXSwapBuffers(void* display, unsigned long drawable) {
   const ma::SwapFn real = ma::Resolve(ma::g_glx_swap, "glXSwapBuffers");
   if (real == nullptr) return;  // No libGL: cannot be called legitimately.
-  if (!ma::MainThreadMonitoring()) return real(display, drawable);
+  if (!ma::MainThreadMonitoring(/*swap=*/true)) return real(display, drawable);
+  if (!ma::g_session->glx_rate_read) {
+    ma::g_session->glx_rate_read = true;
+    ma::ReadGlxRefreshRate(display);
+  }
   ma::SwapEnter();
   real(display, drawable);
   ma::SwapExit();
@@ -475,7 +679,7 @@ MATRIX_AGENT_EXPORT void glXSwapBuffers(void* display, unsigned long drawable) {
 MATRIX_AGENT_EXPORT unsigned eglSwapBuffers(void* display, void* surface) {
   const ma::EglSwapFn real = ma::Resolve(ma::g_egl_swap, "eglSwapBuffers");
   if (real == nullptr) return 0;  // EGL_FALSE.
-  if (!ma::MainThreadMonitoring()) return real(display, surface);
+  if (!ma::MainThreadMonitoring(/*swap=*/true)) return real(display, surface);
   ma::SwapEnter();
   const unsigned result = real(display, surface);
   ma::SwapExit();

@@ -73,6 +73,7 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
           absl::StrCat("MATRIX_REFRESH_HZ=", v, ": expected a rate in [1, 1000] Hz"));
     }
     c.refresh_hz = hz;
+    c.refresh_hz_set = true;
   }
   if (const char* v = get_env("MATRIX_AGENT_PID"); v != nullptr && *v != '\0') {
     int pid = 0;
@@ -92,6 +93,13 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
     return absl::InvalidArgumentError("MATRIX_LAG_MS is above MATRIX_ANR_MS");
   }
   return c;
+}
+
+int64_t AgentConfig::RefreshMillihertz(int64_t display_millihertz) const {
+  if (!refresh_hz_set && display_millihertz >= 1'000 && display_millihertz <= 1'000'000) {
+    return display_millihertz;
+  }
+  return std::llround(refresh_hz * 1000.0);
 }
 
 }  // namespace matrix::agent

@@ -27,6 +27,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,7 @@ struct AgentConfig {
   bool frames = true;
   absl::Duration fps_time_slice = absl::Seconds(10);
   double refresh_hz = 60;
+  bool refresh_hz_set = false;  // MATRIX_REFRESH_HZ given: it overrides the display's.
   pid_t target_pid = 0;  // 0: any process.
   bool follow_exec = false;
   bool disabled = false;
@@ -51,6 +53,11 @@ struct AgentConfig {
   // InvalidArgument naming the variable and its bad value.
   using GetEnv = const char* (*)(const char*);
   static absl::StatusOr<AgentConfig> FromEnvironment(GetEnv get_env);
+
+  // The refresh rate for dropped frames, in millihertz: MATRIX_REFRESH_HZ when
+  // given, else the display's (`display_millihertz`, 0 or less when unknown),
+  // else refresh_hz (60 Hz). A display rate outside [1, 1000] Hz is ignored.
+  int64_t RefreshMillihertz(int64_t display_millihertz) const;
 
   // Whether a process with pid `pid` should be monitored.
   bool ShouldMonitor(pid_t pid) const {

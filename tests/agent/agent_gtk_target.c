@@ -1,0 +1,88 @@
+/* agent_gtk_target: a small GTK 3 program for matrix-run's tests. NOT linked
+ * to matrix-cpp: the agent is preloaded by matrix-run.
+ *
+ *   agent_gtk_target MS [SLEEP_MS]
+ *                         sleeps SLEEP_MS ms (default 0) before gtk_init, then
+ *                         opens window "First", redrawn every frame (a tick
+ *                         callback queues a draw); after MS ms opens a second
+ *                         window "Second" (also animated) and destroys the
+ *                         first; quits MS ms later.
+ *
+ * Prints "refresh_mhz N" (gdk_monitor_get_refresh_rate of the first window's
+ * monitor, 0 when unknown), "frames_second N" and "frames_third N" (frames
+ * drawn by the second window before and after it was re-realized), then exits 0.
+ */
+#include <gtk/gtk.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int g_ms = 1500;
+static GtkWidget* g_first = NULL;
+static GtkWidget* g_second = NULL;
+static long g_second_frames = 0;
+static long g_third_frames = 0;
+static int g_rerealized = 0;
+
+static gboolean Tick(GtkWidget* widget, GdkFrameClock* clock, gpointer data) {
+  (void)clock;
+  (void)data;
+  if (widget == g_second) {
+    if (g_rerealized) {
+      ++g_third_frames;
+    } else {
+      ++g_second_frames;
+    }
+  }
+  gtk_widget_queue_draw(widget);
+  return G_SOURCE_CONTINUE;
+}
+
+static GtkWidget* OpenWindow(const char* title) {
+  GtkWidget* window = gtk_window_new(GTK_WINDOW_TOPLEVEL);
+  gtk_window_set_title(GTK_WINDOW(window), title);
+  gtk_window_set_default_size(GTK_WINDOW(window), 200, 150);
+  gtk_container_add(GTK_CONTAINER(window), gtk_drawing_area_new());
+  gtk_widget_add_tick_callback(window, Tick, NULL, NULL);
+  gtk_widget_show_all(window);
+  return window;
+}
+
+static gboolean Quit(gpointer data) {
+  (void)data;
+  gtk_main_quit();
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean Rerealize(gpointer data) {
+  (void)data;
+  gtk_widget_hide(g_second);
+  gtk_widget_unrealize(g_second);
+  gtk_window_set_title(GTK_WINDOW(g_second), "Third");
+  g_rerealized = 1;
+  gtk_widget_show_all(g_second);
+  g_timeout_add(g_ms, Quit, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean OpenSecond(gpointer data) {
+  (void)data;
+  g_second = OpenWindow("Second");
+  gtk_widget_destroy(g_first);
+  g_first = NULL;
+  g_timeout_add(g_ms, Rerealize, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_ms = atoi(argv[1]);
+  if (argc > 2) g_usleep((gulong)atoi(argv[2]) * 1000);  /* Not a wait the agent times. */
+  gtk_init(&argc, &argv);
+  g_first = OpenWindow("First");
+  GdkMonitor* monitor = gdk_display_get_monitor_at_window(
+      gdk_display_get_default(), gtk_widget_get_window(g_first));
+  printf("refresh_mhz %d\n", monitor != NULL ? gdk_monitor_get_refresh_rate(monitor) : 0);
+  g_timeout_add(g_ms, OpenSecond, NULL);
+  gtk_main();
+  printf("frames_second %ld\nframes_third %ld\n", g_second_frames, g_third_frames);
+  return 0;
+}
