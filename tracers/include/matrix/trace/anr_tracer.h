@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -111,7 +112,9 @@ class AnrTracer : public Tracer {
   std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
                                     TimeTicks threshold_at);
   bool DebuggerSuppresses();
-  void EmitLag(TimeTicks end);
+  // `method_mark`: the dispatch's begin record, for a LAG captured before the
+  // dispatch was reported (provisional); nullopt when unknown.
+  void EmitLag(TimeTicks end, std::optional<uint64_t> method_mark = std::nullopt);
   void BuildAndReport(const Crossing& crossing);
 
   Options options_;
@@ -128,6 +131,7 @@ class AnrTracer : public Tracer {
     TimeTicks watch_from;  // begin, or later if the watchdog missed a gap.
     bool lag_done = false;
     bool anr_done = false;
+    bool provisional = false;  // Seen only through the loop's provisional source.
   };
   Watch watch_;
   TimeTicks scheduled_for_;
