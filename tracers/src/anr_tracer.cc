@@ -111,7 +111,7 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   crossing->cpu_now = options_.monitor->clock()->ThreadCpuTime(looper_thread);
   crossing->scene = options_.app_state->visible_scene_id();
   crossing->foreground = options_.app_state->is_foreground();
-  // A provisional dispatch has no begin record yet (mark 0): no call tree.
+  // A provisional dispatch has no begin record yet: no call tree.
   if (MethodTracer* tracer = options_.monitor->method_tracer();
       tracer != nullptr && !s.provisional) {
     crossing->records = tracer->Copy(s.method_mark, tracer->Mark());
