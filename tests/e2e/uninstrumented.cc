@@ -14,6 +14,13 @@ __attribute__((noinline)) void HangInUninstrumentedCode(absl::Duration d) {
   asm volatile("" ::: "memory");                  // Keep the frame (no tail call).
 }
 
+__attribute__((noinline)) void BlockInReadHandler(absl::Duration d) {
+  timespec req = absl::ToTimespec(d);
+  timespec rem;
+  while (nanosleep(&req, &rem) != 0) req = rem;
+  asm volatile("" ::: "memory");
+}
+
 __attribute__((noinline)) void SpinFor(absl::Duration d) {
   const absl::Time end = absl::Now() + d;
   while (absl::Now() < end) {

@@ -8,6 +8,8 @@ namespace e2e {
 
 // Blocks the calling thread in nanosleep for `d`.
 void HangInUninstrumentedCode(absl::Duration d);
+// The same, under another name (a hang in an I/O callback, toolkits tests).
+void BlockInReadHandler(absl::Duration d);
 // Spins on the CPU for `d`.
 void SpinFor(absl::Duration d);
 // A block with an early slow phase: spins in ParseHeader() for `early`, then

@@ -3,16 +3,20 @@
 // every 20 ms, the server echoes, the client reads), a 300 ms slow timer
 // callback (SlowTimerCallback, method-traced: this file is built with
 // matrix_trace_methods), and a 1.5 s block in HangInUninstrumentedCode (a
-// file built without tracing). The reports must show:
+// file built without tracing), and, at 3.2 s, a 2.5 s block in
+// BlockInReadHandler (same file) inside the client's TCP read callback (an
+// I/O callback, before libuv's check phase). The reports must show:
 //   slow method: a report whose key names SlowTimerCallback, cost >= 290 ms,
 //        and one naming SlowIdleCallback (a uv_idle_t callback, 300 ms);
 //   no idle lag: uv_idle_t callbacks run on every turn, they are not idle
 //        handlers (idle-handler tracing is on, with a 200 ms threshold);
 //   ANR: cost >= 1 s (threshold), native stack naming HangInUninstrumentedCode,
 //        scene "libuv" (the default scene named at attach);
+//   ANR in the I/O callback: taken while it hangs (the stack names
+//        BlockInReadHandler), one ANR per block (two in all);
 //   dispatches: every tick and read ran in one; the waits were idle (the sum
-//        of dispatch times is at least the two blocks, and at least 600 ms
-//        below the wall time: the program is otherwise idle for ~1.7 s);
+//        of dispatch times is at least the blocks, and at least 600 ms
+//        below the wall time: the program is otherwise idle for ~1.4 s);
 //   the monitor's handles did not keep the loop alive and were closed.
 
 #include <uv.h>
@@ -54,6 +58,9 @@ struct Program {
   uv_timer_t hang;
   uv_timer_t quit;
   uv_timer_t idle_starter;
+  uv_timer_t io_hang_arm;
+  bool hang_next_read = false;
+  bool io_hang_ran = false;
   uv_idle_t slow_idle;
   bool connected = false;
   int ticks = 0;
@@ -93,6 +100,11 @@ void OnClientRead(uv_stream_t* stream, ssize_t n, const uv_buf_t*) {
   Program* p = ProgramOf(stream);
   ++p->reads;
   p->echoed += static_cast<size_t>(n);
+  if (p->hang_next_read) {
+    p->hang_next_read = false;
+    e2e::BlockInReadHandler(absl::Milliseconds(2500));  // ANR in an I/O callback.
+    p->io_hang_ran = true;
+  }
 }
 
 __attribute__((noinline)) void SlowTimerCallback(uv_timer_t* timer) {
@@ -180,7 +192,8 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
                            }),
             0);
 
-  for (uv_timer_t* t : {&p.tick, &p.writer, &p.slow, &p.hang, &p.quit, &p.idle_starter}) {
+  for (uv_timer_t* t : {&p.tick, &p.writer, &p.slow, &p.hang, &p.quit, &p.idle_starter,
+                        &p.io_hang_arm}) {
     uv_timer_init(p.loop, t);
     t->data = &p;
   }
@@ -202,11 +215,14 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
   uv_timer_start(&p.idle_starter, [](uv_timer_t* t) {
     uv_idle_start(&ProgramOf(t)->slow_idle, &SlowIdleCallback);
   }, 2700, 0);
+  uv_timer_start(&p.io_hang_arm, [](uv_timer_t* t) {
+    ProgramOf(t)->hang_next_read = true;  // The next echo read blocks.
+  }, 3200, 0);
   uv_timer_start(&p.quit, [](uv_timer_t* t) {
     // A uv_walk teardown would close the monitor's handles too: detach first.
     ProgramOf(t)->monitor->Detach();
     CloseAll(t->loop);
-  }, 3500, 0);
+  }, 6000, 0);
 
   const absl::Time start = absl::Now();
   // Returns once every handle of the program is closed: ours (unref'ed) do
@@ -218,7 +234,8 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
   EXPECT_TRUE(p.slow_ran);
   EXPECT_TRUE(p.hang_ran);
   EXPECT_TRUE(p.slow_idle_ran);
-  EXPECT_GT(p.ticks, 50);  // ~3.5 s / 10 ms minus 1.8 s of blocking; generous.
+  EXPECT_TRUE(p.io_hang_ran);
+  EXPECT_GT(p.ticks, 50);  // ~6 s / 10 ms minus 4.3 s of blocking; generous.
   EXPECT_GT(p.writes, 40);
   EXPECT_GT(p.reads, 10);
   EXPECT_GE((*monitor)->dispatch_count(), static_cast<uint64_t>(p.ticks));
@@ -226,7 +243,7 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
   sum_registration = matrix::ObserverRegistration();
   uv_run(p.loop, UV_RUN_NOWAIT);  // Finishes closing the monitor's handles.
   EXPECT_EQ(uv_loop_close(p.loop), 0);
-  EXPECT_GE(sum.busy, absl::Milliseconds(2090)) << "the three blocks";
+  EXPECT_GE(sum.busy, absl::Milliseconds(4590)) << "the four blocks";
   EXPECT_LE(sum.busy, wall - absl::Milliseconds(600)) << "waits must be idle; wall " << wall;
 
   auto is_anr = [](const matrix::Issue& i) {
@@ -246,9 +263,19 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
     }
     return false;
   };
+  auto stack_names = [](const matrix::Issue& i, const char* function) {
+    for (const auto& frame : i.proto().anr().thread_stack().frames()) {
+      if (absl::StrContains(frame.function(), function)) return true;
+    }
+    return false;
+  };
+  auto is_io_anr = [&](const matrix::Issue& i) {
+    return is_anr(i) && stack_names(i, "BlockInReadHandler");
+  };
   const bool reported = listener->WaitFor(
       [&](const auto& issues) {
-        return has(issues, is_anr) && has(issues, is_slow) && has(issues, is_slow_idle);
+        return has(issues, is_anr) && has(issues, is_slow) && has(issues, is_slow_idle) &&
+               has(issues, is_io_anr);
       },
       absl::Seconds(15));
   std::vector<matrix::Issue> issues = listener->issues();
@@ -267,9 +294,24 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
         << "a uv_idle_t callback is no idle handler";
   }
   const matrix::Issue* anr = nullptr;
+  const matrix::Issue* io_anr = nullptr;
+  int anrs = 0;
+  std::string anr_stacks;
   for (const auto& issue : issues) {
-    if (is_anr(issue)) anr = &issue;
+    if (!is_anr(issue)) continue;
+    ++anrs;
+    for (const auto& frame : issue.proto().anr().thread_stack().frames()) {
+      anr_stacks += frame.function() + "\n";
+    }
+    anr_stacks += "--\n";
+    if (stack_names(issue, "HangInUninstrumentedCode")) anr = &issue;
+    if (is_io_anr(issue)) io_anr = &issue;
   }
+  EXPECT_EQ(anrs, 2) << "one ANR per block; stacks:\n" << anr_stacks;
+  ASSERT_NE(io_anr, nullptr) << anr_stacks;
+  EXPECT_GE(io_anr->proto().anr().cost_ms(), 1000);
+  EXPECT_LT(io_anr->proto().anr().cost_ms(), 2500) << "taken while it hung";
+  EXPECT_EQ(io_anr->proto().anr().message().callback(), "uv-dispatch");
   ASSERT_NE(anr, nullptr);
   EXPECT_GE(anr->proto().anr().cost_ms(), 1000);
   EXPECT_EQ(anr->proto().anr().scene(), "libuv");

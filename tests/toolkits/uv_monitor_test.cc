@@ -2,11 +2,14 @@
 // so no wait is idle time): a dispatch runs from the poll phase to the next
 // prepare phase and holds I/O callbacks, timers, idle and check callbacks;
 // the handles never keep the loop alive; detach closes them; scene; errors.
+// And AnrTracer through the adapter (fake idle time, fake clock, the watchdog
+// on a TestEnvironment looper): a hang in an I/O callback is watched live.
 
 #include "matrix/uv/uv_monitor.h"
 
 #include <uv.h>
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -14,7 +17,11 @@
 #include "gtest/gtest.h"
 #include "matrix/core/app_state.h"
 #include "matrix/testing/fake_tick_clock.h"
+#include "matrix/testing/test_environment.h"
+#include "matrix/trace/anr_tracer.h"
 #include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/ui_thread_monitor.h"
+#include "tracer_test_util.h"
 
 namespace {
 
@@ -282,6 +289,215 @@ TEST_F(UvMonitorTest, Errors) {
   first->reset();
   auto after_detach = matrix::uv::Attach(&loop_, &monitor_, NoScene());
   EXPECT_TRUE(after_detach.ok()) << after_detach.status();
+}
+
+// libuv's idle time as the fake clock sees it: the finished waits plus the
+// wait in progress (uv_metrics_idle_time() counts it, from the wait's entry).
+class FakeIdleTime {
+ public:
+  explicit FakeIdleTime(const matrix::TickClock* clock) : clock_(clock) {}
+  uint64_t Now() const {
+    const int64_t entry = entry_ns_.load();
+    const int64_t in_progress = entry == 0 ? 0 : clock_->NowTicks().ToNanoseconds() - entry;
+    return static_cast<uint64_t>(idle_ns_.load() + in_progress);
+  }
+  void EnterWait() { entry_ns_.store(clock_->NowTicks().ToNanoseconds()); }
+  // What libuv does when the wait returns, before the I/O callbacks.
+  void WaitReturned() {
+    idle_ns_.store(static_cast<int64_t>(Now()));
+    entry_ns_.store(0);
+  }
+
+ private:
+  const matrix::TickClock* const clock_;
+  std::atomic<int64_t> idle_ns_{0};
+  std::atomic<int64_t> entry_ns_{0};
+};
+
+class UvAnrTest : public ::testing::Test {
+ protected:
+  static constexpr absl::Duration kLag = absl::Seconds(2);
+  static constexpr absl::Duration kAnr = absl::Seconds(5);
+  static constexpr absl::Duration kWait = absl::Seconds(7);  // Longer than kAnr: idle.
+
+  UvAnrTest()
+      : env_(EnvOptions()),
+        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
+        worker_(env_.CreateBackgroundLooper("matrix-worker")),
+        proc_(matrix::ThreadHandle::Current().tid()),
+        capture_(env_.clock()),
+        idle_(env_.clock()),
+        looper_monitor_(env_.clock()) {
+    matrix::AppState::Get()->ResetForTesting();
+    uv_loop_init(&loop_);
+    looper_monitor_.Start();
+    monitor_ = std::make_unique<matrix::UIThreadMonitor>(&looper_monitor_, nullptr,
+                                                         matrix::UIThreadMonitor::Options());
+    monitor_->Start();
+    matrix::AnrTracer::Options options;
+    options.monitor = monitor_.get();
+    options.watchdog_looper = watchdog_;
+    options.worker_looper = worker_;
+    options.anr_threshold = kAnr;
+    options.lag_threshold = kLag;
+    options.proc_root = proc_.root();
+    options.capture = capture_.AsFunction();
+    options.report = issues_.callback();
+    anr_ = std::make_unique<matrix::AnrTracer>(std::move(options));
+    anr_->OnStartTrace();
+    env_.RunUntilIdle();
+
+    // The wait: started before Attach, so libuv runs it after our prepare
+    // handle (newest first), just before the poll. UV_RUN_NOWAIT never
+    // blocks, so it plays the blocking wait on the fake clock (the watchdog
+    // runs meanwhile) and then does what libuv does when the wait returns.
+    uv_prepare_init(&loop_, &wait_);
+    wait_.data = this;
+    uv_prepare_start(&wait_, [](uv_prepare_t* handle) {
+      auto* self = static_cast<UvAnrTest*>(handle->data);
+      self->idle_.EnterWait();
+      self->env_.FastForwardBy(kWait);
+      self->idle_.WaitReturned();
+      self->wait_returned_at_ = self->env_.Now();
+    });
+
+    matrix::uv::Options uv_options;
+    uv_options.name_scene = false;
+    uv_options.idle_time_for_testing = [this](uv_loop_t*) { return idle_.Now(); };
+    auto uv = matrix::uv::Attach(&loop_, &looper_monitor_, std::move(uv_options));
+    EXPECT_TRUE(uv.ok()) << uv.status();
+    if (uv.ok()) uv_ = std::move(*uv);
+  }
+  ~UvAnrTest() override {
+    uv_.reset();
+    if (pipe_open_) {  // Also when an assertion ended the test early.
+      uv_close(reinterpret_cast<uv_handle_t*>(&ends_[0]), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t*>(&ends_[1]), nullptr);
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&wait_), nullptr);
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0);
+    anr_.reset();
+    monitor_.reset();
+    matrix::AppState::Get()->ResetForTesting();
+  }
+
+  static matrix::testing::TestEnvironment::Options EnvOptions() {
+    matrix::testing::TestEnvironment::Options options;
+    options.choreographer = false;
+    return options;
+  }
+
+  // A pipe whose read callback hangs for `hang` (the watchdog runs meanwhile)
+  // and records what the tracer had reported by the callback's end.
+  void HangInReadCallback(absl::Duration hang) {
+    hang_ = hang;
+    ASSERT_EQ(uv_pipe(fds_, 0, 0), 0);
+    uv_pipe_init(&loop_, &ends_[0], 0);
+    uv_pipe_init(&loop_, &ends_[1], 0);
+    ASSERT_EQ(uv_pipe_open(&ends_[0], fds_[0]), 0);
+    ASSERT_EQ(uv_pipe_open(&ends_[1], fds_[1]), 0);
+    pipe_open_ = true;
+    ends_[0].data = this;
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&ends_[0]),
+        [](uv_handle_t*, size_t, uv_buf_t* buf) {
+          static char storage[64];
+          *buf = uv_buf_init(storage, sizeof(storage));
+        },
+        [](uv_stream_t* stream, ssize_t n, const uv_buf_t*) {
+          if (n <= 0) return;
+          auto* self = static_cast<UvAnrTest*>(stream->data);
+          self->read_began_at_ = self->env_.Now();
+          self->env_.FastForwardBy(self->hang_);  // Hangs; the watchdog watches.
+          self->anr_in_callback_ = self->anr_->anr_count();
+          self->captures_in_callback_ = self->capture_.times().size();
+          self->dispatching_in_callback_ = self->looper_monitor_.is_dispatching();
+        });
+    char byte = 'x';
+    uv_buf_t buf = uv_buf_init(&byte, 1);
+    ASSERT_EQ(uv_try_write(reinterpret_cast<uv_stream_t*>(&ends_[1]), &buf, 1), 1);
+  }
+
+  matrix::testing::TestEnvironment env_;
+  matrix::Looper* const watchdog_;
+  matrix::Looper* const worker_;
+  matrix::trace_test::ProcFixture proc_;
+  matrix::trace_test::FakeCapture capture_;
+  matrix::trace_test::IssueCollector issues_;
+  FakeIdleTime idle_;
+  matrix::LooperMonitor looper_monitor_;
+  std::unique_ptr<matrix::UIThreadMonitor> monitor_;
+  std::unique_ptr<matrix::AnrTracer> anr_;
+  uv_loop_t loop_;
+  uv_prepare_t wait_;
+  std::unique_ptr<matrix::uv::UvMonitor> uv_;
+  uv_pipe_t ends_[2];
+  uv_file fds_[2];
+  bool pipe_open_ = false;
+  absl::Duration hang_;
+  TimeTicks wait_returned_at_;
+  TimeTicks read_began_at_;
+  int64_t anr_in_callback_ = -1;
+  size_t captures_in_callback_ = 0;
+  bool dispatching_in_callback_ = true;
+};
+
+TEST_F(UvAnrTest, LongWaitsAreIdle) {
+  ASSERT_NE(uv_, nullptr);
+  for (int i = 0; i < 3; ++i) uv_run(&loop_, UV_RUN_NOWAIT);  // Three 7 s waits.
+  env_.RunUntilIdle();
+  EXPECT_EQ(anr_->anr_count(), 0);
+  EXPECT_EQ(anr_->lag_count(), 0);
+  EXPECT_TRUE(capture_.times().empty());
+}
+
+TEST_F(UvAnrTest, AHangInAnIoCallbackIsAnAnrWhileItHangs) {
+  ASSERT_NE(uv_, nullptr);
+  uv_run(&loop_, UV_RUN_NOWAIT);  // The first dispatch begins (after a wait).
+  HangInReadCallback(kAnr + absl::Seconds(1));
+  uv_run(&loop_, UV_RUN_NOWAIT);  // Prepare, the wait (7 s), the read hangs 6 s, check.
+
+  // Reported inside the callback, before the check handle opened the
+  // dispatch, with the loop thread's stack taken at the crossing.
+  EXPECT_FALSE(dispatching_in_callback_);
+  EXPECT_EQ(anr_in_callback_, 1);
+  ASSERT_EQ(captures_in_callback_, 2u);  // The LAG's capture, then the ANR's.
+  EXPECT_EQ(read_began_at_, wait_returned_at_);
+  EXPECT_EQ(capture_.times()[0], wait_returned_at_ + kLag);
+  EXPECT_EQ(capture_.times()[1], wait_returned_at_ + kAnr);
+
+  // The check handle reports the same dispatch (begun when the wait
+  // returned); it ends at the next prepare: one report, no LAG.
+  EXPECT_TRUE(looper_monitor_.is_dispatching());
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  env_.RunUntilIdle();
+  EXPECT_EQ(anr_->anr_count(), 1);
+  EXPECT_EQ(anr_->lag_count(), 0);
+  EXPECT_EQ(capture_.times().size(), 2u);
+  const auto anrs = issues_.WithDetail(matrix::proto::ANR);
+  ASSERT_EQ(anrs.size(), 1u);
+  EXPECT_DOUBLE_EQ(anrs[0].proto().anr().cost_ms(), absl::ToDoubleMilliseconds(kAnr));
+  EXPECT_DOUBLE_EQ(anrs[0].proto().anr().detection_delay_ms(), 0);
+  EXPECT_TRUE(issues_.WithDetail(matrix::proto::LAG).empty());
+}
+
+TEST_F(UvAnrTest, AShorterHangInAnIoCallbackIsOneLagWithItsRealCost) {
+  ASSERT_NE(uv_, nullptr);
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  HangInReadCallback(kLag + absl::Seconds(1));
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  EXPECT_EQ(captures_in_callback_, 1u);  // Captured at the crossing, in the callback.
+  ASSERT_EQ(capture_.times().size(), 1u);
+  EXPECT_EQ(capture_.times()[0], wait_returned_at_ + kLag);
+  env_.FastForwardBy(absl::Milliseconds(10));  // Still the dispatch (check, then this).
+  uv_run(&loop_, UV_RUN_NOWAIT);  // Prepare ends it.
+  env_.RunUntilIdle();
+  EXPECT_EQ(anr_->anr_count(), 0);
+  EXPECT_EQ(anr_->lag_count(), 1);
+  const auto lags = issues_.WithDetail(matrix::proto::LAG);
+  ASSERT_EQ(lags.size(), 1u);
+  EXPECT_DOUBLE_EQ(lags[0].proto().anr().cost_ms(), 3010);
 }
 
 }  // namespace

@@ -658,5 +658,108 @@ TEST_F(AnrTracerTest, MethodTracing_LagTreeCoversTheWholeDispatch) {
   ExpectCall(lag.stack(2), 1, "app::ParseConfig()", 500, /*unfinished=*/false);
 }
 
+// A foreign loop that reports a dispatch only after it began (libuv's I/O
+// callbacks run before the adapter's check handle): its provisional source.
+class FakeProvisionalSource : public ProvisionalDispatchSource {
+ public:
+  explicit FakeProvisionalSource(const TickClock* clock) : clock_(clock) {}
+  TimeTicks ProvisionalBegin() const override {
+    ++calls_;
+    return waiting_ ? clock_->NowTicks() : begin_;
+  }
+  void Wait() { waiting_ = true; }
+  void Returned(TimeTicks at) {
+    waiting_ = false;
+    begin_ = at;
+  }
+  void Gone() { Returned(TimeTicks()); }
+  int calls() const { return calls_; }
+
+ private:
+  const TickClock* const clock_;
+  bool waiting_ = true;
+  TimeTicks begin_;
+  mutable int calls_ = 0;
+};
+
+TEST_F(AnrTracerTest, Provisional_WaitingIsIdle_AHangBeforeTheBeginIsOneAnrTakenLive) {
+  Start();
+  FakeProvisionalSource source(env_.clock());
+  ObserverRegistration registration = looper_monitor_->SetProvisionalSource(&source, "uv-like");
+  env_.FastForwardBy(absl::Seconds(20));  // Waiting: the answer is always "now".
+  EXPECT_GT(source.calls(), 0);
+  EXPECT_EQ(anr_->lag_count() + anr_->anr_count(), 0);
+  EXPECT_TRUE(capture_.times().empty());
+
+  const TimeTicks returned = env_.Now();  // The wait returns; the loop hangs.
+  source.Returned(returned);
+  env_.FastForwardBy(kAnr);  // The heartbeat shows no dispatch all along.
+  EXPECT_FALSE(monitor_->heartbeat().Read().active);
+  EXPECT_EQ(anr_->anr_count(), 1);
+  ASSERT_THAT(capture_.times(), SizeIs(2));  // The LAG's, then the ANR's, each at its crossing.
+  EXPECT_EQ(capture_.times()[0], returned + kLag);
+  EXPECT_EQ(capture_.times()[1], returned + kAnr);
+
+  // The loop reports it now, with the same begin: the same dispatch.
+  looper_monitor_->DispatchBegin(returned, "uv-like");
+  env_.FastForwardBy(absl::Seconds(6));
+  End();
+  env_.FastForwardBy(absl::Seconds(1));
+  EXPECT_EQ(anr_->anr_count(), 1);
+  EXPECT_EQ(anr_->lag_count(), 0);
+  const std::vector<Issue> anrs = issues_.WithDetail(proto::ANR);
+  ASSERT_THAT(anrs, SizeIs(1));
+  const proto::AnrReport& anr = anrs[0].proto().anr();
+  EXPECT_DOUBLE_EQ(anr.cost_ms(), absl::ToDoubleMilliseconds(kAnr));
+  EXPECT_DOUBLE_EQ(anr.detection_delay_ms(), 0);
+  EXPECT_EQ(anr.message().callback(), "uv-like");
+}
+
+TEST_F(AnrTracerTest, Provisional_LagEndsWithTheReportedDispatch) {
+  Start();
+  FakeProvisionalSource source(env_.clock());
+  ObserverRegistration registration = looper_monitor_->SetProvisionalSource(&source);
+  env_.FastForwardBy(absl::Seconds(3));
+  const TimeTicks returned = env_.Now();
+  source.Returned(returned);
+  env_.FastForwardBy(kLag + absl::Milliseconds(500));
+  ASSERT_THAT(capture_.times(), SizeIs(1));
+  EXPECT_EQ(capture_.times()[0], returned + kLag);
+  looper_monitor_->DispatchBegin(returned);
+  source.Wait();
+  env_.FastForwardBy(absl::Milliseconds(100));
+  End();
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_EQ(anr_->anr_count(), 0);
+  ASSERT_THAT(issues_.WithDetail(proto::LAG), SizeIs(1));
+  EXPECT_DOUBLE_EQ(issues_.WithDetail(proto::LAG)[0].proto().anr().cost_ms(), 2600);
+}
+
+TEST_F(AnrTracerTest, Provisional_NeverReported_TheNextDispatchIsJudgedAlone) {
+  Start();
+  FakeProvisionalSource source(env_.clock());
+  ObserverRegistration registration = looper_monitor_->SetProvisionalSource(&source);
+  source.Returned(env_.Now());
+  env_.FastForwardBy(kLag + absl::Milliseconds(1));  // A LAG captured for it...
+  ASSERT_THAT(capture_.times(), SizeIs(1));
+  registration.Reset();  // ...but it is never reported (the adapter detached).
+  env_.FastForwardBy(kAnr);
+  EXPECT_EQ(anr_->anr_count(), 0);
+  // The next dispatch carries the number the provisional one had.
+  const TimeTicks begin = env_.Now();
+  Begin("next");
+  env_.FastForwardBy(kAnr);
+  EXPECT_EQ(anr_->anr_count(), 1);
+  End();
+  EXPECT_EQ(anr_->lag_count(), 0);
+  ASSERT_THAT(capture_.times(), SizeIs(3));  // Its own LAG and ANR crossings.
+  EXPECT_EQ(capture_.times()[1], begin + kLag);
+  EXPECT_EQ(capture_.times()[2], begin + kAnr);
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  EXPECT_EQ(issues_.WithDetail(proto::ANR)[0].proto().anr().message().callback(), "next");
+  EXPECT_DOUBLE_EQ(issues_.WithDetail(proto::ANR)[0].proto().anr().cost_ms(),
+                   absl::ToDoubleMilliseconds(kAnr));
+}
+
 }  // namespace
 }  // namespace matrix

@@ -111,7 +111,9 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   crossing->cpu_now = options_.monitor->clock()->ThreadCpuTime(looper_thread);
   crossing->scene = options_.app_state->visible_scene_id();
   crossing->foreground = options_.app_state->is_foreground();
-  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
+  // A provisional dispatch has no begin record yet: no call tree.
+  if (MethodTracer* tracer = options_.monitor->method_tracer();
+      tracer != nullptr && !s.provisional) {
     crossing->records = tracer->Copy(s.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
@@ -130,11 +132,30 @@ void AnrTracer::Check() {
       !scheduled_for_.is_null() && now - scheduled_for_ > options_.late_tolerance;
   if (late) late_wakeups_.fetch_add(1);
 
-  const DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
+  DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
+  // A loop that reports its dispatches late (libuv's I/O callbacks) may say
+  // that the next one already runs: watch it as that dispatch.
+  const bool provisional = options_.monitor->ReadProvisional(&s);
+  if (!s.active && watch_.provisional && watch_.number == s.dispatch_number + 1) {
+    // The provisional dispatch was never reported (the source went away):
+    // forget it, so the dispatch that will carry its number is judged alone.
+    uint64_t expected = watch_.number;
+    if (lag_pending_number_.compare_exchange_strong(expected, 0)) pending_lag_.reset();
+    watch_ = Watch{};
+  }
   TimeTicks next = now + options_.lag_threshold;
   bool watched_ended = false;
   if (s.active) {
-    if (s.dispatch_number != watch_.number) watch_ = Watch{s.dispatch_number, s.begin, s.begin};
+    if (s.dispatch_number != watch_.number) {
+      watch_ = Watch{s.dispatch_number, s.begin, s.begin};
+    } else if (s.begin != watch_.begin && !watch_.lag_done) {
+      // A provisional begin moves while the loop still waits; the reported
+      // dispatch may differ from the last provisional answer. Once a
+      // threshold was crossed the dispatch is the one reported: keep it.
+      watch_.begin = s.begin;
+      watch_.watch_from = s.begin;
+    }
+    watch_.provisional = provisional;
     // A late wake-up did not watch the gap: do not count it against the
     // dispatch (the process may have been stopped, not hung).
     if (late) watch_.watch_from = std::max(watch_.watch_from, now);
@@ -165,8 +186,11 @@ void AnrTracer::Check() {
       lag_pending_number_.store(s.dispatch_number);
       // If the dispatch ended before the looper could see the pending
       // number, report it from here and look at the looper again at once.
+      // (A provisional dispatch runs on while the heartbeat shows the one
+      // before it, or shows it running.)
       const DispatchHeartbeat::Snapshot after = options_.monitor->heartbeat().Read();
-      if (after.dispatch_number != s.dispatch_number || !after.active) {
+      const bool still_provisional = provisional && after.dispatch_number + 1 == s.dispatch_number;
+      if (!still_provisional && (after.dispatch_number != s.dispatch_number || !after.active)) {
         watched_ended = true;
         uint64_t expected = s.dispatch_number;
         if (lag_pending_number_.compare_exchange_strong(expected, 0)) {
@@ -192,8 +216,8 @@ void AnrTracer::DispatchEnd(const DispatchData& dispatch) {
   if (pending != dispatch.dispatch_number || pending == 0) return;
   if (!lag_pending_number_.compare_exchange_strong(pending, 0)) return;
   const int64_t end_ns = dispatch.end.ToNanoseconds();
-  watchdog_handler_->Post([this, end_ns] {
-    EmitLag(TimeTicks::FromNanoseconds(end_ns));
+  watchdog_handler_->Post([this, end_ns, mark = dispatch.method_mark] {
+    EmitLag(TimeTicks::FromNanoseconds(end_ns), std::optional<uint64_t>(mark));
     // The watchdog was asleep until this dispatch's ANR deadline: watch the
     // looper again now, so the next dispatch is judged from its own begin.
     scheduled_for_ = TimeTicks();
@@ -201,11 +225,17 @@ void AnrTracer::DispatchEnd(const DispatchData& dispatch) {
   });
 }
 
-void AnrTracer::EmitLag(TimeTicks end) {
+void AnrTracer::EmitLag(TimeTicks end, std::optional<uint64_t> method_mark) {
   if (pending_lag_ == nullptr) return;
   std::unique_ptr<Crossing> crossing = std::move(pending_lag_);
   crossing->end = end;
-  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
+  // Captured provisionally: the dispatch's begin record is known now.
+  if (crossing->snapshot.provisional && method_mark.has_value()) {
+    crossing->snapshot.method_mark = *method_mark;
+    crossing->snapshot.provisional = false;
+  }
+  if (MethodTracer* tracer = options_.monitor->method_tracer();
+      tracer != nullptr && !crossing->snapshot.provisional) {
     // The whole dispatch is known now.
     crossing->records = tracer->Copy(crossing->snapshot.method_mark, tracer->Mark());
     crossing->has_records = true;

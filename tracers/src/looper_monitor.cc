@@ -89,6 +89,35 @@ LooperMonitor::LooperMonitor(const TickClock* clock)
 
 LooperMonitor::~LooperMonitor() { Stop(); }
 
+ObserverRegistration LooperMonitor::SetProvisionalSource(ProvisionalDispatchSource* source,
+                                                         const char* label) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  MATRIX_CHECK(source != nullptr, "SetProvisionalSource: null source");
+  {
+    absl::MutexLock lock(&provisional_mu_);
+    if (provisional_ != nullptr) return ObserverRegistration();  // The first one stands.
+    provisional_ = source;
+    provisional_label_ = label;
+  }
+  has_provisional_.store(true, std::memory_order_release);
+  return ObserverRegistration([this, source] {
+    absl::MutexLock lock(&provisional_mu_);  // Waits for a call in progress.
+    if (provisional_ != source) return;
+    provisional_ = nullptr;
+    provisional_label_ = nullptr;
+    has_provisional_.store(false, std::memory_order_relaxed);
+  });
+}
+
+TimeTicks LooperMonitor::ProvisionalBegin(const char** label) const {
+  if (label != nullptr) *label = nullptr;
+  if (!has_provisional_.load(std::memory_order_acquire)) return TimeTicks();
+  absl::MutexLock lock(&provisional_mu_);
+  if (provisional_ == nullptr) return TimeTicks();
+  if (label != nullptr) *label = provisional_label_;
+  return provisional_->ProvisionalBegin();
+}
+
 void LooperMonitor::Start() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (started_) return;

@@ -150,6 +150,29 @@ void UIThreadMonitor::BeginPhase(Phase phase, TimeTicks start) {
   snapshot_phase_start_ns_[i].store(start.ToNanoseconds(), std::memory_order_relaxed);
 }
 
+bool UIThreadMonitor::ReadProvisional(DispatchHeartbeat::Snapshot* s) const {
+  if (s->active) return false;
+  const char* label = nullptr;
+  const TimeTicks begin = looper_monitor_->ProvisionalBegin(&label);
+  if (begin.is_null()) return false;
+  // The answer describes the dispatch after `s` only if none began since:
+  // the source's reads come before this check (a seqlock-style re-read).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (heartbeat_.dispatch_number() != s->dispatch_number) {
+    *s = heartbeat_.Read();  // A dispatch began: that one is the news.
+    return false;
+  }
+  DispatchHeartbeat::Snapshot next;
+  next.dispatch_number = s->dispatch_number + 1;
+  next.active = true;
+  next.begin = begin;
+  next.last_end = s->last_end;
+  next.label = label;
+  next.provisional = true;
+  *s = std::move(next);
+  return true;
+}
+
 void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) {
   dispatch_.method_mark =
       options_.method_tracer != nullptr ? options_.method_tracer->DispatchBegin(begin) : 0;

@@ -51,10 +51,31 @@ UvMonitor::UvMonitor(uv_loop_t* loop, LooperMonitor* looper_monitor)
 
 UvMonitor::~UvMonitor() { Detach(); }
 
+uint64_t UvMonitor::IdleTime() const {
+  return idle_time_ ? idle_time_(loop_) : uv_metrics_idle_time(loop_);
+}
+
+TimeTicks UvMonitor::ProvisionalBegin() const {
+  // Acquire: pairs with the prepare's release store, so a base from a later
+  // turn comes with that turn's dispatch number (UIThreadMonitor re-checks).
+  const int64_t base = wait_base_ns_.load(std::memory_order_acquire);
+  if (base == kNoWait) return TimeTicks();
+  // libuv's idle time counts the wait in progress and is brought up to date
+  // when the wait returns, before the I/O callbacks: so this is about now
+  // while the loop waits, and the wait's return once it has returned.
+  return TimeTicks::FromNanoseconds(base + static_cast<int64_t>(IdleTime()));
+}
+
 void UvMonitor::OnPrepare(uv_prepare_t* handle) {
   UvMonitor* self = MonitorOf(handle);
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(self->thread_checker_);
   self->prepare_time_ = self->looper_monitor_->clock()->NowTicks();
+  // No idle time accrues between the check and this prepare, so the idle
+  // time now is idle_before_. Published before the dispatch ends, so a
+  // watchdog that sees it ended never pairs it with the last turn's base.
+  self->wait_base_ns_.store(
+      self->prepare_time_.ToNanoseconds() - static_cast<int64_t>(self->idle_before_),
+      std::memory_order_release);
   if (!self->in_dispatch_) return;
   self->in_dispatch_ = false;
   self->looper_monitor_->DispatchEnd(self->prepare_time_);
@@ -66,7 +87,7 @@ void UvMonitor::OnCheck(uv_check_t* handle) {
   const TimeTicks now = self->looper_monitor_->clock()->NowTicks();
   // Idle time grows only while the loop thread waits in the poll phase, so
   // its growth since the last check is this turn's wait.
-  const uint64_t idle = uv_metrics_idle_time(self->loop_);
+  const uint64_t idle = self->IdleTime();
   const uint64_t waited_ns = idle - self->idle_before_;
   self->idle_before_ = idle;
   TimeTicks begin = now;
@@ -89,6 +110,8 @@ void UvMonitor::Detach() {
   if (handles_ == nullptr) return;
   internal::UvHandles* handles = handles_;
   handles_ = nullptr;
+  wait_base_ns_.store(kNoWait, std::memory_order_relaxed);
+  provisional_registration_.Reset();  // Waits for a watchdog call in progress.
   if (in_dispatch_) {
     in_dispatch_ = false;
     looper_monitor_->DispatchEnd();
@@ -153,6 +176,7 @@ absl::StatusOr<std::unique_ptr<UvMonitor>> Attach(uv_loop_t* loop, LooperMonitor
         "matrix::uv::Attach: uv_loop_configure(UV_METRICS_IDLE_TIME): ", uv_strerror(rc)));
   }
   std::unique_ptr<UvMonitor> monitor(new UvMonitor(loop, looper_monitor));
+  monitor->idle_time_ = std::move(options.idle_time_for_testing);
   auto* handles = new internal::UvHandles();
   // Init cannot fail for prepare and check handles on a valid loop (libuv
   // returns 0 unconditionally); start fails only for a null callback.
@@ -171,7 +195,9 @@ absl::StatusOr<std::unique_ptr<UvMonitor>> Attach(uv_loop_t* loop, LooperMonitor
     return absl::InternalError(
         absl::StrCat("matrix::uv::Attach: cannot start the loop's handles: ", uv_strerror(rc)));
   }
-  monitor->idle_before_ = uv_metrics_idle_time(loop);
+  monitor->idle_before_ = monitor->IdleTime();
+  monitor->provisional_registration_ =
+      looper_monitor->SetProvisionalSource(monitor.get(), kDispatchLabel);
   monitor->NameScene(options);
   return monitor;
 }

@@ -21,6 +21,14 @@
 //     then). Detection is therefore late only by timer slack. After a LAG
 //     crossing it sleeps until the ANR deadline, so the end of a dispatch that
 //     lagged wakes it (DispatchEnd posts once) to watch the next one.
+//   - A foreign loop that reports a dispatch only after it began (libuv: the
+//     I/O callbacks run before the adapter's check handle) registers a
+//     ProvisionalDispatchSource (LooperMonitor::SetProvisionalSource()).
+//     While the heartbeat shows no dispatch, the watchdog asks it and watches
+//     its answer as the next dispatch (UIThreadMonitor::ReadProvisional());
+//     when the loop reports that dispatch with the same number it is the same
+//     one: one report. Its stack is taken live; its call tree only once the
+//     dispatch is reported (a LAG), none for an ANR taken before.
 //   - When the watchdog itself wakes more than `late_tolerance` after it
 //     asked to (the process was stopped, the machine starved or suspended), it
 //     did not watch the gap: it restarts the running dispatch's clock from
@@ -45,6 +53,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -111,7 +120,9 @@ class AnrTracer : public Tracer {
   std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
                                     TimeTicks threshold_at);
   bool DebuggerSuppresses();
-  void EmitLag(TimeTicks end);
+  // `method_mark`: the dispatch's begin record, for a LAG captured before the
+  // dispatch was reported (provisional); nullopt when unknown.
+  void EmitLag(TimeTicks end, std::optional<uint64_t> method_mark = std::nullopt);
   void BuildAndReport(const Crossing& crossing);
 
   Options options_;
@@ -128,6 +139,7 @@ class AnrTracer : public Tracer {
     TimeTicks watch_from;  // begin, or later if the watchdog missed a gap.
     bool lag_done = false;
     bool anr_done = false;
+    bool provisional = false;  // Seen only through the loop's provisional source.
   };
   Watch watch_;
   TimeTicks scheduled_for_;

@@ -50,6 +50,9 @@ class DispatchHeartbeat {
     const char* label = nullptr;          // Foreign source: the caller's label.
     // The method-trace mark of the dispatch's begin record (0 without tracing).
     uint64_t method_mark = 0;
+    // Not read from the heartbeat: the dispatch the loop runs before
+    // reporting it (UIThreadMonitor::ReadProvisional()); no method mark yet.
+    bool provisional = false;
 
     // "Handler (<name>) {<address>}", as Handler::ToString(), or "" if unknown.
     std::string TargetString() const;

@@ -33,16 +33,19 @@
 //   }
 //
 // Thread safety: bound to the loop's thread. Every method must be called on
-// it, and listeners are called on it.
+// it (except ProvisionalBegin(), any thread), and listeners are called on it.
 
 #ifndef MATRIX_TRACE_LOOPER_MONITOR_H_
 #define MATRIX_TRACE_LOOPER_MONITOR_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "matrix/core/check.h"
 #include "matrix/core/looper.h"
@@ -80,6 +83,26 @@ class LooperIdleListener {
   virtual void OnIdleBegin(TimeTicks begin, const char* name) = 0;
   // Always follows an OnIdleBegin() this listener received.
   virtual void OnIdleEnd(TimeTicks begin, TimeTicks end) = 0;
+};
+
+// A foreign loop that learns when a dispatch began only after the fact
+// (libuv: nothing runs between the poll's return and its I/O callbacks; the
+// adapter's DispatchBegin() comes later, dated back). While no dispatch is
+// open, the watchdogs ask it whether the loop thread is already running the
+// next one, so a hang there is watched as it happens (see
+// LooperMonitor::SetProvisionalSource()).
+//
+// Thread safety: ProvisionalBegin() is called on watchdog threads, never on
+// the loop thread; it must not block for long and must be safe against the
+// loop thread running concurrently.
+class ProvisionalDispatchSource {
+ public:
+  virtual ~ProvisionalDispatchSource() = default;
+  // When the loop thread began work that it has not reported yet (its next
+  // DispatchBegin() must carry exactly this time), or a null TimeTicks when it
+  // cannot tell. While the loop is waiting, "now" (or close to it) is a fine
+  // answer: watchers restart their clock whenever the answer moves.
+  virtual TimeTicks ProvisionalBegin() const = 0;
 };
 
 class LooperMonitor {
@@ -121,6 +144,19 @@ class LooperMonitor {
   void DispatchBegin(const char* label = nullptr) { DispatchBegin(clock_->NowTicks(), label); }
   void DispatchEnd(TimeTicks end);
   void DispatchEnd() { DispatchEnd(clock_->NowTicks()); }
+
+  // SetProvisionalSource()
+  //
+  // Registers `source` (not owned) until the handle is destroyed (when
+  // another source is registered, that one stands and the handle is empty); the handle's destruction waits for a call in progress on a
+  // watchdog thread, so the source may be destroyed right after. `label` (static
+  // storage, may be null) labels the provisional dispatch. Loop thread; the
+  // loop thread pays nothing per dispatch for it.
+  [[nodiscard]] ObserverRegistration SetProvisionalSource(ProvisionalDispatchSource* source,
+                                                          const char* label = nullptr);
+  // Any thread (the watchdogs): the registered source's answer (null when
+  // there is none). Sets `*label` to the source's label.
+  TimeTicks ProvisionalBegin(const char** label) const;
 
   // Foreign-loop idle-callback hooks (GLib's idle-priority sources, say): an
   // idle run may lie inside or outside a dispatch; runs do not nest (a begin
@@ -173,6 +209,13 @@ class LooperMonitor {
   TimeTicks idle_begin_;
   ObserverList<LooperIdleListener> idle_listeners_;
   std::optional<ObserverList<LooperIdleListener>::Scope> idle_scope_;
+
+  // The provisional source: set and cleared on the loop thread, read by the
+  // watchdogs (the flag spares them the mutex when there is none).
+  std::atomic<bool> has_provisional_{false};
+  mutable absl::Mutex provisional_mu_;
+  ProvisionalDispatchSource* provisional_ ABSL_GUARDED_BY(provisional_mu_) = nullptr;
+  const char* provisional_label_ ABSL_GUARDED_BY(provisional_mu_) = nullptr;
 
   // kDispatchObserver.
   std::unique_ptr<DispatchObserverBridge> bridge_;

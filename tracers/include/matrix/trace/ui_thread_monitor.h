@@ -36,8 +36,8 @@
 //   monitor.Start();
 //   auto registration = monitor.AddObserver(&frame_tracer);
 //
-// Thread safety: looper-thread only, except heartbeat() and
-// SnapshotFrame(), which any thread may read.
+// Thread safety: looper-thread only, except heartbeat(), ReadProvisional()
+// and SnapshotFrame(), which any thread may call.
 
 #ifndef MATRIX_TRACE_UI_THREAD_MONITOR_H_
 #define MATRIX_TRACE_UI_THREAD_MONITOR_H_
@@ -186,6 +186,16 @@ class UIThreadMonitor : public LooperDispatchListener {
   bool has_frame_source() const { return frame_sources_ > 0; }
 
   const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
+  // Any thread (the watchdogs). When `s` (a heartbeat snapshot) has no
+  // dispatch open and the loop's ProvisionalDispatchSource (see
+  // LooperMonitor::SetProvisionalSource()) says the loop thread already runs
+  // the next one, and no dispatch began meanwhile, turns `*s` into that
+  // dispatch as the heartbeat will publish it (number + 1, active, the
+  // source's begin and label, no message, method mark 0) and returns true.
+  // Otherwise returns false, leaving `*s` alone, or re-read when a dispatch
+  // began meanwhile. Loops without a source pay
+  // one atomic load.
+  bool ReadProvisional(DispatchHeartbeat::Snapshot* s) const;
   const TickClock* clock() const { return looper_monitor_->clock(); }
   MethodTracer* method_tracer() const { return options_.method_tracer; }
   // The looper thread, for stack capture and CPU reads from other threads.

@@ -30,12 +30,21 @@
 //
 // So a dispatch holds that turn's I/O callbacks, its check and close
 // callbacks, and the next turn's timers and idle callbacks (uv_idle_t). LAG
-// and slow-method costs include the I/O callbacks. libuv gives no hook between
-// the wait's return and the first I/O callback, so the watchdog sees an I/O
-// callback only once the check handle ran: a hang inside an I/O callback is
-// counted in its dispatch's cost, but ANR/LAG are not raised while it hangs
-// and its stack is not captured. Hangs in timer, idle, check and close
-// callbacks are watched as they happen.
+// and slow-method costs include the I/O callbacks.
+//
+// I/O callbacks are watched live. libuv gives no hook between the wait's
+// return and the first I/O callback, but it brings its idle time up to date
+// right there (before the callbacks), and uv_metrics_idle_time() is
+// thread-safe. So the monitor registers as the LooperMonitor's
+// ProvisionalDispatchSource: while no dispatch is open, the ANR watchdog asks
+// for "prepare time + (idle time now - idle time at prepare)". While the loop
+// waits that is about now (libuv counts the wait in progress); once the wait
+// returned it stays put at the wait's return, and the watchdog watches the
+// I/O callbacks as the dispatch that the check handle will report with that
+// same begin (one dispatch, one report). An I/O callback that hangs past the
+// LAG / ANR threshold gives its LAG / ANR, with the loop thread's stack,
+// while it hangs. Hangs in timer, idle, check and close callbacks are
+// watched as they happen anyway.
 //
 // The first dispatch begins when the first wait after Attach() returns. After
 // uv_run() returns, the time until the next uv_run() (or the detach) belongs
@@ -55,8 +64,11 @@
 //
 // Per dispatch the adapter adds two clock reads (vDSO), one
 // uv_metrics_idle_time() (which takes libuv's own, uncontended metrics mutex:
-// no syscall) and the LooperMonitor's listeners; no allocation, syscall or
-// log line. With the metric on, libuv itself adds a clock read and that mutex
+// no syscall), one relaxed atomic store (at prepare, for the watchdog) and
+// the LooperMonitor's listeners; no allocation, syscall or log line. The
+// watchdog's questions (a mutex and a clock read on its thread, about once per
+// LAG threshold while the loop is idle) can briefly contend libuv's metrics
+// mutex with the loop thread around a wait. With the metric on, libuv itself adds a clock read and that mutex
 // around each blocking wait.
 //
 // Thread safety: UvMonitor is bound to the thread that runs the loop: Attach(),
@@ -68,7 +80,10 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -98,12 +113,15 @@ struct Options {
   std::string scene;
   // False: leave AppState's scene alone.
   bool name_scene = true;
+  // Tests only: replaces uv_metrics_idle_time() (called on the loop thread
+  // and on the watchdog thread: must be thread-safe).
+  std::function<uint64_t(uv_loop_t*)> idle_time_for_testing;
 };
 
-class UvMonitor {
+class UvMonitor : private ProvisionalDispatchSource {
  public:
   // Detaches (see Detach()). Loop thread.
-  ~UvMonitor();
+  ~UvMonitor() override;
   UvMonitor(const UvMonitor&) = delete;
   UvMonitor& operator=(const UvMonitor&) = delete;
 
@@ -127,8 +145,13 @@ class UvMonitor {
                                                           LooperMonitor* looper_monitor,
                                                           Options options);
 
+  static constexpr int64_t kNoWait = std::numeric_limits<int64_t>::min();
+
   UvMonitor(uv_loop_t* loop, LooperMonitor* looper_monitor);
   void NameScene(const Options& options);
+  uint64_t IdleTime() const;
+  // ProvisionalDispatchSource: the watchdog thread.
+  TimeTicks ProvisionalBegin() const override;
   static void OnPrepare(uv_prepare_t* handle);
   static void OnCheck(uv_check_t* handle);
 
@@ -139,6 +162,12 @@ class UvMonitor {
   uint64_t dispatch_count_ = 0;
   TimeTicks prepare_time_;    // Our prepare callback's time (the wait follows).
   uint64_t idle_before_ = 0;  // uv_metrics_idle_time() at the last check (ns).
+  // For the watchdog: the last prepare's time minus the idle time then (ns),
+  // so the wait's return is wait_base_ns_ + idle time; kNoWait when detached.
+  // Stored (release) at prepare, before that prepare ends the dispatch.
+  std::atomic<int64_t> wait_base_ns_{kNoWait};
+  std::function<uint64_t(uv_loop_t*)> idle_time_;  // Tests; empty: libuv's.
+  ObserverRegistration provisional_registration_;
   std::string scene_;
   MATRIX_THREAD_CHECKER(thread_checker_);
 };
