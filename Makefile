@@ -1,7 +1,7 @@
 # matrix-cpp: the two commands a user needs are `make demo` and `make test`.
 # Both install missing Debian packages first, then configure and build.
 
-PACKAGES := cmake g++ make ninja-build pkg-config \
+PACKAGES := cmake g++ make ninja-build pkg-config ccache \
             libabsl-dev libprotobuf-dev protobuf-compiler libspdlog-dev \
             libgtest-dev libgmock-dev libbenchmark-dev \
             libglib2.0-dev libgtk-3-dev xvfb xauth \
