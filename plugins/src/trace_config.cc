@@ -48,10 +48,24 @@ bool IsSynchronousFaultSignal(int signo) {
   }
 }
 
+// Signals a signal-ANR dump may take: none has a default action the program
+// relies on (SIGQUIT's core dump is what the dump replaces; SIGUSR1/2 and the
+// real-time signals are for the program to assign). The stack capturer's
+// signal is taken.
+bool IsAllowedDumpSignal(int signo) {
+  if (signo == SIGQUIT || signo == SIGUSR1 || signo == SIGUSR2) return true;
+  return signo >= SIGRTMIN && signo <= SIGRTMAX && signo != SIGRTMIN + 5;
+}
+
 }  // namespace
 
 absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
-  const TraceConfig& c = c_;
+  if (absl::Status status = c_.Validate(); !status.ok()) return status;
+  return c_;
+}
+
+absl::Status TraceConfig::Validate() const {
+  const TraceConfig& c = *this;
   Problems problems;
   problems.RequirePositive("evil_threshold", c.evil_threshold);
   problems.RequirePositive("anr_threshold", c.anr_threshold);
@@ -60,7 +74,11 @@ absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
   problems.RequirePositive("touch_event_threshold", c.touch_event_threshold);
   problems.RequirePositive("cold_startup_threshold", c.cold_startup_threshold);
   problems.RequirePositive("warm_startup_threshold", c.warm_startup_threshold);
-  problems.RequirePositive("fps_time_slice", c.fps_time_slice);
+  if (c.fps_time_slice < kMinFpsTimeSlice || c.fps_time_slice == absl::InfiniteDuration()) {
+    problems.Add(absl::StrCat("fps_time_slice must be a finite duration of at least ",
+                              absl::FormatDuration(kMinFpsTimeSlice), ", got ",
+                              absl::FormatDuration(c.fps_time_slice)));
+  }
   if (c.cpu_sample_period == absl::InfiniteDuration() ||
       c.cpu_sample_period < kMinCpuSamplePeriod) {
     problems.Add(absl::StrCat("cpu_sample_period must be a finite duration of at least ",
@@ -99,6 +117,10 @@ absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
       problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
                                 ") is a fault signal: a crash would be taken for a dump "
                                 "request"));
+    } else if (!IsAllowedDumpSignal(signo)) {
+      problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
+                                ") has a default meaning the program relies on; use SIGQUIT, "
+                                "SIGUSR1, SIGUSR2 or a real-time signal other than SIGRTMIN+5"));
     }
   }
   for (const std::string& scene : c.splash_scenes) {
@@ -107,8 +129,7 @@ absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
       break;
     }
   }
-  if (absl::Status status = problems.ToStatus(); !status.ok()) return status;
-  return c;
+  return problems.ToStatus();
 }
 
 }  // namespace matrix

@@ -19,6 +19,9 @@ TracePlugin::~TracePlugin() {
 }
 
 absl::Status TracePlugin::OnInit() {
+  // A TraceConfig filled in by hand skipped Builder::Build(): an invalid
+  // value is an error here, not an abort in a tracer at Start.
+  if (absl::Status status = config_.Validate(); !status.ok()) return status;
   if (context().main_looper == nullptr &&
       config_.looper_source != LooperMonitor::Source::kForeign) {
     return absl::FailedPreconditionError(

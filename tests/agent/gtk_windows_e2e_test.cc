@@ -39,7 +39,7 @@ int64_t Printed(const std::string& out, absl::string_view name) {
 TEST(GtkWindowsTest, FollowsEveryWindowAndReportsStartup) {
   const std::string dir = agent_test::NewReportDir("gtk-windows");
   const agent_test::RunResult run =
-      agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--fps-slice", "300", "--",
+      agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--fps-slice", "500", "--",
                        GTK_TARGET_PATH, "1500", "700"});
   ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
   const int64_t second_frames = Printed(run.out, "frames_second");

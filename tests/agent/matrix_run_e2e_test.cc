@@ -109,6 +109,10 @@ TEST(MatrixRunTest, BadFlagsAndMissingProgramAreClearErrors) {
   const RunResult bad_anr = agent_test::Run({kRun, "--anr", "-5", "--", kTarget, "nowait"});
   EXPECT_EQ(bad_anr.exit_code(), 2);
   EXPECT_THAT(bad_anr.err, HasSubstr("--anr -5: expected a positive number of milliseconds"));
+  const RunResult tiny_slice =
+      agent_test::Run({kRun, "--fps-slice", "16", "--", kTarget, "nowait"});
+  EXPECT_EQ(tiny_slice.exit_code(), 2);
+  EXPECT_THAT(tiny_slice.err, HasSubstr("--fps-slice 16: expected at least 500 ms"));
   const RunResult missing = agent_test::Run({kRun, "--", "/nonexistent/program"});
   EXPECT_EQ(missing.exit_code(), 2);
   EXPECT_THAT(missing.err, HasSubstr("/nonexistent/program: no such executable program"));

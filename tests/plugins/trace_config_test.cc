@@ -190,6 +190,46 @@ TEST(TraceConfigTest, FaultSignals_AreRejectedAsTheSignalAnrSignal) {
   }
 }
 
+TEST(TraceConfigTest, SignalsWithADefaultMeaning_AreRejectedAsTheSignalAnrSignal) {
+  // SIGTERM or SIGINT taken for a dump would no longer end the process.
+  for (int signo : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGALRM, SIGPIPE, SIGCONT, SIGTSTP,
+                    SIGWINCH, SIGPROF, SIGRTMIN + 5}) {
+    absl::StatusOr<TraceConfig> config =
+        TraceConfig::Builder().EnableSignalAnrTrace(true).SetSignalAnrSignal(signo).Build();
+    ASSERT_FALSE(config.ok()) << signo;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("default meaning"));
+  }
+  for (int signo : {SIGQUIT, SIGUSR1, SIGUSR2, SIGRTMIN, SIGRTMIN + 4, SIGRTMIN + 6, SIGRTMAX}) {
+    EXPECT_TRUE(
+        TraceConfig::Builder().EnableSignalAnrTrace(true).SetSignalAnrSignal(signo).Build().ok())
+        << signo;
+  }
+}
+
+TEST(TraceConfigTest, FpsTimeSliceUnderTheMinimum_IsRejected) {
+  for (absl::Duration bad : {absl::Microseconds(1), absl::Milliseconds(16),
+                             TraceConfig::kMinFpsTimeSlice - absl::Nanoseconds(1)}) {
+    absl::StatusOr<TraceConfig> config = TraceConfig::Builder().SetFpsTimeSlice(bad).Build();
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("fps_time_slice"));
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("at least 500ms"));
+  }
+  EXPECT_TRUE(TraceConfig::Builder().SetFpsTimeSlice(TraceConfig::kMinFpsTimeSlice).Build().ok());
+}
+
+TEST(TraceConfigTest, Validate_ChecksAConfigFilledInByHand) {
+  TraceConfig config;
+  EXPECT_TRUE(config.Validate().ok());
+  config.evil_method = true;
+  config.evil_threshold = absl::ZeroDuration();
+  config.fps_time_slice = absl::Microseconds(1);
+  const absl::Status status = config.Validate();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("evil_threshold"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("fps_time_slice"));
+}
+
 TEST(TraceConfigTest, CpuSamplePeriodUnderTheMinimum_IsRejected) {
   for (absl::Duration bad : {absl::Nanoseconds(1), absl::Milliseconds(1),
                              TraceConfig::kMinCpuSamplePeriod - absl::Nanoseconds(1)}) {

@@ -294,6 +294,24 @@ TEST_F(TracePluginTest, ForeignLoop_FeedsFramesThroughTheHooks) {
   EXPECT_EQ(recorder.frames[0].dropped_frames, 3);  // 22 ms at 144 Hz.
 }
 
+TEST_F(TracePluginTest, InvalidConfigFilledInByHand_FailsInitInsteadOfAbortingAtStart) {
+  // Skips Builder::Build(): a zero slow-method threshold used to reach a
+  // CHECK in EvilMethodTracer at Start and abort the host.
+  TraceConfig config;
+  config.evil_method = true;
+  config.evil_threshold = absl::ZeroDuration();
+  auto trace = std::make_unique<TracePlugin>(config);
+  absl::Status status = Matrix::Init(Matrix::Builder()
+                                         .SetClock(env_.clock())
+                                         .SetMainLooper(env_.looper())
+                                         .SetWatchdogLooper(watchdog_)
+                                         .SetWorkerLooper(worker_)
+                                         .AddPlugin(std::move(trace))
+                                         .Build());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), testing::HasSubstr("evil_threshold"));
+}
+
 TEST_F(TracePluginTest, NoMainLooper_InitFailsUnlessForeign) {
   // A TracePlugin given no main looper (and not told about a foreign loop).
   absl::StatusOr<TraceConfig> config = FpsConfig().Build();

@@ -77,12 +77,13 @@ std::string FindAgent() {
 }
 
 // A positive millisecond count for `flag`.
-std::string PositiveMs(const std::string& flag, const char* value) {
+std::string PositiveMs(const std::string& flag, const char* value, int64_t min_ms = 1) {
   int64_t ms = 0;
   if (value == nullptr) Fail(absl::StrCat(flag, " needs a value"));
   if (!absl::SimpleAtoi(value, &ms) || ms <= 0) {
     Fail(absl::StrCat(flag, " ", value, ": expected a positive number of milliseconds"));
   }
+  if (ms < min_ms) Fail(absl::StrCat(flag, " ", value, ": expected at least ", min_ms, " ms"));
   return absl::StrCat(ms);
 }
 
@@ -145,7 +146,8 @@ int main(int argc, char** argv) {
       env.emplace_back("MATRIX_EVIL_MS", PositiveMs(arg, value));
       ++i;
     } else if (arg == "--fps-slice") {
-      env.emplace_back("MATRIX_FPS_SLICE_MS", PositiveMs(arg, value));
+      // TraceConfig::kMinFpsTimeSlice: shorter slices flood the reports.
+      env.emplace_back("MATRIX_FPS_SLICE_MS", PositiveMs(arg, value, 500));
       ++i;
     } else if (arg == "--refresh-hz") {
       double hz = 0;

@@ -53,6 +53,7 @@ struct TraceConfig {
   absl::Duration cold_startup_threshold = absl::Seconds(10);
   absl::Duration warm_startup_threshold = absl::Seconds(4);
   DropThresholds drop_thresholds;
+  // Wall time covered by one FPS report per scene; at least kMinFpsTimeSlice.
   absl::Duration fps_time_slice = absl::Seconds(10);
 
   // Frames drawn in the background count towards FPS reports.
@@ -73,10 +74,11 @@ struct TraceConfig {
   // How often the watchdog samples the looper thread's CPU clock. At least
   // kMinCpuSamplePeriod.
   absl::Duration cpu_sample_period = absl::Milliseconds(50);
-  // SIGQUIT unless changed. Not SIGKILL or SIGSTOP (they cannot be caught),
-  // nor a fault signal: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT or
-  // SIGSYS (a crash, abort() or seccomp kill would be taken for a dump
-  // request and hidden from crash handlers).
+  // SIGQUIT unless changed. Only signals whose default action the program
+  // does not rely on: SIGQUIT, SIGUSR1, SIGUSR2, or a real-time signal other
+  // than the stack capturer's (StackCapturer::DefaultSignal(), SIGRTMIN + 5).
+  // Never SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGALRM, SIGPIPE, ... (a dump
+  // handler would keep SIGTERM from ending the process), nor a fault signal.
   int signal_anr_signal = 3;
 
   // The smallest CPU sample period. The watchdog wakes once per period, and
@@ -84,6 +86,9 @@ struct TraceConfig {
   // syscall on the looper thread): below 10 ms that approaches a syscall per
   // message and a watchdog that never sleeps.
   static constexpr absl::Duration kMinCpuSamplePeriod = absl::Milliseconds(10);
+  // The shortest FPS slice: shorter slices turn Trace_FPS into a report per
+  // frame or two and flood the sinks.
+  static constexpr absl::Duration kMinFpsTimeSlice = absl::Milliseconds(500);
   // Bounds of the method-trace ring. The ring is allocated and zeroed up
   // front, and each evil-method or ANR report copies up to all of it on the
   // worker thread, so more than 1 GiB of resident memory is a mistake (the
@@ -103,6 +108,11 @@ struct TraceConfig {
   // Matrix's isDebug / isDevEnv: verbose logs.
   bool debug = false;
   bool dev_env = false;
+
+  // Every invalid field, in one InvalidArgument message ("; " between them),
+  // or OK. Builder::Build() runs it; TracePlugin runs it again at
+  // Matrix::Init, so a TraceConfig filled in by hand is checked too.
+  absl::Status Validate() const;
 
   // Method tracing is needed by the evil-method and startup tracers.
   bool method_trace_enabled() const { return evil_method || startup || anr; }
