@@ -107,6 +107,21 @@ absl::StatusOr<UniqueFd> OpenFileInDirectory(int dir_fd, const std::string& name
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(display_path, " is not a regular file"));
   }
+  // A hard link planted to another file would have the reports written into
+  // it (and its mode changed); a file of another user's is not ours to fill.
+  if (st.st_nlink > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        display_path, " has ", st.st_nlink, " hard links; matrix writes reports only to a file "
+        "with one link"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        display_path, " is owned by uid ", st.st_uid, ", not by this process (uid ", geteuid(),
+        "); matrix does not write reports into another user's file"));
+  }
+  if ((st.st_mode & 077) != 0 && fchmod(fd.get(), 0600) != 0) {
+    return ErrnoError("chmod 0600 " + display_path, errno);
+  }
   return fd;
 }
 

@@ -63,8 +63,11 @@ absl::Status SymlinkError(absl::string_view path);
 absl::StatusOr<UniqueFd> OpenReportDirectory(const std::string& path);
 
 // Opens `name` in the directory `dir_fd` with `flags` | O_NOFOLLOW |
-// O_CLOEXEC (mode 0600 when created) and checks that it is a regular file.
-// `display_path` names it in errors: SymlinkError() for a link.
+// O_CLOEXEC (mode 0600 when created) and checks that it is a regular file
+// with one link, owned by this process's effective user. An existing file
+// readable or writable by others is set to 0600. `display_path` names it in
+// errors (FailedPrecondition): SymlinkError() for a link, "has N hard
+// links", "is owned by uid N".
 absl::StatusOr<UniqueFd> OpenFileInDirectory(int dir_fd, const std::string& name, int flags,
                                              const std::string& display_path);
 

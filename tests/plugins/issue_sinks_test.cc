@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -385,6 +386,51 @@ TEST_F(JsonLinesIssueSinkTest, Create_WhenTheFileIsASymlink_FailsAndNeverWritesT
   EXPECT_THAT(std::string(sink.status().message()), HasSubstr(dir + "/issues.jsonl"));
   EXPECT_THAT(std::string(sink.status().message()), HasSubstr("symbolic link"));
   EXPECT_EQ(ReadAll(victim), "precious\n");
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_WhenTheFileHasAnotherHardLink_FailsAndNeverWritesIt) {
+  const std::string dir = base_ + "/r";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string victim = base_ + "/victim";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(chmod(victim.c_str(), 0644), 0);
+  ASSERT_EQ(link(victim.c_str(), (dir + "/issues.jsonl").c_str()), 0);
+
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("2 hard links"));
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  EXPECT_EQ(ModeOf(victim), 0644u);
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_OnAFileOfAnotherUser_FailsAndNeverWritesIt) {
+  const std::string dir = base_ + "/r";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string file = dir + "/issues.jsonl";
+  std::ofstream(file) << "theirs\n";
+  ASSERT_EQ(chmod(file.c_str(), 0666), 0);
+  if (chown(file.c_str(), 65534, 65534) != 0) {
+    GTEST_SKIP() << "cannot give a file to another user (not root): " << std::strerror(errno);
+  }
+
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(sink.status().message()), HasSubstr("owned by uid 65534"));
+  EXPECT_EQ(ReadAll(file), "theirs\n");
+}
+
+TEST_F(JsonLinesIssueSinkTest, Create_OnAnExistingWorldWritableFile_MakesIt0600) {
+  const std::string dir = base_ + "/r";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string file = dir + "/issues.jsonl";
+  std::ofstream(file) << "";
+  ASSERT_EQ(chmod(file.c_str(), 0666), 0);
+
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  EXPECT_EQ(ModeOf(file), 0600u);
 }
 
 TEST_F(JsonLinesIssueSinkTest, Create_WhenTheReportDirectoryIsASymlink_FailsNamingIt) {
