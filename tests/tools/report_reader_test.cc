@@ -311,5 +311,38 @@ TEST(ReadIssueInputsTest, ASingleBlockCanaryFileAndABrokenOneBesideIssueFiles) {
   EXPECT_THAT(all.malformed[0].reason, HasSubstr("not a BlockCanary block file"));
 }
 
+TEST(ReadIssueInputsTest, ABlockInBothAnIssueFileAndItsBlockCanaryFileIsReadOnce) {
+  ScratchDir dir("both");
+  const absl::TimeZone zone = absl::LocalTimeZone();
+  const BlockInfo first = SampleBlock(kBaseTimeMs, "app::Decode()");
+  const BlockInfo second = SampleBlock(kBaseTimeMs + 60000, "app::Save()");
+  const std::string first_log = dir.path() + "/looper-2025-11-21_10-00-00.000.log";
+  // The sink holds the first block only (the second came after a rotation,
+  // say); the BlockCanary files hold both.
+  dir.Write("issues.jsonl", {Line(PluginIssue(first, first_log))});
+  dir.Write("looper-2025-11-21_10-00-00.000.log", {FormatBlockLog(first, first.time_end, zone)});
+  dir.Write("looper-2025-11-21_10-01-00.000.log", {FormatBlockLog(second, second.time_end, zone)});
+
+  ReadResult result = ReadIssueInputs({dir.path()}, nullptr);
+  EXPECT_THAT(result.errors, ::testing::IsEmpty());
+  ASSERT_EQ(result.records.size(), 2u);
+  EXPECT_EQ(result.records[0].key, "app::Decode()");
+  EXPECT_EQ(result.records[0].source.line, 1);  // The JSON issue is kept.
+  EXPECT_EQ(result.records[1].key, "app::Save()");
+  EXPECT_EQ(result.records[1].sequence, 1);
+  EXPECT_EQ(result.duplicate_blocks, 1);
+
+  // Another process's block at the same times is another block.
+  BlockInfo other = first;
+  other.pid = first.pid + 1;
+  ScratchDir other_dir("other-pid");
+  other_dir.Write("issues.jsonl", {Line(PluginIssue(other, first_log))});
+  other_dir.Write("looper-2025-11-21_10-00-00.000.log",
+                  {FormatBlockLog(first, first.time_end, zone)});
+  ReadResult both = ReadIssueInputs({other_dir.path()}, nullptr);
+  EXPECT_EQ(both.records.size(), 2u);
+  EXPECT_EQ(both.duplicate_blocks, 0);
+}
+
 }  // namespace
 }  // namespace matrix::report

@@ -348,6 +348,11 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
       ReadIssueInputs(cl.inputs, &in, {.block_log_time_zone = env.local_zone});
   for (const std::string& error : read.errors) err << "matrix-report: " << error << "\n";
   ReportMalformed(read, err);
+  if (read.duplicate_blocks > 0) {
+    err << "matrix-report: " << read.duplicate_blocks
+        << (read.duplicate_blocks == 1 ? " block was" : " blocks were")
+        << " read both from an issue file and from its BlockCanary file; counted once\n";
+  }
   if (read.files.empty()) {
     err << "matrix-report: no input: nothing could be read from "
         << (cl.inputs.size() == 1 ? cl.inputs[0] : "the inputs given") << "\n";

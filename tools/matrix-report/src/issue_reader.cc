@@ -213,6 +213,40 @@ void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& resu
   }
 }
 
+namespace {
+
+// A block as both files give it: the plugin's pid and the block's bounds,
+// at the text file's millisecond precision.
+using BlockIdentity = std::tuple<int32_t, int64_t, int64_t>;
+BlockIdentity IdentityOf(const proto::Issue& issue) {
+  return {issue.pid(), issue.block().time_start_ms(), issue.block().time_end_ms()};
+}
+
+// Leaves out the BlockCanary text files' copies of blocks that a JSON-lines
+// file also holds (naming both matrix-reports/ and matrix-reports/blockcanary/
+// would count each block twice), and numbers the records again.
+void RemoveDuplicateBlocks(ReadResult& result) {
+  absl::flat_hash_set<BlockIdentity> json_blocks;
+  for (const IssueRecord& record : result.records) {
+    // Text files' records have line 0; JSON lines are numbered from 1.
+    if (record.issue.has_block() && record.source.line > 0) {
+      json_blocks.insert(IdentityOf(record.issue));
+    }
+  }
+  if (json_blocks.empty()) return;
+  const size_t before = result.records.size();
+  std::erase_if(result.records, [&](const IssueRecord& record) {
+    return record.issue.has_block() && record.source.line == 0 &&
+           json_blocks.contains(IdentityOf(record.issue));
+  });
+  result.duplicate_blocks += static_cast<int64_t>(before - result.records.size());
+  for (size_t i = 0; i < result.records.size(); ++i) {
+    result.records[i].sequence = static_cast<int64_t>(i);
+  }
+}
+
+}  // namespace
+
 ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream* stdin_stream,
                            const ReadOptions& options) {
   ReadResult result;
@@ -244,6 +278,7 @@ ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream*
       ReadIssueStream(stream, file, result, options);
     }
   }
+  RemoveDuplicateBlocks(result);
   return result;
 }
 

@@ -70,6 +70,10 @@ struct ReadResult {
   std::vector<MalformedLine> malformed;
   // Inputs that could not be read, each a full message ("no such file: x").
   std::vector<std::string> errors;
+  // Blocks read twice, as the BlockCanary issue of a JSON-lines file and as
+  // its BlockCanary text file (same pid, start and end): the text file's copy
+  // is left out of `records` and counted here.
+  int64_t duplicate_blocks = 0;
 };
 
 // Orders issue files oldest first: files of one sink (same directory and
