@@ -1,6 +1,7 @@
 #include "matrix/report/format_util.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -69,8 +70,24 @@ std::string FormatTimeMsRfc3339(int64_t time_ms, absl::TimeZone tz) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3S%Ez", absl::FromUnixMillis(time_ms), tz);
 }
 
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t difference = 0;
+  if (!__builtin_sub_overflow(a, b, &difference)) return difference;
+  return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
 std::string FormatDurationMs(double ms) {
-  if (!std::isfinite(ms)) return absl::StrCat(ms, " ms");
+  // Beyond a million years (a corrupt file): the number as it is; the
+  // whole-second arithmetic below would not fit an int64.
+  if (!std::isfinite(ms) || std::fabs(ms) >= 3.2e16) return absl::StrFormat("%.6g ms", ms);
+  // One sign in front: "-1 min 20 s", not "-1 min -20 s".
+  if (ms <= -1000) return "-" + FormatDurationMs(-ms);
   if (std::fabs(ms) < 1000) return absl::StrFormat("%.1f ms", ms);
   if (std::fabs(ms) < 60'000) return absl::StrFormat("%.2f s", ms / 1000);
   const int64_t total_s = static_cast<int64_t>(std::llround(ms / 1000));

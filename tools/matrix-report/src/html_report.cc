@@ -208,7 +208,7 @@ void BlockEvents(TraceWriter& w, const IssueRecord& r, const proto::BlockReport&
   const int tid = pid;
   w.Thread(pid, tid, "main (looper)");
   const double start_us = static_cast<double>(b.time_start_ms()) * 1000;
-  const double dur_us = static_cast<double>(b.time_end_ms() - b.time_start_ms()) * 1000;
+  const double dur_us = DifferenceMs(b.time_end_ms(), b.time_start_ms()) * 1000;
   std::vector<std::string> args = {NumArg("cost_ms", static_cast<double>(b.cost_ms())),
                                    NumArg("thread_time_ms", static_cast<double>(b.thread_time_ms())),
                                    Arg("key_stack_line", b.key_stack_line())};
@@ -510,7 +510,7 @@ std::string RenderHtmlReport(const ReadResult& read,
   if (!selected.empty()) {
     kv("time", H(absl::StrCat(TimeText(first, tz), " .. ", TimeText(last, tz), " ",
                               ZoneName(last, tz), " (",
-                              FormatDurationMs(static_cast<double>(last - first)), ")")));
+                              FormatDurationMs(DifferenceMs(last, first)), ")")));
     kv("processes", CountListHtml(Count(processes)));
     kv("scenes", CountListHtml(Count(scenes)));
   }

@@ -465,7 +465,7 @@ void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOpti
       if (!rates.empty()) rates += "\n";
       if (b.time_start_ms() != 0 && r.time_ms() != 0) {
         absl::StrAppendFormat(&rates, "%9s  ",
-                              absl::StrCat("+", r.time_ms() - b.time_start_ms(), " ms"));
+                              absl::StrCat("+", SaturatingSub(r.time_ms(), b.time_start_ms()), " ms"));
       }
       rates += CpuRateText(r);
     }
@@ -774,7 +774,7 @@ std::string RenderGroups(const std::vector<IssueGroup>& groups, const RenderOpti
       AddField(out, "last seen",
                absl::StrCat(FormatTimeMs(g.last_seen_ms, options.time_zone), " ",
                             ZoneName(g.last_seen_ms, options.time_zone), " (",
-                            FormatDurationMs(static_cast<double>(g.last_seen_ms - g.first_seen_ms)),
+                            FormatDurationMs(DifferenceMs(g.last_seen_ms, g.first_seen_ms)),
                             " later)"),
                4);
     }
@@ -838,7 +838,7 @@ std::string RenderSummary(const ReadResult& read, const std::vector<const IssueR
       out, "time",
       absl::StrCat(FormatTimeMs(first, options.time_zone), " .. ",
                    FormatTimeMs(last, options.time_zone), " ", ZoneName(last, options.time_zone),
-                   " (", FormatDurationMs(static_cast<double>(last - first)), ")"));
+                   " (", FormatDurationMs(DifferenceMs(last, first)), ")"));
   if (std::vector<NameCount> counts = CountNames(processes); !counts.empty()) {
     AddField(out, "processes", CountList(counts));
   }

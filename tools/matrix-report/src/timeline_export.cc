@@ -97,7 +97,7 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
                             Arg("intended_vsync_us", f.intended_vsync_us())));
     // Each phase runs until the next one starts; the last (commit) until the
     // frame's end. Lay them out backwards from the end.
-    const int64_t end = f.ts_us() + f.dur_us();
+    const int64_t end = SaturatingAdd(f.ts_us(), f.dur_us());
     const struct {
       const char* name;
       int64_t us;
@@ -108,8 +108,8 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
     int64_t phase_end = end;
     for (const auto& p : phases) {
       if (p.us <= 0) continue;
-      const int64_t begin = std::max(phase_end - p.us, f.ts_us());
-      w.Complete(kTimelinePhaseTid, p.name, "phase", begin, phase_end - begin,
+      const int64_t begin = std::max(SaturatingSub(phase_end, p.us), f.ts_us());
+      w.Complete(kTimelinePhaseTid, p.name, "phase", begin, SaturatingSub(phase_end, begin),
                  Arg("frame_number", f.frame_number()));
       phase_end = begin;
     }

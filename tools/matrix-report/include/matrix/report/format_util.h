@@ -37,6 +37,16 @@ std::string FormatTimeMsRfc3339(int64_t time_ms, absl::TimeZone tz);
 // A duration in ms for people: "812.4 ms", "2.60 s", "3 min 12 s".
 std::string FormatDurationMs(double ms);
 
+// later - earlier in milliseconds, computed in double: no signed overflow
+// for any two int64 times (a corrupt file may hold both ends of the range).
+inline double DifferenceMs(int64_t later, int64_t earlier) {
+  return static_cast<double>(later) - static_cast<double>(earlier);
+}
+
+// a + b and a - b, saturated to the int64 range instead of overflowing.
+int64_t SaturatingAdd(int64_t a, int64_t b);
+int64_t SaturatingSub(int64_t a, int64_t b);
+
 // A number with at most `precision` decimals and no trailing zeros:
 // 60 -> "60", 52.44 -> "52.4" (precision 1), 1e-9 -> "0".
 std::string FormatNumber(double value, int precision);
