@@ -109,6 +109,10 @@ absl::Status TraceConfig::Validate() const {
                               ", ", kMaxTimelineCapacity, "] events, got ", c.timeline_capacity));
   }
   if (c.timeline_capacity != 0) problems.RequirePositive("timeline_window", c.timeline_window);
+  if (c.timeline_max_bytes != 0 && c.timeline_max_bytes < kMinTimelineMaxBytes) {
+    problems.Add(absl::StrCat("timeline_max_bytes must be 0 (no limit) or at least ",
+                              kMinTimelineMaxBytes, ", got ", c.timeline_max_bytes));
+  }
   if (c.signal_anr) {
     const int signo = c.signal_anr_signal;
     if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP) {

@@ -103,6 +103,7 @@ void TracePlugin::CreateMonitors() {
     anr_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
     anr_options.timeline = timeline_.get();
     anr_options.timeline_window = config_.timeline_window;
+    anr_options.timeline_max_bytes = config_.timeline_max_bytes;
     anr_tracer_ = std::make_unique<AnrTracer>(std::move(anr_options));
   }
   if (config_.evil_method) {
@@ -248,7 +249,8 @@ void TracePlugin::AttachTimeline(Issue& issue, TimeTicks detected_at,
   if (timeline_ == nullptr || ui_thread_monitor_ == nullptr) return;
   const TimeTicks now = std::max(ui_thread_monitor_->clock()->NowTicks(), detected_at);
   proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
-  FillTimeline(timeline_->Snapshot(now, config_.timeline_window, detected_at), detected_by, out);
+  FillTimeline(timeline_->Snapshot(now, config_.timeline_window, detected_at), detected_by, out,
+               kDefaultMaxCalls, config_.timeline_max_bytes);
   out->set_tid(ui_thread_monitor_->looper_thread().tid());
 }
 
@@ -269,7 +271,8 @@ void TracePlugin::ReportWithTimeline(Issue issue) {
     }
     snapshot.detected_at = detected_at;
     proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
-    FillTimeline(snapshot, "slow-method check at dispatch end", out);
+    FillTimeline(snapshot, "slow-method check at dispatch end", out, kDefaultMaxCalls,
+                 config_.timeline_max_bytes);
     out->set_tid(ui_thread_monitor_->looper_thread().tid());
   } else if (p.has_frame() && p.frame().drop_level().frozen() > 0) {
     AttachTimeline(issue, ui_thread_monitor_->clock()->NowTicks(), "FPS report (frozen frames)");

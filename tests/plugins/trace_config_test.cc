@@ -230,6 +230,18 @@ TEST(TraceConfigTest, Validate_ChecksAConfigFilledInByHand) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("fps_time_slice"));
 }
 
+TEST(TraceConfigTest, TimelineMaxBytes_IsZeroOrAtLeastTheMinimum) {
+  EXPECT_EQ(TraceConfig().timeline_max_bytes, size_t{64} << 10);
+  EXPECT_TRUE(TraceConfig::Builder().SetTimelineMaxBytes(0).Build().ok());
+  EXPECT_TRUE(TraceConfig::Builder()
+                  .SetTimelineMaxBytes(TraceConfig::kMinTimelineMaxBytes)
+                  .Build()
+                  .ok());
+  absl::StatusOr<TraceConfig> config = TraceConfig::Builder().SetTimelineMaxBytes(100).Build();
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr("timeline_max_bytes"));
+}
+
 TEST(TraceConfigTest, CpuSamplePeriodUnderTheMinimum_IsRejected) {
   for (absl::Duration bad : {absl::Nanoseconds(1), absl::Milliseconds(1),
                              TraceConfig::kMinCpuSamplePeriod - absl::Nanoseconds(1)}) {

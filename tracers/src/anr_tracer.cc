@@ -303,7 +303,8 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   *issue.mutable_proto()->mutable_anr() = std::move(anr);
   if (c->has_timeline) {
     proto::Timeline* timeline = issue.mutable_proto()->mutable_timeline();
-    FillTimeline(c->timeline, c->detail == proto::ANR ? "ANR watchdog" : "lag watchdog", timeline);
+    FillTimeline(c->timeline, c->detail == proto::ANR ? "ANR watchdog" : "lag watchdog", timeline,
+                 kDefaultMaxCalls, options_.timeline_max_bytes);
     timeline->set_tid(options_.monitor->looper_thread().tid());
     timeline->set_thread_name(c->thread_name);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
 #include "matrix/core/check.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/message.h"
@@ -233,8 +234,143 @@ TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
   return snapshot;
 }
 
+namespace {
+
+size_t JsonSize(const proto::Timeline& timeline) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(timeline, &json, options).ok()) return 0;
+  return json.size();
+}
+
+int64_t EndUs(const proto::TimelineSlice& s) { return s.ts_us() + std::max<int64_t>(s.dur_us(), 0); }
+// The time the slice's own events ran (an aggregate's busy_us).
+int64_t BusyUs(const proto::TimelineSlice& s) { return s.count() > 0 ? s.busy_us() : s.dur_us(); }
+int64_t CountOf(const proto::TimelineSlice& s) { return s.count() > 0 ? s.count() : 1; }
+
+// Merges runs of consecutive short slices of `slices` (in begin order; calls
+// in call order, nested calls after their caller at a greater depth) into
+// aggregates named "<n> <noun>". Returns whether anything was merged.
+bool MergeShortSlices(google::protobuf::RepeatedPtrField<proto::TimelineSlice>* slices,
+                      int64_t under_us, const char* noun) {
+  auto is_short = [&](const proto::TimelineSlice& s) {
+    return !s.unfinished() && s.dur_us() < under_us;
+  };
+  google::protobuf::RepeatedPtrField<proto::TimelineSlice> merged;
+  bool changed = false;
+  int i = 0;
+  const int n = slices->size();
+  while (i < n) {
+    const proto::TimelineSlice& first = slices->Get(i);
+    if (!is_short(first)) {
+      *merged.Add() = first;
+      ++i;
+      continue;
+    }
+    // The run: short events at first's depth, with whatever is nested in them.
+    const int depth = first.depth();
+    int end = i + 1;
+    int own = 1;
+    while (end < n) {
+      const proto::TimelineSlice& next = slices->Get(end);
+      if (next.depth() < depth) break;
+      if (next.depth() == depth) {
+        if (!is_short(next)) break;
+        ++own;
+      }
+      ++end;
+    }
+    if (end - i == 1 && first.count() > 0) {  // Already an aggregate, alone.
+      *merged.Add() = first;
+      ++i;
+      continue;
+    }
+    if (own == 1 && end - i == 1) {  // A lone short event stays itself.
+      *merged.Add() = first;
+      ++i;
+      continue;
+    }
+    proto::TimelineSlice aggregate;
+    int64_t count = 0;
+    int64_t busy = 0;
+    int64_t dropped = 0;
+    int64_t last_end = first.ts_us();
+    for (int k = i; k < end; ++k) {
+      const proto::TimelineSlice& s = slices->Get(k);
+      count += CountOf(s);
+      last_end = std::max(last_end, EndUs(s));
+      if (s.depth() == depth) {
+        busy += BusyUs(s);
+        dropped += s.dropped_frames();
+      }
+    }
+    aggregate.set_name(absl::StrCat(count, " ", noun));
+    aggregate.set_ts_us(first.ts_us());
+    aggregate.set_dur_us(last_end - first.ts_us());
+    aggregate.set_depth(depth);
+    aggregate.set_count(count);
+    aggregate.set_busy_us(busy);
+    if (dropped != 0) aggregate.set_dropped_frames(dropped);
+    *merged.Add() = std::move(aggregate);
+    changed = true;
+    i = end;
+  }
+  if (changed) slices->Swap(&merged);
+  return changed;
+}
+
+// Drops idle gaps that lie inside an aggregated dispatch's span.
+void DropIdleInsideAggregates(proto::Timeline* t) {
+  google::protobuf::RepeatedPtrField<proto::TimelineSlice> kept;
+  int d = 0;
+  for (const proto::TimelineSlice& idle : t->idle()) {
+    while (d < t->dispatches_size() && EndUs(t->dispatches(d)) <= idle.ts_us()) ++d;
+    bool inside = false;
+    for (int k = std::max(d - 1, 0); k < t->dispatches_size(); ++k) {
+      const proto::TimelineSlice& a = t->dispatches(k);
+      if (a.ts_us() > idle.ts_us()) break;
+      if (a.count() > 0 && a.ts_us() <= idle.ts_us() && EndUs(idle) <= EndUs(a)) inside = true;
+    }
+    if (!inside) *kept.Add() = idle;
+  }
+  t->mutable_idle()->Swap(&kept);
+}
+
+}  // namespace
+
+void FitTimelineToBudget(proto::Timeline* t, size_t max_json_bytes) {
+  if (max_json_bytes == 0 || JsonSize(*t) <= max_json_bytes) return;
+  const int64_t window = std::max<int64_t>(t->window_us(), 1);
+  for (int64_t under_us = 1000;; under_us *= 2) {
+    MergeShortSlices(t->mutable_dispatches(), under_us, "dispatches");
+    MergeShortSlices(t->mutable_frames(), under_us, "frames");
+    MergeShortSlices(t->mutable_calls(), under_us, "calls");
+    DropIdleInsideAggregates(t);
+    t->set_aggregated_under_us(under_us);
+    if (JsonSize(*t) <= max_json_bytes) return;
+    if (under_us > 2 * window) break;  // Everything mergeable is merged.
+  }
+  if (t->calls_size() > 0) {
+    t->clear_calls();
+    t->set_calls_truncated(true);
+    if (JsonSize(*t) <= max_json_bytes) return;
+  }
+  // Oldest first, a quarter of what is left at a time.
+  while (JsonSize(*t) > max_json_bytes &&
+         (t->dispatches_size() > 0 || t->frames_size() > 0 || t->idle_size() > 0)) {
+    int64_t dropped = 0;
+    for (auto* track : {t->mutable_dispatches(), t->mutable_frames(), t->mutable_idle()}) {
+      const int n = track->size() <= 1 ? track->size() : (track->size() + 3) / 4;
+      for (int k = 0; k < n; ++k) dropped += CountOf(track->Get(k));
+      track->DeleteSubrange(0, n);
+    }
+    t->set_budget_dropped_events(t->budget_dropped_events() + dropped);
+  }
+}
+
 void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
-                  proto::Timeline* out, size_t max_calls) {
+                  proto::Timeline* out, size_t max_calls, size_t max_json_bytes) {
   const TimeTicks origin = snapshot.begin;
   auto us = [&](TimeTicks t) {
     return absl::ToInt64Microseconds(std::max(t, origin) - origin);
@@ -323,6 +459,7 @@ void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_
       c->set_unfinished(n.running);
     }
   }
+  FitTimelineToBudget(out, max_json_bytes);
 }
 
 }  // namespace matrix

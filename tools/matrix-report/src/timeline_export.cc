@@ -58,6 +58,13 @@ void AppendJoined(std::string* out, const std::vector<std::string>& parts) {
   }
 }
 
+// An aggregate's count and busy time (timeline.proto, FitTimelineToBudget).
+void AddAggregateArgs(const proto::TimelineSlice& s, std::vector<std::string>* args) {
+  if (s.count() <= 0) return;
+  args->push_back(Arg("count", s.count()));
+  args->push_back(Arg("busy_us", s.busy_us()));
+}
+
 }  // namespace
 
 std::string TimelineTraceEvents(const IssueRecord& record) {
@@ -83,6 +90,7 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
     if (!d.target().empty()) args.push_back(Arg("target", d.target()));
     if (!d.callback().empty()) args.push_back(Arg("callback", d.callback()));
     if (d.unfinished()) args.push_back(Arg("unfinished", true));
+    AddAggregateArgs(d, &args);
     std::string a;
     AppendJoined(&a, args);
     w.Complete(kTimelineDispatchTid, d.name(), "dispatch", d.ts_us(), d.dur_us(), a);
@@ -91,10 +99,13 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
     w.Complete(kTimelineDispatchTid, "idle", "idle", idle.ts_us(), idle.dur_us(), "");
   }
   for (const proto::TimelineSlice& f : t.frames()) {
-    w.Complete(kTimelineFrameTid, f.name(), "frame", f.ts_us(), f.dur_us(),
-               absl::StrCat(Arg("frame_number", f.frame_number()), ",",
-                            Arg("dropped_frames", f.dropped_frames()), ",",
-                            Arg("intended_vsync_us", f.intended_vsync_us())));
+    std::vector<std::string> frame_args = {Arg("frame_number", f.frame_number()),
+                                           Arg("dropped_frames", f.dropped_frames()),
+                                           Arg("intended_vsync_us", f.intended_vsync_us())};
+    AddAggregateArgs(f, &frame_args);
+    std::string fa;
+    AppendJoined(&fa, frame_args);
+    w.Complete(kTimelineFrameTid, f.name(), "frame", f.ts_us(), f.dur_us(), fa);
     // Each phase runs until the next one starts; the last (commit) until the
     // frame's end. Lay them out backwards from the end.
     const int64_t end = SaturatingAdd(f.ts_us(), f.dur_us());
@@ -115,8 +126,11 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
     }
   }
   for (const proto::TimelineSlice& c : t.calls()) {
-    std::string a = Arg("depth", static_cast<int64_t>(c.depth()));
-    if (c.unfinished()) absl::StrAppend(&a, ",", Arg("unfinished", true));
+    std::vector<std::string> call_args = {Arg("depth", static_cast<int64_t>(c.depth()))};
+    if (c.unfinished()) call_args.push_back(Arg("unfinished", true));
+    AddAggregateArgs(c, &call_args);
+    std::string a;
+    AppendJoined(&a, call_args);
     w.Complete(kTimelineCallTid, c.name(), "call", c.ts_us(), c.dur_us(), a);
   }
   const std::string detected_by = t.detected_by().empty() ? "detected" : t.detected_by();

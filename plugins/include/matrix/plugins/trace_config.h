@@ -103,6 +103,11 @@ struct TraceConfig {
   // and frames per second.
   size_t timeline_capacity = 4096;
   absl::Duration timeline_window = absl::Seconds(5);
+  // The most one issue's timeline may take as JSON: runs of short events are
+  // merged into counted aggregates until it fits (FitTimelineToBudget,
+  // docs/timeline.md). 0 for no limit, else at least kMinTimelineMaxBytes.
+  size_t timeline_max_bytes = size_t{64} << 10;
+  static constexpr size_t kMinTimelineMaxBytes = 4096;
   static constexpr size_t kMinTimelineCapacity = 16;
   static constexpr size_t kMaxTimelineCapacity = size_t{1} << 22;
   // Matrix's isDebug / isDevEnv: verbose logs.
@@ -154,6 +159,7 @@ class TraceConfig::Builder {
   Builder& SetSignalAnrSignal(int signo) { c_.signal_anr_signal = signo; return *this; }
   Builder& SetTimelineCapacity(size_t events) { c_.timeline_capacity = events; return *this; }
   Builder& SetTimelineWindow(absl::Duration d) { c_.timeline_window = d; return *this; }
+  Builder& SetTimelineMaxBytes(size_t bytes) { c_.timeline_max_bytes = bytes; return *this; }
   Builder& IsDebug(bool on) { c_.debug = on; return *this; }
   Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
 

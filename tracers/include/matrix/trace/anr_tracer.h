@@ -92,6 +92,8 @@ class AnrTracer : public Tracer {
     // dispatch ends (LAG) and attached as Issue.timeline.
     const Timeline* timeline = nullptr;
     absl::Duration timeline_window = absl::Seconds(5);
+    // The timeline's JSON budget (FitTimelineToBudget; 0: no limit).
+    size_t timeline_max_bytes = kDefaultTimelineMaxBytes;
   };
 
   explicit AnrTracer(Options options);

@@ -157,9 +157,29 @@ class Timeline : public LooperObserver {
 // traced calls (names resolved with the Symbolizer; at most `max_calls`, the
 // longest kept). `detected_by` names the detector ("ANR watchdog"). Any
 // thread but the looper's (symbolizes).
+//
+// `max_json_bytes` (0: no limit) bounds the timeline's JSON form (as the
+// JSON-lines sink writes it) with FitTimelineToBudget().
 inline constexpr absl::Duration kMinIdleGap = absl::Milliseconds(1);
+inline constexpr size_t kDefaultTimelineMaxBytes = size_t{64} << 10;
+inline constexpr size_t kDefaultMaxCalls = 20000;
 void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
-                  proto::Timeline* out, size_t max_calls = 20000);
+                  proto::Timeline* out, size_t max_calls = kDefaultMaxCalls,
+                  size_t max_json_bytes = kDefaultTimelineMaxBytes);
+
+// FitTimelineToBudget()
+//
+// Makes `timeline`'s JSON at most `max_json_bytes` (0: no limit) while
+// keeping the whole window. Runs of consecutive short events (dispatches,
+// frames, calls at one depth with their nested calls) become aggregates
+// that keep their count, their span and the sum of their durations
+// (TimelineSlice.count, busy_us), so totals are exactly those of the events
+// merged. The limit starts at 1 ms and doubles until the JSON fits; events
+// still running are never merged. Idle gaps inside an aggregate's span are
+// dropped (its span minus busy_us is that idle time). If even that is too
+// big (a budget below a few hundred bytes), the calls track goes, then the
+// oldest events, counted in budget_dropped_events. Any thread.
+void FitTimelineToBudget(proto::Timeline* timeline, size_t max_json_bytes);
 
 }  // namespace matrix
 
