@@ -22,6 +22,7 @@ size_t JsonSize(const Timeline& t) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;  // As Issue::ToJson() writes it.
   EXPECT_TRUE(google::protobuf::util::MessageToJsonString(t, &json, options).ok());
   return json.size();
 }

@@ -240,6 +240,7 @@ size_t JsonSize(const proto::Timeline& timeline) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;  // As Issue::ToJson() writes it.
   if (!google::protobuf::util::MessageToJsonString(timeline, &json, options).ok()) return 0;
   return json.size();
 }
