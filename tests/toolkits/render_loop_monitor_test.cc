@@ -182,8 +182,9 @@ TEST_F(RenderLoopMonitorTest, SwapReturnsWhatTheSwapFunctionReturns) {
 }
 
 // A vsync-locked loop at 60 Hz: each swap blocks until the next vsync. Steady
-// frames (5 ms of work) drop nothing; a 100 ms frame drops 6 vsyncs (it is
-// shown on the 7th tick after it began instead of the 1st).
+// frames (5 ms of work) drop nothing; a 100 ms frame drops 5 vsyncs (its swap
+// returns on the 6th tick after its intended vsync instead of the 1st: the 5
+// vsyncs between showed nothing new).
 void RunVsyncLockedLoop(RenderLoopMonitor* loop, matrix::testing::FakeTickClock* clock,
                         const std::vector<double>& work_ms) {
   const RefreshRate rate = RefreshRate::FromHz(60);
@@ -204,7 +205,7 @@ TEST_F(RenderLoopMonitorTest, ASwapThatWaitsForTheVsyncIsNotADroppedFrame) {
   ASSERT_EQ(recorder_.frames.size(), 6u);
   std::vector<int64_t> dropped;
   for (const FrameData& f : recorder_.frames) dropped.push_back(f.dropped_frames);
-  EXPECT_EQ(dropped, (std::vector<int64_t>{0, 0, 0, 6, 0, 0}));
+  EXPECT_EQ(dropped, (std::vector<int64_t>{0, 0, 0, 5, 0, 0}));
   // Intended vsyncs are on the grid of the swaps' returns, one tick ahead.
   const FrameData& second = recorder_.frames[1];
   EXPECT_EQ(second.intended_frame_time - recorder_.frames[0].end,
@@ -233,7 +234,8 @@ TEST_F(RenderLoopMonitorTest, SwapOutsideTheFrameCountsFromTheFrameBeginEvenWith
   loop->FrameEnd();
   ASSERT_EQ(recorder_.frames.size(), 2u);
   EXPECT_EQ(recorder_.frames[1].intended_frame_time, begin);
-  EXPECT_EQ(recorder_.frames[1].dropped_frames, 6);
+  // Exactly 6 intervals (100 ms at 60 Hz) from its begin: 5 dropped.
+  EXPECT_EQ(recorder_.frames[1].dropped_frames, 5);
 }
 
 TEST_F(RenderLoopMonitorTest, PacedLoopWithoutVsyncCountsJankFromTheFrameBegin) {

@@ -54,16 +54,17 @@ TEST_P(CountDroppedFramesTest, FrameEndingAfterItsVsync_DropsWholeIntervals) {
 INSTANTIATE_TEST_SUITE_P(
     Rates, CountDroppedFramesTest,
     ::testing::Values(
-        // 60 Hz: 16.666667 ms intervals.
+        // 60 Hz: 16.666667 ms intervals. Dropped = ceil(d / interval) - 1.
         DropCase{60, 0, 0}, DropCase{60, 16'666'666, 0}, DropCase{60, 16'666'667, 1},
-        DropCase{60, 33'400'000, 2}, DropCase{60, 49'999'999, 2}, DropCase{60, 50'000'000, 3},
-        DropCase{60, 700'000'000, 42},
+        DropCase{60, 33'400'000, 2}, DropCase{60, 49'999'999, 2}, DropCase{60, 50'000'000, 2},
+        DropCase{60, 50'000'001, 3}, DropCase{60, 700'000'000, 41},
+        DropCase{60, 700'000'001, 42},
         // 90 Hz: 11.111111 ms.
         DropCase{90, 11'111'111, 0}, DropCase{90, 11'111'112, 1}, DropCase{90, 33'333'333, 2},
         DropCase{90, 33'333'334, 3}, DropCase{90, 33'400'000, 3},
         // 120 Hz: 8.333333 ms.
         DropCase{120, 8'333'333, 0}, DropCase{120, 8'333'334, 1}, DropCase{120, 16'700'000, 2},
-        DropCase{120, 24'999'999, 2}, DropCase{120, 25'000'000, 3},
+        DropCase{120, 24'999'999, 2}, DropCase{120, 25'000'000, 2}, DropCase{120, 25'000'001, 3},
         // 144 Hz: 6.944444 ms.
         DropCase{144, 6'944'444, 0}, DropCase{144, 6'944'445, 1}, DropCase{144, 20'833'333, 2},
         DropCase{144, 20'833'334, 3}, DropCase{144, 33'400'000, 4}),
@@ -71,6 +72,24 @@ INSTANTIATE_TEST_SUITE_P(
       return std::to_string(static_cast<int>(info.param.hz)) + "Hz_" +
              std::to_string(info.param.end_after_vsync_ns) + "ns";
     });
+
+// The scripted check: frames of exactly k intervals, as vsync-timed swaps and
+// fake clocks produce them (ticks from one base, rounded down to a
+// nanosecond), drop k - 1 at 60, 90, 120 and 144 Hz; a nanosecond more drops k.
+TEST(CountDroppedFramesRuleTest, FrameOfExactlyKIntervals_DropsKMinusOne) {
+  int checked = 0;
+  for (double hz : {60.0, 90.0, 120.0, 144.0}) {
+    const RefreshRate rate = RefreshRate::FromHz(hz);
+    for (int64_t k = 1; k <= 9; ++k) {
+      const TimeTicks end = rate.TickAfter(kBase, k);
+      EXPECT_EQ(CountDroppedFrames(kBase, end, TimeTicks(), rate), k - 1) << hz << " Hz, k=" << k;
+      EXPECT_EQ(CountDroppedFrames(kBase, end + absl::Nanoseconds(1), TimeTicks(), rate), k)
+          << hz << " Hz, k=" << k << " + 1 ns";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 36);
+}
 
 TEST(CountDroppedFramesRuleTest, EndBeforeVsync_DropsNothing) {
   EXPECT_EQ(CountDroppedFrames(kBase, kBase - absl::Milliseconds(1), TimeTicks(), RefreshRate()),
@@ -97,7 +116,11 @@ TEST(CountDroppedFramesRuleTest, FrameQueuedBehindJankyOne_IsNotChargedForTheSam
 TEST(CountDroppedFramesRuleTest, PreviousFrameEndedBeforeThisVsync_HasNoEffect) {
   const RefreshRate rate = RefreshRate::FromHz(120);
   const TimeTicks vsync = kBase + absl::Milliseconds(100);
+  // 25 ms at 120 Hz is exactly 3 intervals: shown on the third vsync, 2 dropped.
   EXPECT_EQ(CountDroppedFrames(vsync, vsync + absl::Milliseconds(25),
+                               vsync - absl::Milliseconds(1), rate),
+            2);
+  EXPECT_EQ(CountDroppedFrames(vsync, vsync + absl::Milliseconds(26),
                                vsync - absl::Milliseconds(1), rate),
             3);
 }

@@ -12,7 +12,16 @@ int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks pr
     // The vsync (on this frame's grid) during which the previous frame ended.
     could_start = rate.TickAfter(intended_vsync, rate.IntervalsIn(previous_frame_end - intended_vsync));
   }
-  return rate.IntervalsIn(end - could_start);
+  // The vsyncs that passed with no new frame to show: a frame spanning d
+  // shows on the ceil(d / interval)-th vsync after it could start, so it
+  // dropped one fewer. Exact in integers: a frame of exactly N intervals
+  // (vsync-timed swaps, fake clocks) drops N - 1, not N.
+  const int64_t ns = absl::ToInt64Nanoseconds(end - could_start);
+  if (ns <= 0) return 0;
+  const __int128 scaled = static_cast<__int128>(ns) * rate.millihertz();
+  constexpr __int128 kPerInterval = 1'000'000'000'000;  // ns x mHz in one interval.
+  const __int128 shown_on = (scaled + kPerInterval - 1) / kPerInterval;
+  return static_cast<int64_t>(shown_on - 1);
 }
 
 DropLevel ClassifyDroppedFrames(int64_t dropped, RefreshRate rate, const DropThresholds& t) {

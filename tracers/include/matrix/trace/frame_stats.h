@@ -5,7 +5,7 @@
 // It is pure logic (no threads, no clock), fed by FrameTracer on the worker.
 //
 // Definitions (see docs/tracers.md):
-//   dropped   whole refresh intervals between the vsync and the frame's end.
+//   dropped   ceil(d / interval) - 1, d from the vsync to the frame's end.
 //   levels    BEST [0, 3), NORMAL [3, 9), MIDDLE [9, 24), HIGH [24, 42),
 //             FROZEN [42, inf) dropped frames, thresholds given at 60 Hz and
 //             scaled to the frame's refresh rate (3 at 60 Hz is 6 at 120 Hz).
@@ -52,10 +52,13 @@ enum class DropLevel { kBest = 0, kNormal = 1, kMiddle = 2, kHigh = 3, kFrozen =
 
 // CountDroppedFrames()
 //
-// The vsyncs a frame missed: whole refresh intervals from when it could
-// first have started to its end. That is its own vsync, or, when the previous
-// frame was still running then, the vsync on which the previous frame ended.
-// So a frame ending 33.4 ms after its vsync at 60 Hz dropped 2, and a frame
+// The vsyncs a frame missed: ceil(d / interval) - 1, where d runs from when
+// it could first have started to its end (the vsyncs that passed with no new
+// frame to show). That start is its own vsync, or, when the previous frame
+// was still running then, the vsync on which the previous frame ended. So a
+// frame of exactly one interval dropped none, one of exactly three intervals
+// (50 ms at 60 Hz) dropped 2, one ending 33.4 ms after its vsync at 60 Hz
+// dropped 2 (ceil(2.004) - 1), and a frame
 // queued behind a janky one is not charged for the same vsyncs again: each
 // missed vsync counts once (Matrix charges it to every frame that waited).
 int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
