@@ -69,6 +69,8 @@ TEST(MatrixRunTest, AnrStackNamesTheStallingFunction) {
   EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
   EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("main"));
   EXPECT_EQ(anrs[0].issue.anr().thread_stack().tid(), anrs[0].pid());  // The main thread.
+  // The busy stretch between two waits is named as work, not as a wait.
+  EXPECT_EQ(anrs[0].issue.anr().message().callback(), "matrix-run:dispatch");
   // The launcher's summary names the file and counts the ANR.
   EXPECT_THAT(run.err, HasSubstr(absl::StrCat(dir, "/agent_target-")));
   EXPECT_THAT(run.err, HasSubstr("Trace_EvilMethod/ANR"));

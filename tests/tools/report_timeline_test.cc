@@ -24,6 +24,7 @@ using ::testing::HasSubstr;
 using test_util::AnrIssue;
 using test_util::kBaseTimeMs;
 using test_util::Line;
+using test_util::ScratchDir;
 using test_util::Parsed;
 
 proto::Timeline SampleTimeline() {
@@ -110,7 +111,7 @@ TEST(TimelineTraceEventsTest, EveryTrackHasItsEventsInMicroseconds) {
       EXPECT_EQ(Num(e, "pid"), 4242);
     }
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("gallery (4242)", "main thread: gallery", "frames",
+  EXPECT_THAT(names, ::testing::ElementsAre("gallery", "main thread: gallery", "frames",
                                             "frame phases", "method calls", "watchdog"));
 
   const std::vector<Struct> dispatches = Where(events, "X", kTimelineDispatchTid);
@@ -151,7 +152,8 @@ TEST(TimelineTraceEventsTest, EveryTrackHasItsEventsInMicroseconds) {
   ASSERT_EQ(instants.size(), 1u);
   EXPECT_EQ(Num(instants[0], "ts"), 4900000);
   EXPECT_EQ(Str(instants[0], "s"), "t");
-  EXPECT_THAT(Str(instants[0], "name"), HasSubstr("ANR watchdog"));
+  // The detail once ("ANR", not "anr ANR").
+  EXPECT_EQ(Str(instants[0], "name"), "ANR watchdog: ANR");
 }
 
 TEST(TimelineTraceEventsTest, NamesAreJsonEscaped) {
@@ -199,6 +201,25 @@ TEST(TimelineCommandTest, WritesTheNewestSelectedIssueWithATimeline) {
   std::ostringstream out3, err3;
   EXPECT_EQ(RunMatrixReport({"timeline", "-"}, in3, out3, err3, env), kExitNoInput);
   EXPECT_THAT(err3.str(), HasSubstr("1 issue selected, none with a timeline"));
+}
+
+TEST(TimelineCommandTest, WrittenMessageNamesTheDetailOnceAndCountsInTheSingular) {
+  proto::Issue anr = AnrIssue("app::New()", proto::ANR, 5000, kBaseTimeMs);
+  proto::Timeline* t = anr.mutable_timeline();
+  t->set_window_us(5'000'000);
+  t->add_dispatches()->set_name("Stuck@a.cc:1");
+  t->add_frames()->set_name("frame 1");
+  t->add_calls()->set_name("app::New()");
+  ScratchDir dir("singular");
+  const std::string output = dir.path() + "/anr.json";
+  const RunEnvironment env = {.now = absl::FromUnixMillis(kBaseTimeMs + 3'600'000),
+                              .local_zone = absl::UTCTimeZone()};
+  std::istringstream in(Line(anr));
+  std::ostringstream out, err;
+  ASSERT_EQ(RunMatrixReport({"timeline", "-o", output, "-"}, in, out, err, env), kExitOk)
+      << err.str();
+  EXPECT_THAT(err.str(), HasSubstr("wrote the timeline of ANR \"app::New()\" (1 dispatch, "
+                                   "1 frame, 1 call) to " + output));
 }
 
 TEST(TimelineCommandTest, OutputIsForExportAndTimelineOnly) {

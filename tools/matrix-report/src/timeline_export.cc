@@ -58,6 +58,17 @@ void AppendJoined(std::string* out, const std::vector<std::string>& parts) {
   }
 }
 
+// What the issue is, once: its detail ("ANR", "LAG", "NORMAL") when it has
+// one, else its report kind ("frame", "block").
+std::string IssueWhat(const IssueRecord& record) {
+  return record.detail.empty() ? record.kind : record.detail;
+}
+
+// "1 dispatch", "3 dispatches".
+std::string Counted(int64_t n, const char* one, const char* many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
 // An aggregate's count and busy time (timeline.proto, FitTimelineToBudget).
 void AddAggregateArgs(const proto::TimelineSlice& s, std::vector<std::string>* args) {
   if (s.count() <= 0) return;
@@ -75,7 +86,8 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
 
   const std::string process =
       issue.process().empty() ? std::string("process") : issue.process();
-  w.Metadata(0, "process_name", absl::StrCat(process, " (", w.pid, ")"), 0);
+  // The name alone: viewers show the pid beside it themselves.
+  w.Metadata(0, "process_name", process, 0);
   w.Metadata(kTimelineDispatchTid, "thread_name",
              t.thread_name().empty() ? std::string("main thread")
                                      : absl::StrCat("main thread: ", t.thread_name()),
@@ -135,9 +147,7 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
   }
   const std::string detected_by = t.detected_by().empty() ? "detected" : t.detected_by();
   w.events.push_back(absl::StrCat(R"({"ph":"i","s":"t","name":)",
-                                  JsonQuote(absl::StrCat(detected_by, ": ", record.kind,
-                                                         record.detail.empty() ? "" : " ",
-                                                         record.detail)),
+                                  JsonQuote(absl::StrCat(detected_by, ": ", IssueWhat(record))),
                                   R"(,"cat":"detection","pid":)", w.pid, R"(,"tid":)",
                                   kTimelineWatchdogTid, R"(,"ts":)", t.detected_at_us(),
                                   R"(,"args":{)", Arg("key", record.key), "}}"));
@@ -181,9 +191,10 @@ int RunTimelineCommand(const std::vector<const IssueRecord*>& selected, const st
   const std::string json = TimelineTraceEvents(record);
   const proto::Timeline& t = record.issue.timeline();
   const std::string what =
-      absl::StrCat("the timeline of ", record.kind, record.detail.empty() ? "" : " ",
-                   record.detail, " \"", record.key, "\" (", t.dispatches_size(),
-                   " dispatches, ", t.frames_size(), " frames, ", t.calls_size(), " calls)");
+      absl::StrCat("the timeline of ", IssueWhat(record), " \"", record.key, "\" (",
+                   Counted(t.dispatches_size(), "dispatch", "dispatches"), ", ",
+                   Counted(t.frames_size(), "frame", "frames"), ", ",
+                   Counted(t.calls_size(), "call", "calls"), ")");
   if (output.empty()) {
     out << json;
     out.flush();
