@@ -758,7 +758,8 @@ void BlockCanaryPlugin::Finish(BlockInfo info, int key_count, TimeTicks detected
   if (Matrix::IsInstalled()) {
     if (const TracePlugin* trace = Matrix::With().GetPluginByClass<TracePlugin>();
         trace != nullptr && trace->state() == State::kStarted) {
-      trace->AttachTimeline(issue, detected_at, "BlockCanary sampler (block end)");
+      trace->AttachTimeline(issue, detected_at, "BlockCanary sampler (block end)",
+                            info.time_end - info.time_start);
     }
   }
   OnDetectIssue(std::move(issue));

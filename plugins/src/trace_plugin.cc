@@ -244,12 +244,14 @@ void TracePlugin::OnForegroundChanged(bool foreground) {
   if (frame_tracer_ != nullptr) frame_tracer_->OnForeground(foreground);
 }
 
-void TracePlugin::AttachTimeline(Issue& issue, TimeTicks detected_at,
-                                 const std::string& detected_by) const {
+void TracePlugin::AttachTimeline(Issue& issue, TimeTicks detected_at, const std::string& detected_by,
+                                 absl::Duration span) const {
   if (timeline_ == nullptr || ui_thread_monitor_ == nullptr) return;
   const TimeTicks now = std::max(ui_thread_monitor_->clock()->NowTicks(), detected_at);
+  const absl::Duration window =
+      (now - detected_at) + std::max(span, absl::ZeroDuration()) + config_.timeline_window;
   proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
-  FillTimeline(timeline_->Snapshot(now, config_.timeline_window, detected_at), detected_by, out,
+  FillTimeline(timeline_->Snapshot(now, window, detected_at), detected_by, out,
                kDefaultMaxCalls, config_.timeline_max_bytes);
   out->set_tid(ui_thread_monitor_->looper_thread().tid());
 }
@@ -259,8 +261,9 @@ void TracePlugin::ReportWithTimeline(Issue issue) {
   if (timeline_ != nullptr && p.has_evil_method()) {
     // Detected when the slow dispatch ended: the last one at least as long.
     const TimeTicks now = ui_thread_monitor_->clock()->NowTicks();
-    TimelineSnapshot snapshot = timeline_->Snapshot(now, config_.timeline_window);
     const absl::Duration cost = absl::Milliseconds(p.evil_method().cost_ms());
+    // The slow dispatch and `timeline_window` before it.
+    TimelineSnapshot snapshot = timeline_->Snapshot(now, cost + config_.timeline_window);
     TimeTicks detected_at = now;
     for (auto e = snapshot.events.rbegin(); e != snapshot.events.rend(); ++e) {
       if (e->kind == TimelineEvent::Kind::kDispatch && e->finished() &&

@@ -37,6 +37,7 @@ TEST(AgentConfigTest, Defaults) {
   EXPECT_EQ(c->evil_threshold, absl::Milliseconds(700));
   EXPECT_TRUE(c->frames);
   EXPECT_EQ(c->refresh_hz, 60);
+  EXPECT_EQ(c->timeline_window, absl::Seconds(5));
   EXPECT_TRUE(c->ShouldMonitor(1234));
 }
 
@@ -45,7 +46,8 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
       Parse({{"MATRIX_REPORT_DIR", "/tmp/r"}, {"MATRIX_REPORT_NAME", "prog-1"},
              {"MATRIX_ANR_MS", "1000"}, {"MATRIX_LAG_MS", "300"}, {"MATRIX_EVIL_MS", "50"},
              {"MATRIX_FRAMES", "0"}, {"MATRIX_FPS_SLICE_MS", "2000"},
-             {"MATRIX_REFRESH_HZ", "144"}, {"MATRIX_AGENT_PID", "42"}});
+             {"MATRIX_REFRESH_HZ", "144"}, {"MATRIX_AGENT_PID", "42"},
+             {"MATRIX_TIMELINE_WINDOW_MS", "8000"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->report_dir, "/tmp/r");
   EXPECT_EQ(c->report_name, "prog-1");
@@ -55,6 +57,7 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
   EXPECT_FALSE(c->frames);
   EXPECT_EQ(c->fps_time_slice, absl::Seconds(2));
   EXPECT_EQ(c->refresh_hz, 144);
+  EXPECT_EQ(c->timeline_window, absl::Seconds(8));
   EXPECT_TRUE(c->ShouldMonitor(42));
   EXPECT_FALSE(c->ShouldMonitor(43));  // An exec'ed child.
 }

@@ -89,8 +89,8 @@ class AnrTimelineTest : public ::testing::Test {
   std::unique_ptr<AnrTracer> anr_;
 };
 
-TEST_F(AnrTimelineTest, Anr_CarriesTheLastWindowWithTheHangUnfinishedAndTheDetectionInstant) {
-  Dispatch("old", absl::Milliseconds(10));  // Ends before the 3 s window.
+TEST_F(AnrTimelineTest, Anr_CarriesTheHangAndTheWindowBeforeItWithTheDetectionInstant) {
+  Dispatch("old", absl::Milliseconds(10));  // Ends more than 3 s before the hang.
   Idle(absl::Seconds(4));
   Dispatch("click", absl::Milliseconds(30));
   Idle(absl::Milliseconds(100));
@@ -103,17 +103,19 @@ TEST_F(AnrTimelineTest, Anr_CarriesTheLastWindowWithTheHangUnfinishedAndTheDetec
   ASSERT_TRUE(anrs[0].proto().has_timeline());
   const proto::Timeline& t = anrs[0].proto().timeline();
   EXPECT_EQ(t.detected_by(), "ANR watchdog");
-  EXPECT_EQ(t.window_us(), 3000000);
+  // The hang up to the crossing (5 s) and the 3 s window before it.
+  EXPECT_EQ(t.window_us(), 8000000);
   EXPECT_EQ(t.tid(), ThreadHandle::Current().tid());
-  ASSERT_EQ(t.dispatches_size(), 1);  // "click" and "old" are older than 3 s.
-  EXPECT_EQ(t.dispatches(0).name(), "hang");
-  EXPECT_TRUE(t.dispatches(0).unfinished());
+  ASSERT_EQ(t.dispatches_size(), 2);  // "old" is older than 3 s before the hang.
+  EXPECT_EQ(t.dispatches(0).name(), "click");
+  EXPECT_EQ(t.dispatches(1).name(), "hang");
+  EXPECT_TRUE(t.dispatches(1).unfinished());
   // The window ends at the detection, 5 s into the hang.
   const TimeTicks start = TimeTicks::FromNanoseconds(t.start_ns());
   EXPECT_EQ(start + absl::Microseconds(t.detected_at_us()), hang_begin + kAnr);
   EXPECT_EQ(t.detected_at_us(), t.window_us());
-  EXPECT_EQ(t.dispatches(0).ts_us(), 0);  // Began before the window: clipped.
-  EXPECT_EQ(t.dispatches(0).dur_us(), 3000000);
+  EXPECT_EQ(t.dispatches(1).ts_us(), 3000000);  // The hang begins 3 s into the window.
+  EXPECT_EQ(t.dispatches(1).dur_us(), 5000000);
   looper_monitor_->DispatchEnd();
 }
 

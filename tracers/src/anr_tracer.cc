@@ -118,7 +118,9 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
     crossing->has_records = true;
   }
   if (options_.timeline != nullptr) {
-    crossing->timeline = options_.timeline->Snapshot(now, options_.timeline_window, now);
+    // The stuck dispatch and `timeline_window` of what came before it.
+    crossing->timeline = options_.timeline->Snapshot(
+        now, std::max(now - s.begin, absl::ZeroDuration()) + options_.timeline_window, now);
     crossing->has_timeline = true;
   }
   return crossing;
@@ -243,8 +245,10 @@ void AnrTracer::EmitLag(TimeTicks end, std::optional<uint64_t> method_mark) {
   if (options_.timeline != nullptr) {
     // Again, now that the dispatch has ended; the detection stays the crossing.
     const TimeTicks now = std::max(options_.monitor->clock()->NowTicks(), end);
-    crossing->timeline =
-        options_.timeline->Snapshot(now, options_.timeline_window, crossing->captured_at);
+    crossing->timeline = options_.timeline->Snapshot(
+        now,
+        std::max(now - crossing->snapshot.begin, absl::ZeroDuration()) + options_.timeline_window,
+        crossing->captured_at);
   }
   lag_count_.fetch_add(1);
   worker_handler_->Post(

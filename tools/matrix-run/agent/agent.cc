@@ -200,6 +200,7 @@ bool StartSession(bool from_swap) {
           .UseChoreographer(false)
           .EnableFps(c.frames)
           .SetFpsTimeSlice(c.fps_time_slice)
+          .SetTimelineWindow(c.timeline_window)
           .EnableAnrTrace(true)
           .SetAnrThreshold(c.anr_threshold)
           .SetLagThreshold(c.lag_threshold)

@@ -66,6 +66,11 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   if (const char* v = get_env("MATRIX_FPS_SLICE_MS")) {
     if (absl::Status s = ParseMs("MATRIX_FPS_SLICE_MS", v, &c.fps_time_slice); !s.ok()) return s;
   }
+  if (const char* v = get_env("MATRIX_TIMELINE_WINDOW_MS")) {
+    if (absl::Status s = ParseMs("MATRIX_TIMELINE_WINDOW_MS", v, &c.timeline_window); !s.ok()) {
+      return s;
+    }
+  }
   if (const char* v = get_env("MATRIX_REFRESH_HZ")) {
     double hz = 0;
     if (!absl::SimpleAtod(v, &hz) || !std::isfinite(hz) || hz < 1 || hz > 1000) {

@@ -16,6 +16,7 @@
 //   MATRIX_FRAMES              1: frames from buffer swaps, 0: none (1)
 //   MATRIX_FPS_SLICE_MS        frame time per FPS report (10000)
 //   MATRIX_REFRESH_HZ          display refresh rate for dropped frames (60)
+//   MATRIX_TIMELINE_WINDOW_MS  timeline before a hang's own span (5000)
 //   MATRIX_AGENT_PID           only this pid is monitored (matrix-run sets it)
 //   MATRIX_AGENT_FOLLOW_EXEC   1: also monitor programs exec'ed by children
 //   MATRIX_AGENT_DISABLE       1: the agent does nothing
@@ -45,6 +46,7 @@ struct AgentConfig {
   absl::Duration fps_time_slice = absl::Seconds(10);
   double refresh_hz = 60;
   bool refresh_hz_set = false;  // MATRIX_REFRESH_HZ given: it overrides the display's.
+  absl::Duration timeline_window = absl::Seconds(5);
   pid_t target_pid = 0;  // 0: any process.
   bool follow_exec = false;
   bool disabled = false;

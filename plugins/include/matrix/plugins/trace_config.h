@@ -97,10 +97,11 @@ struct TraceConfig {
   static constexpr size_t kMaxMethodTraceBufferBytes = size_t{1} << 30;
   // The flight recorder (docs/timeline.md): a ring of the looper thread's
   // last `timeline_capacity` events (dispatches and frames, 64 bytes each,
-  // allocated at start; 0 turns it off), of which the last `timeline_window`
-  // is attached to each ANR, LAG, slow-method, frozen-frame FPS and block
-  // report. 4096 events (256 KiB) hold 5 s of a loop running ~800 messages
-  // and frames per second.
+  // allocated at start; 0 turns it off). Each ANR, LAG, slow-method, block
+  // and frozen-frame FPS report carries the issue's own span (the stuck
+  // dispatch up to its detection, the block) and `timeline_window` before
+  // it: by default an ANR's timeline covers 5 + 5 s. 4096 events (256 KiB)
+  // hold 5 s of a loop running ~800 messages and frames per second.
   size_t timeline_capacity = 4096;
   absl::Duration timeline_window = absl::Seconds(5);
   // The most one issue's timeline may take as JSON: runs of short events are

@@ -76,11 +76,13 @@ class TracePlugin : public Plugin {
 
   // AttachTimeline()
   //
-  // Snapshots the timeline's last TraceConfig::timeline_window up to now
-  // into `issue` (Issue.timeline), marking `detected_at` as detected by
-  // `detected_by`. Does nothing without a timeline. Any thread but the
-  // looper's (it allocates and symbolizes); the plugin must be alive.
-  void AttachTimeline(Issue& issue, TimeTicks detected_at, const std::string& detected_by) const;
+  // Snapshots the timeline up to now into `issue` (Issue.timeline): the
+  // issue's own `span` (a block's duration) and TraceConfig::timeline_window
+  // before it, marking `detected_at` as detected by `detected_by`. Does
+  // nothing without a timeline. Any thread but the looper's (it allocates and
+  // symbolizes); the plugin must be alive.
+  void AttachTimeline(Issue& issue, TimeTicks detected_at, const std::string& detected_by,
+                      absl::Duration span = absl::ZeroDuration()) const;
 
  protected:
   absl::Status OnInit() override;

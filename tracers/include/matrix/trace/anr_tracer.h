@@ -87,9 +87,9 @@ class AnrTracer : public Tracer {
     // Captures the looper thread's stack (default: StackCapturer::Get()).
     CaptureFn capture;
     IssueCallback report;  // Receives the issues (worker thread).
-    // The flight recorder (not owned; null for none): its last
-    // `timeline_window` is snapshot at the crossing (ANR) or when the lagging
-    // dispatch ends (LAG) and attached as Issue.timeline.
+    // The flight recorder (not owned; null for none): the hung dispatch and
+    // `timeline_window` before it are snapshot at the crossing (ANR) or when
+    // the lagging dispatch ends (LAG) and attached as Issue.timeline.
     const Timeline* timeline = nullptr;
     absl::Duration timeline_window = absl::Seconds(5);
     // The timeline's JSON budget (FitTimelineToBudget; 0: no limit).
