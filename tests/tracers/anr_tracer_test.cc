@@ -503,31 +503,50 @@ TEST_F(AnrTracerTest, NewDispatchRightAfterAReportedOne_IsWatchedFromItsOwnBegin
   End();
 }
 
-TEST_F(AnrTracerTest, LateWatchdog_DoesNotReportTheUnwatchedGap_RealHangReportedOneThresholdLater) {
-  Start();
+TEST_F(AnrTracerTest, StoppedProcess_StoppedTimeIsLeftOutOfTheHangAndReportedApart) {
+  Start(/*foreign=*/true, /*report_with_debugger=*/false, /*cpu_sampler=*/true);
   env_.FastForwardBy(absl::Milliseconds(500));
   const TimeTicks begin = env_.Now();
   Begin();
-  // The process is stopped: time passes and the watchdog does not run.
+  // The process is stopped (SIGSTOP, a breakpoint) 10 s: time passes and the
+  // watchdog does not run. Its CPU sampler's poll due 50 ms in runs at the
+  // resume: stopped from then on.
   env_.AdvanceClock(absl::Seconds(10));
   const TimeTicks resumed = env_.Now();
   env_.RunUntilIdle();
   EXPECT_EQ(anr_->late_wakeups(), 1);
-  EXPECT_THAT(capture_.times(), IsEmpty());
+  EXPECT_EQ(monitor_->stopped_time().Within(begin, resumed),
+            absl::Seconds(10) - absl::Milliseconds(50));
+  EXPECT_THAT(capture_.times(), IsEmpty());  // 50 ms of running time: no LAG.
   EXPECT_THAT(issues_.all(), IsEmpty());
 
-  // Still stuck: watched from the resume, reported one threshold later.
-  env_.FastForwardBy(kAnr - absl::Nanoseconds(1));
+  // Still stuck: the ANR comes when it has run 5 s, not counting the stop.
+  const TimeTicks anr_at = resumed + kAnr - absl::Milliseconds(50);
+  env_.FastForwardBy(anr_at - env_.Now() - absl::Nanoseconds(1));
   EXPECT_THAT(issues_.WithDetail(proto::ANR), IsEmpty());
   env_.FastForwardBy(absl::Nanoseconds(1));
-  ASSERT_THAT(issues_.all(), SizeIs(1));
-  const proto::AnrReport& anr = issues_.all()[0].proto().anr();
-  EXPECT_EQ(anr.detail(), proto::ANR);
-  EXPECT_EQ(capture_.times().back(), resumed + kAnr);
-  EXPECT_DOUBLE_EQ(anr.cost_ms(), absl::ToDoubleMilliseconds(resumed + kAnr - begin));
+  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
+  const proto::AnrReport& anr = issues_.WithDetail(proto::ANR)[0].proto().anr();
+  EXPECT_EQ(capture_.times().back(), anr_at);
+  EXPECT_DOUBLE_EQ(anr.cost_ms(), 5000);
+  EXPECT_DOUBLE_EQ(anr.stopped_ms(), 9950);
   EXPECT_DOUBLE_EQ(anr.detection_delay_ms(), 0);
-  EXPECT_EQ(anr_->late_wakeups(), 1);
   End();
+}
+
+TEST_F(AnrTracerTest, StoppedProcess_ShortHangAroundTheStop_GivesNoAnr) {
+  // A dispatch held 7 s at a breakpoint that then finishes gives no LAG or
+  // ANR: it ran 50 ms plus 300 ms.
+  Start(/*foreign=*/true, /*report_with_debugger=*/false, /*cpu_sampler=*/true);
+  env_.FastForwardBy(absl::Milliseconds(500));
+  Begin();
+  env_.AdvanceClock(absl::Seconds(7));
+  env_.RunUntilIdle();
+  env_.FastForwardBy(absl::Milliseconds(300));
+  End();
+  env_.FastForwardBy(absl::Seconds(10));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_THAT(capture_.times(), IsEmpty());
 }
 
 TEST_F(AnrTracerTest, LateWatchdog_WithinTolerance_IsNotLate) {

@@ -220,12 +220,14 @@ TEST_F(EvilMethodTracerTest, CpuUsage_FromTheSamplerOverTheSampledWindow) {
   // The sampler polls every 50 ms on the watchdog; the dispatch lets it run
   // for 50 ms (one sample: CPU 0 at +50 ms), then uses 600 ms of CPU in
   // 750 ms of wall time.
+  // (The watchdog keeps running meanwhile: time it does not run would be
+  // time the process was stopped.)
   handler_.Post([this] {
     RunLoopersFor(&env_, {watchdog_}, absl::Milliseconds(50));
     env_.clock()->AdvanceThreadCpuTime(absl::Milliseconds(600));
-    env_.AdvanceClock(absl::Milliseconds(750));
+    RunLoopersFor(&env_, {watchdog_}, absl::Milliseconds(750));
   });
-  env_.RunUntilIdle();
+  env_.FastForwardBy(absl::Milliseconds(100));
   ASSERT_THAT(issues_.all(), SizeIs(1));
   const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
   EXPECT_DOUBLE_EQ(report.cost_ms(), 800);
@@ -288,6 +290,51 @@ TEST_F(EvilMethodTracerTest, HandlerDestroyedBeforeTheReportIsBuilt_MessageInfoS
   ASSERT_EQ(one_shot, nullptr);
   ASSERT_THAT(issues_.all(), SizeIs(1));
   EXPECT_EQ(issues_.all()[0].proto().evil_method().message().target(), target);
+}
+
+// A dispatch held 7 s by SIGSTOP or a breakpoint: the watchdog's CPU sampler
+// runs every 50 ms while the process runs, and its first poll after the
+// resume is late by the stop.
+TEST_F(EvilMethodTracerTest, StoppedTime_IsLeftOutOfTheCostAndReportedApart) {
+  Start({.cpu_sampler = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  // 300 ms of work, stopped 7 s, 300 ms more: 600 ms of work, not slow.
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(300));
+    env_.AdvanceClock(absl::Seconds(7));  // Stopped: nothing runs.
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(300));
+  });
+  env_.FastForwardBy(absl::Seconds(1));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_EQ(evil_->suppressed_as_stopped(), 1);
+
+  // The same with 700 ms after the stop: 1 s of work, reported without the stop.
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(300));
+    env_.AdvanceClock(absl::Seconds(7));
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(700));
+  });
+  env_.FastForwardBy(absl::Seconds(1));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  // The stop is known from the first poll due after it began (50 ms grain).
+  EXPECT_NEAR(report.stopped_ms(), 7000, 50);
+  EXPECT_NEAR(report.cost_ms(), 1000, 50);
+  EXPECT_DOUBLE_EQ(report.cost_ms() + report.stopped_ms(), 8000);
+}
+
+TEST_F(EvilMethodTracerTest, DispatchEndedBeforeTheSamplerSawTheStop_IsJudgedOnceItHas) {
+  // The stop ends the dispatch: the process is continued and the looper
+  // finishes before the watchdog's sampler runs. The worker waits for it.
+  Start({.cpu_sampler = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(300));
+    env_.AdvanceClock(absl::Seconds(7));
+  });
+  env_.FastForwardBy(absl::Seconds(1));
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_EQ(evil_->suppressed_as_stopped(), 1);
 }
 
 TEST_F(EvilMethodTracerTest, DispatchClaimedByAnrTracer_IsNotReportedAgain) {

@@ -133,6 +133,9 @@ void AnrTracer::Check() {
   const bool late =
       !scheduled_for_.is_null() && now - scheduled_for_ > options_.late_tolerance;
   if (late) late_wakeups_.fetch_add(1);
+  // A check far later than scheduled saw the process stopped meanwhile.
+  StoppedTime& stopped_time = options_.monitor->mutable_stopped_time();
+  stopped_time.OnWakeup(scheduled_for_, now);
 
   DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
   // A loop that reports its dispatches late (libuv's I/O callbacks) may say
@@ -158,17 +161,20 @@ void AnrTracer::Check() {
       watch_.watch_from = s.begin;
     }
     watch_.provisional = provisional;
-    // A late wake-up did not watch the gap: do not count it against the
-    // dispatch (the process may have been stopped, not hung).
-    if (late) watch_.watch_from = std::max(watch_.watch_from, now);
-    const absl::Duration watched = now - watch_.watch_from;
+    // Time the process was stopped (a breakpoint, SIGSTOP) is not the
+    // dispatch's: it is left out, and the deadlines move by it. (Before, a
+    // check over 100 ms late restarted the dispatch's clock, which also
+    // dropped the real hang time of a loaded machine.)
+    const absl::Duration stopped = stopped_time.Within(watch_.watch_from, now);
+    const absl::Duration watched = now - watch_.watch_from - stopped;
+    const TimeTicks running_from = watch_.watch_from + stopped;
 
     if (!watch_.anr_done && watched >= options_.anr_threshold) {
       watch_.anr_done = watch_.lag_done = true;
       lag_pending_number_.store(0);  // The ANR replaces the pending LAG.
       pending_lag_.reset();
       if (!DebuggerSuppresses()) {
-        auto crossing = Capture(s, now, watch_.watch_from + options_.anr_threshold);
+        auto crossing = Capture(s, now, running_from + options_.anr_threshold);
         crossing->detail = proto::ANR;
         anr_count_.fetch_add(1);
         worker_handler_->Post([this, c = std::shared_ptr<Crossing>(std::move(crossing))] {
@@ -178,7 +184,7 @@ void AnrTracer::Check() {
     } else if (!watch_.lag_done && watched >= options_.lag_threshold) {
       watch_.lag_done = true;
       if (!DebuggerSuppresses()) {
-        pending_lag_ = Capture(s, now, watch_.watch_from + options_.lag_threshold);
+        pending_lag_ = Capture(s, now, running_from + options_.lag_threshold);
         pending_lag_->detail = proto::LAG;
       }
       // Published even when suppressed (no pending report then): the next
@@ -203,9 +209,9 @@ void AnrTracer::Check() {
     if (watched_ended) {
       next = now;
     } else if (!watch_.lag_done) {
-      next = watch_.watch_from + options_.lag_threshold;
+      next = running_from + options_.lag_threshold;
     } else if (!watch_.anr_done) {
-      next = watch_.watch_from + options_.anr_threshold;
+      next = running_from + options_.anr_threshold;
     }
   }
   ScheduleCheck(next);
@@ -260,8 +266,12 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   proto::AnrReport anr;
   anr.set_detail(c->detail);
   const TimeTicks until = c->detail == proto::LAG && !c->end.is_null() ? c->end : c->captured_at;
-  const absl::Duration cost = until - c->snapshot.begin;
+  // Stopped time (a breakpoint, SIGSTOP) is reported apart, not as cost.
+  const absl::Duration stopped =
+      options_.monitor->stopped_time().Within(c->snapshot.begin, until);
+  const absl::Duration cost = until - c->snapshot.begin - stopped;
   anr.set_cost_ms(absl::ToDoubleMilliseconds(cost));
+  anr.set_stopped_ms(absl::ToDoubleMilliseconds(stopped));
   anr.set_scene(std::string(options_.app_state->SceneName(c->scene)));
   anr.set_is_process_foreground(c->foreground);
   anr.set_detection_delay_ms(absl::ToDoubleMilliseconds(c->captured_at - c->threshold_at));

@@ -22,6 +22,7 @@ struct EvilMethodTracer::SlowDispatch {
   bool is_frame = false;
   SceneId scene = AppState::kDefaultScene;
   bool foreground = true;
+  int deferrals = 0;  // Times Analyze() waited for the stop detector.
 };
 
 EvilMethodTracer::EvilMethodTracer(Options options)
@@ -77,6 +78,26 @@ void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
 }
 
 void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
+  // Stopped time (a breakpoint, SIGSTOP) is not the dispatch's cost. A stop
+  // is known once the watchdog ran after it: if the sampler has not polled
+  // since the dispatch ended (the process may just have been continued),
+  // look again one poll later.
+  const UIThreadMonitor* monitor = options_.monitor;
+  const DispatchData& d = slow.dispatch;
+  if (monitor->observes_stops() && monitor->stopped_time().observed_until() < d.end &&
+      slow.deferrals < 3) {
+    auto again = std::make_shared<SlowDispatch>(slow);
+    ++again->deferrals;
+    worker_handler_->PostDelayed([this, again] { Analyze(*again); }, monitor->cpu_sample_period());
+    return;
+  }
+  const absl::Duration stopped = monitor->stopped_time().Within(d.begin, d.end);
+  const absl::Duration cost = d.end - d.begin - stopped;
+  if (stopped > absl::ZeroDuration() &&
+      cost < absl::Nanoseconds(threshold_ns_.load(std::memory_order_relaxed))) {
+    stopped_suppressed_.fetch_add(1);
+    return;  // Slow only because the process was stopped.
+  }
   if (!options_.report_with_debugger) {
     // On the worker: reading /proc never costs the looper thread.
     absl::StatusOr<bool> attached = ProcReader(options_.proc_root).IsDebuggerAttached();
@@ -85,11 +106,10 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
       return;
     }
   }
-  const DispatchData& d = slow.dispatch;
-  const absl::Duration cost = d.end - d.begin;
   proto::EvilMethodReport report;
   report.set_detail(proto::NORMAL);
   report.set_cost_ms(absl::ToDoubleMilliseconds(cost));
+  report.set_stopped_ms(absl::ToDoubleMilliseconds(stopped));
   report.set_scene(std::string(options_.app_state->SceneName(slow.scene)));
   report.set_is_process_foreground(slow.foreground);
   report.set_cpu_usage(d.CpuUsagePercent());

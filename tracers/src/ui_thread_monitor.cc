@@ -13,7 +13,7 @@ class UIThreadMonitor::CpuSampler {
  public:
   CpuSampler(UIThreadMonitor* monitor, Looper* looper, absl::Duration period)
       : monitor_(monitor), handler_(looper, "matrix::UIThreadMonitor$CpuSampler"), period_(period) {
-    handler_.PostDelayed([this] { Poll(); }, this, period_);
+    PostPoll();
   }
 
   // Looper thread, at the end of dispatch `number`: the CPU sample taken
@@ -26,7 +26,14 @@ class UIThreadMonitor::CpuSampler {
   }
 
  private:
+  void PostPoll() {
+    due_ = monitor_->looper_monitor_->clock()->NowTicks() + period_;
+    handler_.PostDelayed([this] { Poll(); }, this, period_);
+  }
+
   void Poll() {
+    // A poll far later than due: the process was stopped meanwhile.
+    monitor_->stopped_time_.OnWakeup(due_, monitor_->looper_monitor_->clock()->NowTicks());
     const DispatchHeartbeat::Snapshot s = monitor_->heartbeat_.Read();
     if (s.active && s.dispatch_number != sampled_number_.load(std::memory_order_relaxed)) {
       const TickClock* clock = monitor_->looper_monitor_->clock();
@@ -39,12 +46,13 @@ class UIThreadMonitor::CpuSampler {
         sampled_number_.store(s.dispatch_number, std::memory_order_release);
       }
     }
-    handler_.PostDelayed([this] { Poll(); }, this, period_);
+    PostPoll();
   }
 
   UIThreadMonitor* const monitor_;
   Handler handler_;
   const absl::Duration period_;
+  TimeTicks due_;  // When the next poll should run (sampler thread).
   std::atomic<uint64_t> sampled_number_{0};
   std::atomic<int64_t> sample_cpu_ns_{0};
   std::atomic<int64_t> sample_wall_ns_{0};

@@ -270,6 +270,9 @@ void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions&
   if (a.detection_delay_ms() != 0) {
     AddField(out, "detected", absl::StrCat(Ms(a.detection_delay_ms()), " after the threshold"));
   }
+  if (a.stopped_ms() > 0) {
+    AddField(out, "stopped", absl::StrCat(Ms(a.stopped_ms()), " (process stopped; not in the cost)"));
+  }
   if (!a.idle_handler().empty()) AddField(out, "idle handler", a.idle_handler());
   if (!a.input_event().empty()) AddField(out, "input event", a.input_event());
   if (a.signal() != 0) {
@@ -303,6 +306,9 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e) {
   if (e.has_queue_costs()) AddField(out, "queues", QueueCostsText(e.queue_costs()));
   AddField(out, "cpu usage", CpuUsageText(e.cpu_usage()));
   AddField(out, "foreground", YesNo(e.is_process_foreground()));
+  if (e.stopped_ms() > 0) {
+    AddField(out, "stopped", absl::StrCat(Ms(e.stopped_ms()), " (process stopped; not in the cost)"));
+  }
   if (e.stack().empty()) {
     AddField(out, "call tree", "(none: method tracing was off or saw no calls)");
   }

@@ -70,6 +70,9 @@ class EvilMethodTracer : public Tracer {
   int64_t evil_count() const { return evil_count_.load(); }
   // Slow dispatches not reported because a debugger was attached. Any thread.
   int64_t suppressed_by_debugger() const { return debugger_suppressed_.load(); }
+  // Slow dispatches not reported because, without the time the process was
+  // stopped (UIThreadMonitor::stopped_time()), they were under the threshold.
+  int64_t suppressed_as_stopped() const { return stopped_suppressed_.load(); }
 
   void DoFrame(const FrameData& frame) override;
   void DispatchEnd(const DispatchData& dispatch) override;
@@ -86,6 +89,7 @@ class EvilMethodTracer : public Tracer {
   std::atomic<int64_t> threshold_ns_;
   std::atomic<int64_t> evil_count_{0};
   std::atomic<int64_t> debugger_suppressed_{0};
+  std::atomic<int64_t> stopped_suppressed_{0};
   ObserverRegistration monitor_registration_;
   std::unique_ptr<Handler> worker_handler_;
   // Looper thread: the last frame drawn (by the dispatch in progress when it

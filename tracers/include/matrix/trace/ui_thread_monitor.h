@@ -56,6 +56,7 @@
 #include "matrix/core/time_ticks.h"
 #include "matrix/trace/dispatch_heartbeat.h"
 #include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/stopped_time.h"
 
 namespace matrix {
 
@@ -210,6 +211,16 @@ class UIThreadMonitor : public LooperDispatchListener {
   };
   std::optional<CpuSample> CpuSampleFor(uint64_t dispatch_number) const;
 
+  // When the process was stopped (SIGSTOP, a breakpoint), as the watchdog's
+  // timed tasks saw it: the CPU sampler's poll every cpu_sample_period and
+  // AnrTracer's checks feed it (watchdog thread, mutable_stopped_time());
+  // hang and slow-method costs leave it out. Reads from any thread.
+  const StoppedTime& stopped_time() const { return stopped_time_; }
+  StoppedTime& mutable_stopped_time() { return stopped_time_; }
+  // Whether the CPU sampler runs (it observes stops every cpu_sample_period).
+  bool observes_stops() const { return cpu_sampler_ != nullptr; }
+  absl::Duration cpu_sample_period() const { return options_.cpu_sample_period; }
+
   // What the frame being drawn has spent so far, readable from any thread
   // (for ANR reports): costs of finished phases and the running phase's time
   // up to `now`. All zero when the current dispatch is not a frame.
@@ -239,6 +250,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::optional<ObserverList<LooperObserver>::Scope> scope_;
   DispatchHeartbeat heartbeat_;
   std::unique_ptr<CpuSampler> cpu_sampler_;
+  StoppedTime stopped_time_;
 
   // The dispatch in progress (looper thread).
   DispatchData dispatch_;
