@@ -5,7 +5,9 @@
 // epoll_pwait, select, pselect) and the buffer swaps (glXSwapBuffers,
 // eglSwapBuffers). On the main thread, the time between two blocking waits is
 // one dispatch; a swap ends a frame (and its dispatch) and begins the next
-// iteration. Other threads' calls pass straight to the real function. In GTK 3
+// iteration. Other threads' calls pass straight to the real function (a swap
+// there is counted, and the main thread's next dispatch end marks the frame;
+// swaps looked up at run time are wrapped too: present_hooks.h). In GTK 3
 // programs every mapped toplevel's GdkFrameClock marks frames too, and the
 // focused (else newest) window's title names the scene. The cold start is
 // reported from process start to the first frame (programs that draw) or to
@@ -42,6 +44,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -57,6 +60,7 @@
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/ui_thread_monitor.h"
+#include "present_hooks.h"
 
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -79,7 +83,7 @@ template <typename Fn>
 Fn Resolve(std::atomic<Fn>& slot, const char* name) {
   Fn fn = slot.load(std::memory_order_relaxed);
   if (fn == nullptr) {
-    fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+    fn = reinterpret_cast<Fn>(RealDlsym(RTLD_NEXT, name));
     slot.store(fn, std::memory_order_relaxed);
   }
   return fn;
@@ -282,7 +286,7 @@ bool StartSession(bool from_swap) {
   // first frame; any other program's startup ends here, at its first blocking
   // wait. The scene is the program's name (GTK: renamed from its windows).
   s.draws = c.frames && (from_swap || s.gtk || g_glx_swap.load(std::memory_order_relaxed) ||
-                         g_egl_swap.load(std::memory_order_relaxed));
+                         g_egl_swap.load(std::memory_order_relaxed) || RendererLoaded());
   if (s.draws) s.ui->AddFrameSource();
   AppState::Get()->OnSceneCreated(ProgramName());
   AppState::Get()->OnSceneShown(ProgramName());
@@ -454,10 +458,21 @@ inline void DispatchBegin(TimeTicks now, const char* label) {
   ++s.dispatches;
 }
 
+// Presents on other threads since the last dispatch end (a render thread's):
+// this dispatch, the main thread's part of the frame, is marked as a frame.
+inline void MarkOffThreadFrame() {
+  Session& s = *g_session;
+  if (TakeOffThreadPresents() == 0 || !s.config.frames || s.frame_marked) return;
+  s.frame_marked = true;
+  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
+  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.dispatch_begin);
+}
+
 // The main thread is about to block: the dispatch in progress ends.
 inline void WaitEnter() {
   Session& s = *g_session;
   if (s.in_swap || !s.in_dispatch) return;
+  MarkOffThreadFrame();
   s.looper->DispatchEnd(s.looper->clock()->NowTicks());
   s.in_dispatch = false;
   if (s.gtk && !s.gtk_hooked) TryHookGtk();
@@ -542,6 +557,12 @@ inline bool Blocking(const struct timeval* t) {
   return t == nullptr || t->tv_sec != 0 || t->tv_usec != 0;
 }
 
+// A swap that MainThreadMonitoring() turned away: counted when it is another
+// thread's while monitoring (one relaxed load, one relaxed increment).
+inline void CountIfOffThread() {
+  if (g_state.load(std::memory_order_relaxed) == kRunning) CountOffThreadPresent();
+}
+
 void AtForkChild() {
   // The child has no matrix threads: it does nothing from here on.
   g_state.store(kDormant, std::memory_order_relaxed);
@@ -610,6 +631,19 @@ __attribute__((destructor)) void AgentFini() {
 }
 
 }  // namespace
+
+// Present hooks (present_hooks.h).
+bool PresentBegin() {
+  if (!MainThreadMonitoring(/*swap=*/true)) {
+    CountIfOffThread();
+    return false;
+  }
+  SwapEnter();
+  return true;
+}
+
+void PresentEnd() { SwapExit(); }
+
 }  // namespace matrix::agent
 
 namespace ma = matrix::agent;
@@ -667,7 +701,10 @@ MATRIX_AGENT_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_
 MATRIX_AGENT_EXPORT void glXSwapBuffers(void* display, unsigned long drawable) {
   const ma::SwapFn real = ma::Resolve(ma::g_glx_swap, "glXSwapBuffers");
   if (real == nullptr) return;  // No libGL: cannot be called legitimately.
-  if (!ma::MainThreadMonitoring(/*swap=*/true)) return real(display, drawable);
+  if (!ma::MainThreadMonitoring(/*swap=*/true)) {
+    ma::CountIfOffThread();
+    return real(display, drawable);
+  }
   if (!ma::g_session->glx_rate_read) {
     ma::g_session->glx_rate_read = true;
     ma::ReadGlxRefreshRate(display);
@@ -680,9 +717,39 @@ MATRIX_AGENT_EXPORT void glXSwapBuffers(void* display, unsigned long drawable) {
 MATRIX_AGENT_EXPORT unsigned eglSwapBuffers(void* display, void* surface) {
   const ma::EglSwapFn real = ma::Resolve(ma::g_egl_swap, "eglSwapBuffers");
   if (real == nullptr) return 0;  // EGL_FALSE.
-  if (!ma::MainThreadMonitoring(/*swap=*/true)) return real(display, surface);
+  if (!ma::MainThreadMonitoring(/*swap=*/true)) {
+    ma::CountIfOffThread();
+    return real(display, surface);
+  }
   ma::SwapEnter();
   const unsigned result = real(display, surface);
   ma::SwapExit();
   return result;
 }
+
+namespace matrix::agent {
+// A swap looked up at run time (present_hooks.cc): records the real function
+// and returns the agent's wrapper. A global-scope look-up finds the wrapper
+// itself, which is not recorded.
+void* RecordRealSwap(const char* name, void* real) {
+  if (std::strcmp(name, "glXSwapBuffers") == 0) {
+    void* wrapper = reinterpret_cast<void*>(&glXSwapBuffers);
+    SwapFn expected = nullptr;
+    if (real != wrapper) {
+      g_glx_swap.compare_exchange_strong(expected, reinterpret_cast<SwapFn>(real),
+                                         std::memory_order_relaxed);
+    }
+    return wrapper;
+  }
+  if (std::strcmp(name, "eglSwapBuffers") == 0) {
+    void* wrapper = reinterpret_cast<void*>(&eglSwapBuffers);
+    EglSwapFn expected = nullptr;
+    if (real != wrapper) {
+      g_egl_swap.compare_exchange_strong(expected, reinterpret_cast<EglSwapFn>(real),
+                                         std::memory_order_relaxed);
+    }
+    return wrapper;
+  }
+  return RecordDamageSwap(name, real);
+}
+}  // namespace matrix::agent

@@ -1,0 +1,65 @@
+// The agent's present hooks (tools/matrix-run/agent/present_hooks.h) on a
+// program of ours (present_target.c) and a stand-in GL library
+// (fake_gl.c), no display needed: swaps looked up with dlsym on a dlopen'ed
+// library's handle or through glXGetProcAddressARB become frames, and so do
+// swaps on a render thread (each meets a main-thread dispatch end). The
+// agent's exit line ("N dispatches, M frames") gives its frame count.
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
+#include "agent_test_util.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+struct Counts {
+  int64_t presents = -1;
+  int64_t frames = -1;
+};
+
+Counts RunTarget(const std::string& mode) {
+  const std::string dir = agent_test::NewReportDir("present-" + mode);
+  const agent_test::RunResult run = agent_test::Run(
+      {MATRIX_RUN_PATH, "--report-dir", dir, "--", PRESENT_TARGET_PATH, mode, FAKE_GL_PATH});
+  EXPECT_EQ(run.exit_code(), 0) << run.out << run.err;
+  Counts counts;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n')) {
+    if (absl::ConsumePrefix(&line, "presents ")) {
+      EXPECT_TRUE(absl::SimpleAtoi(line, &counts.presents));
+    }
+  }
+  // "matrix-agent: present_target (pid N): D dispatches, F frames; reports in ..."
+  const size_t end = run.err.find(" frames; reports in");
+  if (end != std::string::npos) {
+    const size_t begin = run.err.rfind(' ', end - 1) + 1;
+    EXPECT_TRUE(absl::SimpleAtoi(run.err.substr(begin, end - begin), &counts.frames)) << run.err;
+  }
+  EXPECT_GE(counts.frames, 0) << run.err;
+  return counts;
+}
+
+TEST(PresentHooksTest, SwapLookedUpWithDlsymOnALibraryHandleIsAFrame) {
+  const Counts counts = RunTarget("dlsym");
+  EXPECT_EQ(counts.presents, 100);
+  EXPECT_EQ(counts.frames, 100);
+}
+
+TEST(PresentHooksTest, SwapLookedUpThroughGetProcAddressIsAFrame) {
+  const Counts counts = RunTarget("getproc");
+  EXPECT_EQ(counts.presents, 100);
+  EXPECT_EQ(counts.frames, 100);
+}
+
+TEST(PresentHooksTest, RenderThreadPresentsBecomeMainThreadFrames) {
+  const Counts counts = RunTarget("thread");
+  EXPECT_EQ(counts.presents, 100);
+  // Each present (20 ms apart) meets a main-thread dispatch end (every 2 ms);
+  // two landing before one end on a loaded machine count once.
+  EXPECT_GE(counts.frames, 90);
+  EXPECT_LE(counts.frames, 100);
+}
+
+}  // namespace

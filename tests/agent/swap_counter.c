@@ -1,0 +1,129 @@
+// libswap_counter.so: a test tool that counts a program's buffer swaps
+// independently of the agent, to check the agent's FPS against. Preloaded
+// AFTER the agent (matrix-run puts the agent first in LD_PRELOAD). It
+// defines dlsym under glibc's versions GLIBC_2.34 and GLIBC_2.2.5
+// (swap_counter.map), so the agent's own look-up of the real dlsym (dlvsym(RTLD_NEXT, "dlsym",
+// "GLIBC_2.34")) reaches it: for a swap name (glXSwapBuffers, eglSwapBuffers,
+// eglSwapBuffersWithDamage{EXT,KHR}) it returns a counting wrapper around the
+// library's function, which the agent then records as the real function. So
+// every swap the program makes, through the agent's symbol or its dlsym
+// interposer, passes the counter once. It prints about once a second, from
+// its first swap on:
+//   swap-counter: first swap at <ms> ms since process start
+//   swap-counter: <swaps after the first> swaps in <seconds since the first> s
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef void (*GlxSwap)(void*, unsigned long);
+typedef unsigned (*EglSwap)(void*, void*);
+typedef unsigned (*EglSwapDamage)(void*, void*, const int*, int);
+typedef void* (*Dlsym)(void*, const char*);
+
+static GlxSwap g_glx;
+static EglSwap g_egl;
+static EglSwapDamage g_damage_ext, g_damage_khr;
+static atomic_long g_swaps, g_first_ns, g_next_print_ns;
+
+static long NowNs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+// The first swap's time since the process started (its start time in
+// /proc/self/stat, in clock ticks since boot, against CLOCK_BOOTTIME).
+static void PrintFirstSwap(void) {
+  FILE* stat = fopen("/proc/self/stat", "r");
+  if (stat == NULL) return;
+  char text[1024];
+  const size_t n = fread(text, 1, sizeof(text) - 1, stat);
+  fclose(stat);
+  text[n] = '\0';
+  const char* p = strrchr(text, ')');  // After the command name.
+  if (p == NULL) return;
+  unsigned long long start_ticks = 0;
+  // Fields 3..22 follow ") "; field 22 is starttime.
+  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+             &start_ticks) != 1) {
+    return;
+  }
+  struct timespec boot;
+  clock_gettime(CLOCK_BOOTTIME, &boot);
+  const double now_ms = (double)boot.tv_sec * 1e3 + (double)boot.tv_nsec / 1e6;
+  const double start_ms = (double)start_ticks * 1e3 / (double)sysconf(_SC_CLK_TCK);
+  fprintf(stderr, "swap-counter: first swap at %.0f ms since process start\n", now_ms - start_ms);
+}
+
+static void Count(void) {
+  const long n = atomic_fetch_add(&g_swaps, 1);  // Swaps before this one.
+  const long now = NowNs();
+  long first = 0;
+  if (atomic_compare_exchange_strong(&g_first_ns, &first, now)) {
+    atomic_store(&g_next_print_ns, now + 1000000000L);
+    PrintFirstSwap();
+    return;
+  }
+  long next = atomic_load(&g_next_print_ns);
+  if (now >= next && atomic_compare_exchange_strong(&g_next_print_ns, &next, now + 1000000000L)) {
+    fprintf(stderr, "swap-counter: %ld swaps in %.3f s\n", n,
+            (double)(now - atomic_load(&g_first_ns)) / 1e9);
+  }
+}
+
+static void CountedGlx(void* d, unsigned long w) {
+  Count();
+  g_glx(d, w);
+}
+static unsigned CountedEgl(void* d, void* s) {
+  Count();
+  return g_egl(d, s);
+}
+static unsigned CountedDamageExt(void* d, void* s, const int* r, int n) {
+  Count();
+  return g_damage_ext(d, s, r, n);
+}
+static unsigned CountedDamageKhr(void* d, void* s, const int* r, int n) {
+  Count();
+  return g_damage_khr(d, s, r, n);
+}
+
+static Dlsym RealDlsym(void) {
+  static Dlsym real;
+  if (real == NULL) real = (Dlsym)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  return real;
+}
+
+// One wrapper per name (the first library function seen): the programs of
+// the tests load one GL library.
+void* counter_dlsym(void* handle, const char* name) {
+  void* fn = RealDlsym()(handle, name);
+  if (fn == NULL) return fn;
+  if (strcmp(name, "glXSwapBuffers") == 0) {
+    if (g_glx == NULL) g_glx = (GlxSwap)fn;
+    return (void*)&CountedGlx;
+  }
+  if (strcmp(name, "eglSwapBuffers") == 0) {
+    if (g_egl == NULL) g_egl = (EglSwap)fn;
+    return (void*)&CountedEgl;
+  }
+  if (strcmp(name, "eglSwapBuffersWithDamageEXT") == 0) {
+    if (g_damage_ext == NULL) g_damage_ext = (EglSwapDamage)fn;
+    return (void*)&CountedDamageExt;
+  }
+  if (strcmp(name, "eglSwapBuffersWithDamageKHR") == 0) {
+    if (g_damage_khr == NULL) g_damage_khr = (EglSwapDamage)fn;
+    return (void*)&CountedDamageKhr;
+  }
+  return fn;
+}
+// Both versions glibc defines: programs bind dlsym@GLIBC_2.2.5 or
+// dlsym@GLIBC_2.34; the agent looks up dlsym@GLIBC_2.34.
+void* counter_dlsym_old(void* handle, const char* name) { return counter_dlsym(handle, name); }
+__asm__(".symver counter_dlsym,dlsym@@GLIBC_2.34");
+__asm__(".symver counter_dlsym_old,dlsym@GLIBC_2.2.5");

@@ -1,0 +1,68 @@
+// Present hooks of libmatrix-agent.so: buffer swaps reached at run time, and
+// presents made on threads other than the main thread (see
+// docs/matrix-run.md, "Frames").
+//
+// The agent interposes glXSwapBuffers and eglSwapBuffers by symbol (agent.cc).
+// Programs that look the swap up at run time bypass that: SDL2 calls
+// dlsym(its own libGL handle, "glXSwapBuffers"), libepoxy (GTK 4) calls
+// dlsym(its own libEGL handle, "eglSwapBuffers"), others use
+// glXGetProcAddress(ARB) or eglGetProcAddress. present_hooks.cc interposes
+// dlsym, glXGetProcAddress, glXGetProcAddressARB and eglGetProcAddress: for a
+// swap name they record the real function (RecordRealSwap) and return the
+// agent's wrapper; every other name gets the real answer.
+//
+// Presents on another thread (Qt Quick's threaded render loop swaps on its
+// render thread) must not touch the monitors, whose single producer is the
+// main thread. They only count: CountOffThreadPresent() is one relaxed atomic
+// increment. The main thread takes the count at the end of each dispatch
+// (TakeOffThreadPresents()) and marks that dispatch as a frame when a present
+// happened since the last one: the main thread's part of the frame (Qt's
+// polish and sync, animations) is that dispatch.
+//
+// Thread safety: every function here may be called from any thread.
+
+#ifndef MATRIX_TOOLS_MATRIX_RUN_AGENT_PRESENT_HOOKS_H_
+#define MATRIX_TOOLS_MATRIX_RUN_AGENT_PRESENT_HOOKS_H_
+
+#include <cstdint>
+
+namespace matrix::agent {
+
+// glibc's dlsym (not the agent's interposer). The agent resolves its real
+// functions through it. Any thread.
+void* RealDlsym(void* handle, const char* name);
+
+// Whether `name` is a swap the agent wraps ("glXSwapBuffers",
+// "eglSwapBuffers", "eglSwapBuffersWithDamageEXT", "eglSwapBuffersWithDamageKHR").
+bool IsSwapName(const char* name);
+
+// `real` is the library's `name` (a swap name, non-null): records it as the
+// real function when none is known yet and returns the agent's wrapper.
+// Defined in agent.cc (for glXSwapBuffers and eglSwapBuffers) and
+// present_hooks.cc. Any thread.
+void* RecordRealSwap(const char* name, void* real);
+// The same for the eglSwapBuffersWithDamage{EXT,KHR} names (present_hooks.cc).
+void* RecordDamageSwap(const char* name, void* real);
+
+// A renderer library whose programs draw is loaded (GTK 4, SDL 2, Qt Quick 5
+// or 6, libEGL, libvulkan): the program registers as a frame source, so its
+// startup ends at its first presented frame. Main thread, once per session.
+bool RendererLoaded();
+
+// A swap on a thread other than the main thread while monitoring: one
+// relaxed atomic increment.
+void CountOffThreadPresent();
+// The main thread: how many off-thread presents happened since its last
+// call (one atomic exchange).
+int64_t TakeOffThreadPresents();
+
+// The agent's frame hooks for the wrappers in present_hooks.cc (defined in
+// agent.cc). PresentBegin returns true when the call is the main thread's and
+// monitored (then PresentEnd must follow the real call); on another thread it
+// counts the present and returns false.
+bool PresentBegin();
+void PresentEnd();
+
+}  // namespace matrix::agent
+
+#endif  // MATRIX_TOOLS_MATRIX_RUN_AGENT_PRESENT_HOOKS_H_
