@@ -2,6 +2,9 @@
 // (parsed back here with protobuf's JSON parser into a Struct), and the
 // `timeline` command picking the newest selected issue that has one.
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -110,7 +113,7 @@ TEST(TimelineTraceEventsTest, EveryTrackHasItsEventsInMicroseconds) {
       EXPECT_EQ(Num(e, "pid"), 4242);
     }
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("gallery (4242)", "main thread: gallery", "frames",
+  EXPECT_THAT(names, ::testing::ElementsAre("gallery", "main thread: gallery", "frames",
                                             "frame phases", "method calls", "watchdog"));
 
   const std::vector<Struct> dispatches = Where(events, "X", kTimelineDispatchTid);
@@ -152,6 +155,7 @@ TEST(TimelineTraceEventsTest, EveryTrackHasItsEventsInMicroseconds) {
   EXPECT_EQ(Num(instants[0], "ts"), 4900000);
   EXPECT_EQ(Str(instants[0], "s"), "t");
   EXPECT_THAT(Str(instants[0], "name"), HasSubstr("ANR watchdog"));
+  EXPECT_THAT(Str(instants[0], "name"), ::testing::EndsWith(": ANR"));  // Not "anr ANR".
 }
 
 TEST(TimelineTraceEventsTest, NamesAreJsonEscaped) {
@@ -199,6 +203,23 @@ TEST(TimelineCommandTest, WritesTheNewestSelectedIssueWithATimeline) {
   std::ostringstream out3, err3;
   EXPECT_EQ(RunMatrixReport({"timeline", "-"}, in3, out3, err3, env), kExitNoInput);
   EXPECT_THAT(err3.str(), HasSubstr("1 issue selected, none with a timeline"));
+}
+
+TEST(TimelineCommandTest, WrittenMessageReadsAsProse) {
+  proto::Issue anr = AnrIssue("app::Reload()", proto::ANR, 5000, kBaseTimeMs);
+  proto::Timeline one = SampleTimeline();
+  one.mutable_dispatches()->DeleteSubrange(1, 1);  // One dispatch, one frame, one call.
+  *anr.mutable_timeline() = one;
+  const RunEnvironment env = {.now = absl::FromUnixMillis(kBaseTimeMs + 1000),
+                              .local_zone = absl::UTCTimeZone()};
+  const std::string path = absl::StrCat(::testing::TempDir(), "/timeline-prose-", getpid(), ".json");
+  std::istringstream in(Line(anr));
+  std::ostringstream out, err;
+  ASSERT_EQ(RunMatrixReport({"timeline", "-o", path, "-"}, in, out, err, env), kExitOk)
+      << err.str();
+  std::remove(path.c_str());
+  EXPECT_THAT(err.str(), HasSubstr("wrote the timeline of ANR \"app::Reload()\" "
+                                   "(1 dispatch, 1 frame, 1 call) to "));
 }
 
 TEST(TimelineCommandTest, OutputIsForExportAndTimelineOnly) {

@@ -46,6 +46,10 @@ struct Writer {
 std::string Arg(const char* key, const std::string& value) {
   return absl::StrCat("\"", key, "\":", JsonQuote(value));
 }
+// "1 dispatch", "3 dispatches".
+std::string Counted(int64_t n, const char* one, const char* many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
 std::string Arg(const char* key, int64_t value) { return absl::StrCat("\"", key, "\":", value); }
 std::string Arg(const char* key, bool value) {
   return absl::StrCat("\"", key, "\":", value ? "true" : "false");
@@ -68,7 +72,8 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
 
   const std::string process =
       issue.process().empty() ? std::string("process") : issue.process();
-  w.Metadata(0, "process_name", absl::StrCat(process, " (", w.pid, ")"), 0);
+  // Trace viewers (Perfetto, chrome://tracing) add "(pid N)" themselves.
+  w.Metadata(0, "process_name", process, 0);
   w.Metadata(kTimelineDispatchTid, "thread_name",
              t.thread_name().empty() ? std::string("main thread")
                                      : absl::StrCat("main thread: ", t.thread_name()),
@@ -121,9 +126,7 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
   }
   const std::string detected_by = t.detected_by().empty() ? "detected" : t.detected_by();
   w.events.push_back(absl::StrCat(R"({"ph":"i","s":"t","name":)",
-                                  JsonQuote(absl::StrCat(detected_by, ": ", record.kind,
-                                                         record.detail.empty() ? "" : " ",
-                                                         record.detail)),
+                                  JsonQuote(absl::StrCat(detected_by, ": ", record.KindDetail())),
                                   R"(,"cat":"detection","pid":)", w.pid, R"(,"tid":)",
                                   kTimelineWatchdogTid, R"(,"ts":)", t.detected_at_us(),
                                   R"(,"args":{)", Arg("key", record.key), "}}"));
@@ -167,9 +170,10 @@ int RunTimelineCommand(const std::vector<const IssueRecord*>& selected, const st
   const std::string json = TimelineTraceEvents(record);
   const proto::Timeline& t = record.issue.timeline();
   const std::string what =
-      absl::StrCat("the timeline of ", record.kind, record.detail.empty() ? "" : " ",
-                   record.detail, " \"", record.key, "\" (", t.dispatches_size(),
-                   " dispatches, ", t.frames_size(), " frames, ", t.calls_size(), " calls)");
+      absl::StrCat("the timeline of ", record.KindDetail(), " \"", record.key, "\" (",
+                   Counted(t.dispatches_size(), "dispatch", "dispatches"), ", ",
+                   Counted(t.frames_size(), "frame", "frames"), ", ",
+                   Counted(t.calls_size(), "call", "calls"), ")");
   if (output.empty()) {
     out << json;
     out.flush();
