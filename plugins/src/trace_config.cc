@@ -51,7 +51,10 @@ bool IsSynchronousFaultSignal(int signo) {
 }  // namespace
 
 absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
-  const TraceConfig& c = c_;
+  TraceConfig c = c_;
+  // Unless set, the window reaches kTimelineLead before an ANR's dispatch
+  // began, so an ANR's timeline shows what led to the hang, not only the hang.
+  if (!timeline_window_set_) c.timeline_window = c.anr_threshold + kTimelineLead;
   Problems problems;
   problems.RequirePositive("evil_threshold", c.evil_threshold);
   problems.RequirePositive("anr_threshold", c.anr_threshold);

@@ -45,8 +45,10 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
       Parse({{"MATRIX_REPORT_DIR", "/tmp/r"}, {"MATRIX_REPORT_NAME", "prog-1"},
              {"MATRIX_ANR_MS", "1000"}, {"MATRIX_LAG_MS", "300"}, {"MATRIX_EVIL_MS", "50"},
              {"MATRIX_FRAMES", "0"}, {"MATRIX_FPS_SLICE_MS", "2000"},
-             {"MATRIX_REFRESH_HZ", "144"}, {"MATRIX_AGENT_PID", "42"}});
+             {"MATRIX_REFRESH_HZ", "144"}, {"MATRIX_AGENT_PID", "42"},
+             {"MATRIX_TIMELINE_WINDOW_MS", "7000"}});
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->timeline_window, absl::Seconds(7));
   EXPECT_EQ(c->report_dir, "/tmp/r");
   EXPECT_EQ(c->report_name, "prog-1");
   EXPECT_EQ(c->anr_threshold, absl::Seconds(1));
@@ -57,6 +59,13 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
   EXPECT_EQ(c->refresh_hz, 144);
   EXPECT_TRUE(c->ShouldMonitor(42));
   EXPECT_FALSE(c->ShouldMonitor(43));  // An exec'ed child.
+}
+
+TEST(AgentConfigTest, TimelineWindowDefaultsToTheAnrThresholdPlusFiveSeconds) {
+  EXPECT_EQ(Parse({})->timeline_window, absl::Seconds(10));
+  EXPECT_EQ(Parse({{"MATRIX_ANR_MS", "8000"}})->timeline_window, absl::Seconds(13));
+  EXPECT_THAT(Parse({{"MATRIX_TIMELINE_WINDOW_MS", "0"}}).status().message(),
+              HasSubstr("MATRIX_TIMELINE_WINDOW_MS=0"));
 }
 
 TEST(AgentConfigTest, FollowExecAndDisable) {

@@ -43,7 +43,17 @@ TEST(TraceConfigTimelineTest, DefaultsAndValidation) {
   absl::StatusOr<TraceConfig> config = TraceConfig::Builder().Build();
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(config->timeline_capacity, 4096u);
-  EXPECT_EQ(config->timeline_window, absl::Seconds(5));
+  // The ANR threshold and the 5 s before the stuck dispatch.
+  EXPECT_EQ(config->timeline_window, absl::Seconds(10));
+  config = TraceConfig::Builder().SetAnrThreshold(absl::Seconds(8)).Build();
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->timeline_window, absl::Seconds(13));
+  config = TraceConfig::Builder()
+               .SetTimelineWindow(absl::Seconds(2))
+               .SetAnrThreshold(absl::Seconds(8))
+               .Build();
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->timeline_window, absl::Seconds(2));
 
   for (size_t bad : {size_t{1}, size_t{15}, TraceConfig::kMaxTimelineCapacity + 1}) {
     config = TraceConfig::Builder().SetTimelineCapacity(bad).Build();

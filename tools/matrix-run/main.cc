@@ -1,7 +1,7 @@
 // matrix-run: watches an unmodified program with matrix-cpp (docs/matrix-run.md).
 //
 //   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
-//              [--fps-slice MS] [--refresh-hz HZ] [--follow-exec] -- PROGRAM [ARGS...]
+//              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec] -- PROGRAM [ARGS...]
 //
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
@@ -42,6 +42,8 @@ constexpr char kUsage[] =
     "  --evil MS          slow dispatch threshold (default 700)\n"
     "  --no-frames        no frame (FPS) reports from buffer swaps\n"
     "  --fps-slice MS     frame time covered by one FPS report (default 10000)\n"
+    "  --timeline-window MS  how far back each report's timeline reaches\n"
+    "                     (default: the ANR threshold + 5000)\n"
     "  --refresh-hz HZ    display refresh rate for dropped frames (default: display's or 60)\n"
     "  --follow-exec      also monitor programs the program's children exec\n"
     "  --quiet            no summary at exit\n";
@@ -146,6 +148,9 @@ int main(int argc, char** argv) {
       ++i;
     } else if (arg == "--fps-slice") {
       env.emplace_back("MATRIX_FPS_SLICE_MS", PositiveMs(arg, value));
+      ++i;
+    } else if (arg == "--timeline-window") {
+      env.emplace_back("MATRIX_TIMELINE_WINDOW_MS", PositiveMs(arg, value));
       ++i;
     } else if (arg == "--refresh-hz") {
       double hz = 0;

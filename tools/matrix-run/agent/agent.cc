@@ -199,7 +199,7 @@ bool StartSession(bool from_swap) {
           .SetLooperSource(LooperMonitor::Source::kForeign)
           .UseChoreographer(false)
           .EnableFps(c.frames)
-          .SetFpsTimeSlice(c.fps_time_slice)
+          .SetFpsTimeSlice(c.fps_time_slice).SetTimelineWindow(c.timeline_window)
           .EnableAnrTrace(true)
           .SetAnrThreshold(c.anr_threshold)
           .SetLagThreshold(c.lag_threshold)

@@ -66,6 +66,13 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   if (const char* v = get_env("MATRIX_FPS_SLICE_MS")) {
     if (absl::Status s = ParseMs("MATRIX_FPS_SLICE_MS", v, &c.fps_time_slice); !s.ok()) return s;
   }
+  bool window_set = false;
+  if (const char* v = get_env("MATRIX_TIMELINE_WINDOW_MS")) {
+    if (absl::Status s = ParseMs("MATRIX_TIMELINE_WINDOW_MS", v, &c.timeline_window); !s.ok()) {
+      return s;
+    }
+    window_set = true;
+  }
   if (const char* v = get_env("MATRIX_REFRESH_HZ")) {
     double hz = 0;
     if (!absl::SimpleAtod(v, &hz) || !std::isfinite(hz) || hz < 1 || hz > 1000) {
@@ -87,6 +94,7 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
       return s;
     }
   }
+  if (!window_set) c.timeline_window = c.anr_threshold + absl::Seconds(5);
   // LAG is the lesser hang: never above the ANR threshold.
   if (!lag_set && c.lag_threshold > c.anr_threshold) c.lag_threshold = c.anr_threshold / 2;
   if (c.lag_threshold > c.anr_threshold) {

@@ -15,6 +15,7 @@
 //   MATRIX_EVIL_MS             slow-dispatch (evil method) threshold (700)
 //   MATRIX_FRAMES              1: frames from buffer swaps, 0: none (1)
 //   MATRIX_FPS_SLICE_MS        frame time per FPS report (10000)
+//   MATRIX_TIMELINE_WINDOW_MS  timeline reach of each report (ANR threshold + 5000)
 //   MATRIX_REFRESH_HZ          display refresh rate for dropped frames (60)
 //   MATRIX_AGENT_PID           only this pid is monitored (matrix-run sets it)
 //   MATRIX_AGENT_FOLLOW_EXEC   1: also monitor programs exec'ed by children
@@ -43,6 +44,9 @@ struct AgentConfig {
   absl::Duration evil_threshold = absl::Milliseconds(700);
   bool frames = true;
   absl::Duration fps_time_slice = absl::Seconds(10);
+  // How far back each report's timeline reaches; unless given, the ANR
+  // threshold plus 5 s, so an ANR's timeline shows what came before the hang.
+  absl::Duration timeline_window = absl::Seconds(10);
   double refresh_hz = 60;
   bool refresh_hz_set = false;  // MATRIX_REFRESH_HZ given: it overrides the display's.
   pid_t target_pid = 0;  // 0: any process.

@@ -95,9 +95,12 @@ struct TraceConfig {
   // allocated at start; 0 turns it off), of which the last `timeline_window`
   // is attached to each ANR, LAG, slow-method, frozen-frame FPS and block
   // report. 4096 events (256 KiB) hold 5 s of a loop running ~800 messages
-  // and frames per second.
+  // and frames per second. Unless SetTimelineWindow is called, Build() sets
+  // the window to anr_threshold + kTimelineLead (10 s by default): an ANR's
+  // timeline then shows the 5 s before the stuck dispatch, not only the hang.
   size_t timeline_capacity = 4096;
-  absl::Duration timeline_window = absl::Seconds(5);
+  absl::Duration timeline_window = absl::Seconds(10);
+  static constexpr absl::Duration kTimelineLead = absl::Seconds(5);
   static constexpr size_t kMinTimelineCapacity = 16;
   static constexpr size_t kMaxTimelineCapacity = size_t{1} << 22;
   // Matrix's isDebug / isDevEnv: verbose logs.
@@ -143,7 +146,11 @@ class TraceConfig::Builder {
   Builder& SetCpuSamplePeriod(absl::Duration d) { c_.cpu_sample_period = d; return *this; }
   Builder& SetSignalAnrSignal(int signo) { c_.signal_anr_signal = signo; return *this; }
   Builder& SetTimelineCapacity(size_t events) { c_.timeline_capacity = events; return *this; }
-  Builder& SetTimelineWindow(absl::Duration d) { c_.timeline_window = d; return *this; }
+  Builder& SetTimelineWindow(absl::Duration d) {
+    c_.timeline_window = d;
+    timeline_window_set_ = true;
+    return *this;
+  }
   Builder& IsDebug(bool on) { c_.debug = on; return *this; }
   Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
 
@@ -153,6 +160,7 @@ class TraceConfig::Builder {
 
  private:
   TraceConfig c_;
+  bool timeline_window_set_ = false;  // Else Build() derives it from anr_threshold.
 };
 
 }  // namespace matrix
