@@ -107,6 +107,20 @@ class TracePluginTimelineTest : public ::testing::Test {
   std::shared_ptr<Listener> listener_ = std::make_shared<Listener>();
 };
 
+TEST_F(TracePluginTimelineTest, Start_PreloadsTheLooperStacksSymbolsOnTheWorker) {
+  TracePlugin* plugin = InitWith(std::move(TraceConfig::Builder().EnableAnrTrace(true)));
+  env_.FastForwardBy(absl::ZeroDuration());  // The worker runs the preload.
+  // The looper thread's stack at start (this test, gtest, libc): at least
+  // the test body and main.
+  EXPECT_GE(plugin->preloaded_symbols(), 2);
+}
+
+TEST_F(TracePluginTimelineTest, Start_WithoutStackTracers_PreloadsNothing) {
+  TracePlugin* plugin = InitWith(std::move(TraceConfig::Builder().EnableFps(true)));
+  env_.FastForwardBy(absl::ZeroDuration());
+  EXPECT_EQ(plugin->preloaded_symbols(), 0);
+}
+
 TEST_F(TracePluginTimelineTest, CapacityZero_NoTimeline) {
   TracePlugin* plugin = InitWith(std::move(TraceConfig::Builder().SetTimelineCapacity(0)));
   EXPECT_EQ(plugin->GetTimeline(), nullptr);
