@@ -422,21 +422,42 @@ const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,
 std::string KeyStackLine(const BlockInfo& info, const std::vector<std::string>& concern_packages,
                          int* count) {
   struct Tally {
+    int64_t weight_us = 0;
     int count = 0;
     size_t first = 0;
   };
+  // Each sample stands for the time from half-way to the previous sample to
+  // half-way to the next one; the first reaches back to the block's start and
+  // the last forward to its end when the block's times bound them. Counting
+  // samples instead biases the verdict towards whatever ran while sampling
+  // was dense (the extra capture at the threshold, a rate halved later on).
+  const std::vector<BlockStackSample>& samples = info.samples;
+  const bool bounded = info.time_end > info.time_start && !samples.empty() &&
+                       info.time_start <= samples.front().time &&
+                       samples.back().time <= info.time_end;
+  auto weight_us = [&](size_t i) -> int64_t {
+    const absl::Time lo = i == 0 ? (bounded ? info.time_start : samples[i].time)
+                                 : samples[i - 1].time + (samples[i].time - samples[i - 1].time) / 2;
+    const absl::Time hi = i + 1 == samples.size()
+                              ? (bounded ? info.time_end : samples[i].time)
+                              : samples[i].time + (samples[i + 1].time - samples[i].time) / 2;
+    return std::max<int64_t>(0, absl::ToInt64Microseconds(hi - lo));
+  };
   absl::flat_hash_map<std::string, Tally> tallies;
-  for (size_t i = 0; i < info.samples.size(); ++i) {
-    const BlockFrame* frame = FirstConcernedFrame(info.samples[i], concern_packages);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const BlockFrame* frame = FirstConcernedFrame(samples[i], concern_packages);
     if (frame == nullptr) continue;
-    auto [it, inserted] = tallies.try_emplace(frame->Name(), Tally{0, i});
+    auto [it, inserted] = tallies.try_emplace(frame->Name(), Tally{0, 0, i});
+    it->second.weight_us += weight_us(i);
     ++it->second.count;
   }
   const std::string* best = nullptr;
   Tally best_tally;
   for (const auto& [name, tally] : tallies) {
-    if (best == nullptr || tally.count > best_tally.count ||
-        (tally.count == best_tally.count && tally.first < best_tally.first)) {
+    if (best == nullptr || tally.weight_us > best_tally.weight_us ||
+        (tally.weight_us == best_tally.weight_us &&
+         (tally.count > best_tally.count ||
+          (tally.count == best_tally.count && tally.first < best_tally.first)))) {
       best = &name;
       best_tally = tally;
     }

@@ -1,7 +1,9 @@
 #include "matrix/plugins/trace_plugin.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "matrix/core/choreographer.h"
@@ -9,6 +11,7 @@
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
 #include "matrix/trace/report_context.h"
+#include "matrix/trace/stack_capture.h"
 
 namespace matrix {
 
@@ -190,6 +193,28 @@ void TracePlugin::StartTracers() {
   if (idle_handler_tracer_ != nullptr) idle_handler_tracer_->OnStartTrace();
   if (input_lag_tracer_ != nullptr) input_lag_tracer_->OnStartTrace();
   if (signal_anr_tracer_ != nullptr) signal_anr_tracer_->OnStartTrace();
+  PreloadSymbols();
+}
+
+void TracePlugin::PreloadSymbols() {
+  // Only the tracers that capture and symbolize stacks need it.
+  if (!config_.anr && !config_.evil_method && !config_.signal_anr) return;
+  Looper* worker = context().worker_looper;
+  if (worker == nullptr || preloaded_symbols_.load() > 0) return;
+  // The looper thread's stack, taken and symbolized on the worker as an ANR
+  // capture is: the executable, libc, the loop's library and matrix-cpp, the
+  // modules an ANR stack shows. Loading their symbol tables and DWARF cold
+  // took 263-352 ms on the first ANR (issue 17).
+  if (preload_handler_ == nullptr) {
+    preload_handler_ = std::make_unique<Handler>(worker, "matrix::TracePlugin$PreloadSymbols");
+  }
+  const ThreadHandle looper_thread = ui_thread_monitor_->looper_thread();
+  preload_handler_->Post([this, looper_thread] {
+    RawStack raw;
+    if (!CaptureStack(looper_thread, &raw).ok()) return;
+    const SymbolizedStack symbolized = SymbolizeStack(raw);
+    preloaded_symbols_.fetch_add(static_cast<int64_t>(symbolized.frames.size()));
+  });
 }
 
 void TracePlugin::StopTracers() {

@@ -8,8 +8,15 @@
 namespace e2e {
 
 void CollectingListener::OnReportIssue(const matrix::Issue& issue) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   issues_.push_back(issue);
+  arrivals_.push_back(now);
+}
+
+std::vector<absl::Time> CollectingListener::arrivals() const {
+  absl::MutexLock lock(&mu_);
+  return arrivals_;
 }
 
 std::vector<matrix::Issue> CollectingListener::issues() const {

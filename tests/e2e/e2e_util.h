@@ -20,6 +20,8 @@ class CollectingListener : public matrix::PluginListener {
  public:
   void OnReportIssue(const matrix::Issue& issue) override;
   std::vector<matrix::Issue> issues() const;
+  // When each issue reached the listener (real time), in order.
+  std::vector<absl::Time> arrivals() const;
   // Waits (real time) until `predicate(issues)` holds or `timeout` passes.
   bool WaitFor(const std::function<bool(const std::vector<matrix::Issue>&)>& predicate,
                absl::Duration timeout) const;
@@ -27,6 +29,7 @@ class CollectingListener : public matrix::PluginListener {
  private:
   mutable absl::Mutex mu_;
   std::vector<matrix::Issue> issues_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> arrivals_ ABSL_GUARDED_BY(mu_);
 };
 
 // Prepares the main looper, installs Matrix with a TracePlugin built from

@@ -267,6 +267,34 @@ TEST(BlockKeyTest, KeyStackLine_IsTheConcernedFrameMostSamplesShare) {
   EXPECT_EQ(KeyStackLine(info, {"app::Run"}, &count), "app::Run()");
 }
 
+BlockStackSample StackAt(int64_t ms, std::vector<BlockFrame> frames) {
+  return BlockStackSample{absl::FromUnixMillis(1'700'000'000'000 + ms), std::move(frames)};
+}
+
+TEST(BlockKeyTest, KeyStackLine_WeighsEachSampleByTheTimeItStandsFor) {
+  // app::Outer() runs 0-780 ms and is sampled sparsely (the rate halved);
+  // its callee app::Inner() runs 780-1400 ms and is sampled densely around
+  // the threshold's extra capture. Inner has more samples, Outer more time.
+  BlockInfo info;
+  info.time_start = absl::FromUnixMillis(1'700'000'000'000);
+  info.time_end = info.time_start + absl::Milliseconds(1400);
+  const std::vector<BlockFrame> outer = {Frame("app::Outer()", 1, "app")};
+  const std::vector<BlockFrame> inner = {Frame("app::Inner()", 2, "app"),
+                                         Frame("app::Outer()", 3, "app")};
+  info.samples = {StackAt(300, outer), StackAt(700, outer), StackAt(860, inner),
+                  StackAt(900, inner), StackAt(1300, inner)};
+  int count = 0;
+  // Outer: 0-500 + 500-780 = 780 ms; Inner: 780-880 + 880-1100 + 1100-1400 = 620 ms.
+  EXPECT_EQ(KeyStackLine(info, {}, &count), "app::Outer()");
+  EXPECT_EQ(count, 2);
+  // When Inner runs on to 3400 ms (a last sample at 1390 standing for
+  // 1345-3400 ms), it is the key.
+  info.samples.push_back(StackAt(1390, inner));
+  info.time_end = info.time_start + absl::Milliseconds(3400);
+  EXPECT_EQ(KeyStackLine(info, {}, &count), "app::Inner()");
+  EXPECT_EQ(count, 4);
+}
+
 TEST(BlockKeyTest, KeyStackLine_WithoutConcernedFrame_FallsBack) {
   BlockInfo info;
   EXPECT_EQ(KeyStackLine(info, {}), "unknown");

@@ -44,6 +44,7 @@ TEST(TraceConfigTimelineTest, DefaultsAndValidation) {
   absl::StatusOr<TraceConfig> config = TraceConfig::Builder().Build();
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(config->timeline_capacity, 4096u);
+  // Before the issue's own span (an ANR's timeline is 5 + 5 s).
   EXPECT_EQ(config->timeline_window, absl::Seconds(5));
 
   for (size_t bad : {size_t{1}, size_t{15}, TraceConfig::kMaxTimelineCapacity + 1}) {
@@ -97,6 +98,20 @@ class TracePluginTimelineTest : public ::testing::Test {
   Looper* worker_ = nullptr;
   std::shared_ptr<Listener> listener_ = std::make_shared<Listener>();
 };
+
+TEST_F(TracePluginTimelineTest, Start_PreloadsTheLooperStacksSymbolsOnTheWorker) {
+  TracePlugin* plugin = InitWith(std::move(TraceConfig::Builder().EnableAnrTrace(true)));
+  env_.FastForwardBy(absl::ZeroDuration());  // The worker runs the preload.
+  // The looper thread's stack at start (this test, gtest, libc): at least
+  // the test body and main.
+  EXPECT_GE(plugin->preloaded_symbols(), 2);
+}
+
+TEST_F(TracePluginTimelineTest, Start_WithoutStackTracers_PreloadsNothing) {
+  TracePlugin* plugin = InitWith(std::move(TraceConfig::Builder().EnableFps(true)));
+  env_.FastForwardBy(absl::ZeroDuration());
+  EXPECT_EQ(plugin->preloaded_symbols(), 0);
+}
 
 TEST_F(TracePluginTimelineTest, CapacityZero_NoTimeline) {
   TracePlugin* plugin = InitWith(std::move(TraceConfig::Builder().SetTimelineCapacity(0)));

@@ -31,6 +31,7 @@ TEST(ParseIssueLineTest, AnrLineKeepsEveryFieldAndDerivesTheCommonOnes) {
   EXPECT_EQ(record->tag(), "Trace_EvilMethod");
   EXPECT_EQ(record->detail, "ANR");
   EXPECT_EQ(record->TagDetail(), "Trace_EvilMethod/ANR");
+  EXPECT_EQ(record->KindDetail(), "ANR");
   EXPECT_EQ(record->key, "app::Decode(Image const&)");
   EXPECT_EQ(record->scene, "Gallery");
   EXPECT_EQ(record->time_ms(), kBaseTimeMs);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -147,6 +148,13 @@ std::string IssueRecord::TagDetail() const {
 std::string IssueRecord::ProcessLabel() const {
   if (process().empty()) return pid() != 0 ? absl::StrCat("pid ", pid()) : "";
   return pid() != 0 ? absl::StrCat(process(), " (pid ", pid(), ")") : process();
+}
+
+std::string IssueRecord::KindDetail() const {
+  if (detail.empty()) return kind;
+  // "anr" with detail "ANR" reads "ANR", not "anr ANR".
+  if (absl::AsciiStrToLower(detail) == absl::AsciiStrToLower(kind)) return detail;
+  return kind.empty() ? detail : absl::StrCat(kind, " ", detail);
 }
 
 const Message* IssueRecord::report() const {

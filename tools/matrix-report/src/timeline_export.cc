@@ -58,12 +58,6 @@ void AppendJoined(std::string* out, const std::vector<std::string>& parts) {
   }
 }
 
-// What the issue is, once: its detail ("ANR", "LAG", "NORMAL") when it has
-// one, else its report kind ("frame", "block").
-std::string IssueWhat(const IssueRecord& record) {
-  return record.detail.empty() ? record.kind : record.detail;
-}
-
 // "1 dispatch", "3 dispatches".
 std::string Counted(int64_t n, const char* one, const char* many) {
   return absl::StrCat(n, " ", n == 1 ? one : many);
@@ -147,7 +141,7 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
   }
   const std::string detected_by = t.detected_by().empty() ? "detected" : t.detected_by();
   w.events.push_back(absl::StrCat(R"({"ph":"i","s":"t","name":)",
-                                  JsonQuote(absl::StrCat(detected_by, ": ", IssueWhat(record))),
+                                  JsonQuote(absl::StrCat(detected_by, ": ", record.KindDetail())),
                                   R"(,"cat":"detection","pid":)", w.pid, R"(,"tid":)",
                                   kTimelineWatchdogTid, R"(,"ts":)", t.detected_at_us(),
                                   R"(,"args":{)", Arg("key", record.key), "}}"));
@@ -191,7 +185,7 @@ int RunTimelineCommand(const std::vector<const IssueRecord*>& selected, const st
   const std::string json = TimelineTraceEvents(record);
   const proto::Timeline& t = record.issue.timeline();
   const std::string what =
-      absl::StrCat("the timeline of ", IssueWhat(record), " \"", record.key, "\" (",
+      absl::StrCat("the timeline of ", record.KindDetail(), " \"", record.key, "\" (",
                    Counted(t.dispatches_size(), "dispatch", "dispatches"), ", ",
                    Counted(t.frames_size(), "frame", "frames"), ", ",
                    Counted(t.calls_size(), "call", "calls"), ")");

@@ -171,8 +171,12 @@ const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,
 // KeyStackLine()
 //
 // The block's key: the first (innermost) concerned frame of each sample,
-// taken from as many samples as possible: the name most samples share (ties
-// go to the earliest). BlockCanary labels a block with the first concerned
+// taken from as many samples as possible: the name whose samples stand for
+// the most time. Each sample is weighted by the time it stands for (half the
+// gap to each neighbour; the first back to time_start, the last up to
+// time_end when they bound the samples), so neither the extra capture at the
+// threshold nor uneven spacing biases the verdict. Ties go to more samples,
+// then to the earliest. BlockCanary labels a block with the first concerned
 // line of its first sample, which its late sampling makes the blocking code;
 // with samples from the start, the first one may be a short early phase.
 // Without any concerned frame: the innermost named frame of the first

@@ -27,6 +27,8 @@
 #ifndef MATRIX_PLUGINS_TRACE_PLUGIN_H_
 #define MATRIX_PLUGINS_TRACE_PLUGIN_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include "absl/functional/any_invocable.h"
@@ -73,6 +75,11 @@ class TracePlugin : public Plugin {
   // The flight recorder (docs/timeline.md), or null when
   // TraceConfig::timeline_capacity is 0 or before the first Start().
   const Timeline* GetTimeline() const { return timeline_.get(); }
+  // How many frames of the looper thread's stack at start were captured and
+  // symbolized on the worker (preloading the symbol tables and DWARF of the
+  // modules an ANR stack is most likely to show, so the first report does
+  // not pay the cold load). Any thread.
+  int64_t preloaded_symbols() const { return preloaded_symbols_.load(); }
 
   // AttachTimeline()
   //
@@ -101,6 +108,9 @@ class TracePlugin : public Plugin {
   void StartTracers();
   void StopTracers();
   void DestroyMonitors();
+  // Looper thread: posts to the worker the capture and symbolization of the
+  // looper thread's stack (see preloaded_symbols()).
+  void PreloadSymbols();
   // Reports a slow-method or FPS issue, with the timeline when it is about a
   // slow method or a frozen frame (worker thread).
   void ReportWithTimeline(Issue issue);
@@ -116,6 +126,8 @@ class TracePlugin : public Plugin {
   std::unique_ptr<InputLagTracer> input_lag_tracer_;
   std::unique_ptr<SignalAnrTracer> signal_anr_tracer_;
   std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<Handler> preload_handler_;  // On the worker looper.
+  std::atomic<int64_t> preloaded_symbols_{0};
   ObserverRegistration timeline_registration_;
   std::unique_ptr<MethodTracer> owned_method_tracer_;
   MethodTracer* method_tracer_ = nullptr;

@@ -100,6 +100,9 @@ struct IssueRecord {
   std::string TagDetail() const;
   // "matrix-demo (pid 4242)", "matrix-demo", "pid 4242" or "".
   std::string ProcessLabel() const;
+  // The report kind and detail for prose: "evil_method NORMAL", "ANR" (not
+  // "anr ANR"), or the kind alone when there is no detail.
+  std::string KindDetail() const;
   // The set report message, or null (no report, or an unknown kind).
   const google::protobuf::Message* report() const;
   // The unknown top-level field named `kind` when `kind_unknown_to_build`.
