@@ -466,7 +466,7 @@ inline void WaitEnter() {
 inline void WaitExit() {
   Session& s = *g_session;
   if (s.in_swap || s.in_dispatch) return;
-  DispatchBegin(s.looper->clock()->NowTicks(), "matrix-run:wait");
+  DispatchBegin(s.looper->clock()->NowTicks(), "matrix-run:dispatch");
 }
 
 // GLX, first swap: the screen's refresh rate from XRandR when libXrandr is
