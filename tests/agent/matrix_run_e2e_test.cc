@@ -224,4 +224,26 @@ TEST(MatrixRunTest, BadAgentVariableLeavesTheProgramAlone) {
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
+// The agent writes only its own lines into the program's stderr. node's
+// stripped executable made absl::Symbolize (the symbolizer's fallback) print
+// "[symbolize_elf.inc : 1324] RAW: /usr/bin/node: too many executable LOAD
+// segments" at every stack capture (issue 17, item 10).
+TEST(MatrixRunTest, NodeStackCaptureWritesNothingIntoTheProgramsStderr) {
+#ifndef NODE_PATH
+  FAIL() << "node not found at configure time: make deps (nodejs)";
+#else
+  const std::string dir = agent_test::NewReportDir("node");
+  // The busy callback runs after the first epoll_wait (the agent has started).
+  const RunResult run = agent_test::Run(
+      {kRun, "--report-dir", dir, "--anr", "400", "--lag", "300", "--quiet", "--", NODE_PATH,
+       "-e", "setTimeout(() => { const end = Date.now() + 1200; while (Date.now() < end) {} }, 100)"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  ASSERT_EQ(Anrs(dir).size(), 1u) << run.err;  // A stack was captured and symbolized.
+  for (absl::string_view line : absl::StrSplit(run.err, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "matrix-agent: node (pid ")) << run.err;
+  }
+  EXPECT_THAT(run.err, Not(HasSubstr("RAW:")));
+#endif
+}
+
 }  // namespace

@@ -806,9 +806,13 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
       }
     }
   }
-  if (info.function.empty()) {
-    // absl reads the same tables but also knows the vDSO; it gives names
-    // without parameters and no offset.
+  // absl reads the same tables but also knows the vDSO (an image in memory,
+  // not a file this reader opens); it gives names without parameters and no
+  // offset. Asked only about the vDSO: on files it writes warnings into the
+  // host's stderr (ABSL_RAW_LOG, e.g. "too many executable LOAD segments" for
+  // /usr/bin/node) and finds nothing the tables above did not.
+  const bool absl_fallback = !info.module.empty() && info.module.front() != '/';
+  if (info.function.empty() && absl_fallback) {
     char buffer[1024];
     if (absl::Symbolize(reinterpret_cast<const void*>(pc), buffer, sizeof(buffer))) {
       info.function = buffer;
