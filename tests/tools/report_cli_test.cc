@@ -29,21 +29,10 @@ using ::testing::StartsWith;
 const RunEnvironment kEnv = {.now = absl::FromUnixMillis(kBaseTimeMs + 3'600'000),
                              .local_zone = absl::UTCTimeZone()};
 
-struct RunOutput {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using test_util::RunOutput;
 
 RunOutput RunReport(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-  std::istringstream in(stdin_text);
-  std::ostringstream out;
-  std::ostringstream err;
-  RunOutput run;
-  run.code = RunMatrixReport(args, in, out, err, kEnv);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
+  return test_util::RunReport(args, stdin_text, kEnv);
 }
 
 TEST(ParseCommandLineTest, CommandFiltersAndOptions) {

@@ -98,23 +98,10 @@ std::vector<std::string> ExtremeLines() {
   return lines;
 }
 
-struct RunOutput {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-RunOutput RunReport(const std::vector<std::string>& args) {
-  std::istringstream in;
-  std::ostringstream out;
-  std::ostringstream err;
-  const RunEnvironment env = {.now = absl::FromUnixMillis(kBaseTimeMs),
-                              .local_zone = absl::UTCTimeZone()};
-  RunOutput run;
-  run.code = RunMatrixReport(args, in, out, err, env);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
+test_util::RunOutput RunReport(const std::vector<std::string>& args) {
+  return test_util::RunReport(args, "",
+                              {.now = absl::FromUnixMillis(kBaseTimeMs),
+                               .local_zone = absl::UTCTimeZone()});
 }
 
 TEST(ExtremeValuesTest, EveryCommandRendersExtremeTimesAndCostsSanely) {
@@ -125,7 +112,7 @@ TEST(ExtremeValuesTest, EveryCommandRendersExtremeTimesAndCostsSanely) {
         {"export", "--format=json"}, {"html"}, {"timeline"}}) {
     args.push_back(file);
     SCOPED_TRACE(args[0] + (args.size() > 2 ? " " + args[1] : ""));
-    const RunOutput run = RunReport(args);
+    const test_util::RunOutput run = RunReport(args);
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_FALSE(run.out.empty());
     // No negative minutes, hours or days from an overflowed conversion.

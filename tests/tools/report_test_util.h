@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "matrix/core/issue.h"
 #include "matrix/proto/issue.pb.h"
+#include "matrix/report/cli.h"
 #include "matrix/report/issue_record.h"
 
 namespace matrix::report::test_util {
@@ -248,6 +250,24 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// matrix-report run in-process: its exit code, stdout and stderr.
+struct RunOutput {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+inline RunOutput RunReport(const std::vector<std::string>& args, const std::string& stdin_text,
+                           const RunEnvironment& env) {
+  std::istringstream in(stdin_text);
+  std::ostringstream out;
+  std::ostringstream err;
+  RunOutput run;
+  run.code = RunMatrixReport(args, in, out, err, env);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
 
 }  // namespace matrix::report::test_util
 
