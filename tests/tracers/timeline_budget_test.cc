@@ -3,8 +3,10 @@
 // exactly those of the events merged; what still runs is never merged.
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -100,7 +102,11 @@ TEST(TimelineBudgetTest, BusyLoopFitsIn64KiBAndKeepsEveryTotal) {
   const Timeline original = BusyTimeline();
   ASSERT_GT(JsonSize(original), size_t{1} << 20);  // Over a MiB as recorded.
   Timeline fitted = original;
+  const absl::Time t0 = absl::Now();
   FitTimelineToBudget(&fitted, size_t{64} << 10);
+  // Informational (timing is for benchmarks, not tests): the worker's cost.
+  std::printf("fitting %zu bytes of timeline JSON took %.1f ms\n", JsonSize(original),
+              absl::ToDoubleMilliseconds(absl::Now() - t0));
 
   EXPECT_LE(JsonSize(fitted), size_t{64} << 10);
   EXPECT_GT(fitted.aggregated_under_us(), 0);

@@ -245,6 +245,27 @@ size_t JsonSize(const proto::Timeline& timeline) {
   return json.size();
 }
 
+// A cheap estimate of JsonSize(): every field of a slice is printed, so a
+// slice's JSON is a fixed part plus its strings. Confirmed with JsonSize()
+// before it is relied on.
+size_t EstimateJsonSize(const proto::Timeline& t) {
+  static const size_t kSliceFixed = [] {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(proto::TimelineSlice(), &json, options);
+    return json.size() + 1;  // And the comma.
+  }();
+  size_t n = 512 + t.detected_by().size() + t.thread_name().size();
+  for (const auto* track : {&t.dispatches(), &t.frames(), &t.idle(), &t.calls()}) {
+    for (const proto::TimelineSlice& s : *track) {
+      n += kSliceFixed + s.name().size() + s.target().size() + s.callback().size();
+    }
+  }
+  return n;
+}
+
 int64_t EndUs(const proto::TimelineSlice& s) { return s.ts_us() + std::max<int64_t>(s.dur_us(), 0); }
 // The time the slice's own events ran (an aggregate's busy_us).
 int64_t BusyUs(const proto::TimelineSlice& s) { return s.count() > 0 ? s.busy_us() : s.dur_us(); }
@@ -341,7 +362,13 @@ void DropIdleInsideAggregates(proto::Timeline* t) {
 }  // namespace
 
 void FitTimelineToBudget(proto::Timeline* t, size_t max_json_bytes) {
-  if (max_json_bytes == 0 || JsonSize(*t) <= max_json_bytes) return;
+  if (max_json_bytes == 0) return;
+  // Serializing a few MB of JSON costs far more than merging: estimate, and
+  // serialize only when the estimate says it fits.
+  auto fits = [&] {
+    return EstimateJsonSize(*t) <= max_json_bytes && JsonSize(*t) <= max_json_bytes;
+  };
+  if (fits()) return;
   const int64_t window = std::max<int64_t>(t->window_us(), 1);
   for (int64_t under_us = 1000;; under_us *= 2) {
     MergeShortSlices(t->mutable_dispatches(), under_us, "dispatches");
@@ -349,7 +376,7 @@ void FitTimelineToBudget(proto::Timeline* t, size_t max_json_bytes) {
     MergeShortSlices(t->mutable_calls(), under_us, "calls");
     DropIdleInsideAggregates(t);
     t->set_aggregated_under_us(under_us);
-    if (JsonSize(*t) <= max_json_bytes) return;
+    if (fits()) return;
     if (under_us > 2 * window) break;  // Everything mergeable is merged.
   }
   if (t->calls_size() > 0) {
