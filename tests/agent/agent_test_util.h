@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -73,6 +74,34 @@ inline std::string NewReportDir(const std::string& name) {
 inline std::vector<matrix::report::IssueRecord> ReadIssues(const std::string& dir) {
   if (!std::filesystem::exists(dir)) return {};
   return matrix::report::ReadIssueInputs({dir}, nullptr).records;
+}
+
+// The frame rate the FPS reports among `records` give over wall time: the
+// frames of every report after the first, over the time from the first
+// report to the last (frames up to the first report are before the span).
+struct ReportedFrameRate {
+  int reports = 0;
+  int64_t frames = 0;
+  int64_t first_ms = 0;
+  int64_t last_ms = 0;
+  double per_second() const {
+    return last_ms > first_ms ? static_cast<double>(frames) * 1000.0 /
+                                    static_cast<double>(last_ms - first_ms)
+                              : 0;
+  }
+};
+inline ReportedFrameRate FrameRateOf(const std::vector<matrix::report::IssueRecord>& records) {
+  ReportedFrameRate r;
+  for (const auto& record : records) {
+    if (record.kind != "frame") continue;
+    if (++r.reports == 1) {
+      r.first_ms = record.time_ms();
+      continue;
+    }
+    r.frames += record.issue.frame().frames();
+    r.last_ms = record.time_ms();
+  }
+  return r;
 }
 
 inline std::string StackText(const matrix::report::IssueRecord& record) {

@@ -43,34 +43,24 @@ TEST(GlxgearsTest, FpsReportsMatchTheProgramsOwnCount) {
   for (double fps : program_fps) program_rate += fps;
   program_rate /= static_cast<double>(program_fps.size());
 
-  int64_t first_ms = 0, last_ms = 0, frames = 0;
-  int reports = 0;
   int startups = 0;
-  for (const auto& record : agent_test::ReadIssues(dir)) {
-    if (record.kind == "startup") {
-      // A program that swaps: its cold start ends at its first frame (a few
-      // hundred ms under Xvfb here).
-      ++startups;
-      EXPECT_EQ(record.issue.startup().first_scene(), "glxgears");
-      EXPECT_GT(record.issue.startup().startup_duration_ms(), 0);
-      EXPECT_LT(record.issue.startup().startup_duration_ms(), 5000);
-    }
-    if (record.kind != "frame") continue;
-    ++reports;
-    if (reports == 1) {
-      first_ms = record.time_ms();  // Frames up to the first report are before the span.
-      continue;
-    }
-    frames += record.issue.frame().frames();
-    last_ms = record.time_ms();
+  const auto records = agent_test::ReadIssues(dir);
+  for (const auto& record : records) {
+    if (record.kind != "startup") continue;
+    // A program that swaps: its cold start ends at its first frame (a few
+    // hundred ms under Xvfb here).
+    ++startups;
+    EXPECT_EQ(record.issue.startup().first_scene(), "glxgears");
+    EXPECT_GT(record.issue.startup().startup_duration_ms(), 0);
+    EXPECT_LT(record.issue.startup().startup_duration_ms(), 5000);
   }
-  ASSERT_GE(reports, 4) << run.err;
+  const agent_test::ReportedFrameRate reported = agent_test::FrameRateOf(records);
+  ASSERT_GE(reported.reports, 4) << run.err;
   EXPECT_EQ(startups, 1) << run.err;
-  ASSERT_GT(last_ms, first_ms);
-  const double agent_rate = static_cast<double>(frames) * 1000.0 /
-                            static_cast<double>(last_ms - first_ms);
+  ASSERT_GT(reported.last_ms, reported.first_ms);
+  const double agent_rate = reported.per_second();
   std::printf("glxgears: %.1f FPS by its own count, %.1f FPS from %d matrix reports\n",
-              program_rate, agent_rate, reports);
+              program_rate, agent_rate, reported.reports);
   EXPECT_NEAR(agent_rate, program_rate, 0.2 * program_rate) << run.out << run.err;
 }
 

@@ -86,30 +86,21 @@ TEST(RendererTest, FpsMatchesTheRealSwapsAndStartupEndsAtTheFirstSwap) {
   const CounterLine& to = counter.back();
   const double real_rate = (to.swaps - from.swaps) / (to.seconds - from.seconds);
 
-  int64_t first_ms = 0, last_ms = 0, frames = 0;
-  int reports = 0, startups = 0;
+  int startups = 0;
   double startup_ms = -1;
-  for (const auto& record : agent_test::ReadIssues(dir)) {
-    if (record.kind == "startup") {
-      ++startups;
-      startup_ms = record.issue.startup().startup_duration_ms();
-    }
-    if (record.kind != "frame") continue;
-    ++reports;
-    if (reports == 1) {
-      first_ms = record.time_ms();  // Frames up to the first report are before the span.
-      continue;
-    }
-    frames += record.issue.frame().frames();
-    last_ms = record.time_ms();
+  const auto records = agent_test::ReadIssues(dir);
+  for (const auto& record : records) {
+    if (record.kind != "startup") continue;
+    ++startups;
+    startup_ms = record.issue.startup().startup_duration_ms();
   }
-  ASSERT_GE(reports, 4) << run.err;
-  ASSERT_GT(last_ms, first_ms);
-  const double agent_rate =
-      static_cast<double>(frames) * 1000.0 / static_cast<double>(last_ms - first_ms);
+  const agent_test::ReportedFrameRate reported = agent_test::FrameRateOf(records);
+  ASSERT_GE(reported.reports, 4) << run.err;
+  ASSERT_GT(reported.last_ms, reported.first_ms);
+  const double agent_rate = reported.per_second();
   std::printf("%s: %.1f swaps/s counted, %.1f FPS from %d matrix reports; startup %.0f ms, "
               "first swap %.0f ms\n",
-              RENDERER_KIND, real_rate, agent_rate, reports, startup_ms, first_swap_ms);
+              RENDERER_KIND, real_rate, agent_rate, reported.reports, startup_ms, first_swap_ms);
   EXPECT_NEAR(agent_rate, real_rate, 0.1 * real_rate) << run.err;
   EXPECT_EQ(startups, 1) << run.err;
   EXPECT_NEAR(startup_ms, first_swap_ms, 300) << run.err;
