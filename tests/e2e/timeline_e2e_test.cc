@@ -60,6 +60,11 @@ TEST(TimelineE2ETest, AnrTimeline_ExportedTraceMatchesWhatTheProgramDid) {
                     .EnableEvilMethodTrace(true)
                     .SetLagThreshold(absl::Milliseconds(500))
                     .SetAnrThreshold(absl::Seconds(1))
+                    // Every event whole: a Debug build traces the inline
+                    // helpers too (thousands of calls), and the default
+                    // 64 KiB budget would merge them (timeline_budget_test
+                    // checks that on its own).
+                    .SetTimelineMaxBytes(size_t{8} << 20)
                     .Build();
   ASSERT_TRUE(config.ok()) << config.status();
   e2e::TracedProgram program(*config);

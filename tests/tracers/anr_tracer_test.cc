@@ -525,8 +525,9 @@ TEST_F(AnrTracerTest, StoppedProcess_StoppedTimeIsLeftOutOfTheHangAndReportedApa
   env_.FastForwardBy(anr_at - env_.Now() - absl::Nanoseconds(1));
   EXPECT_THAT(issues_.WithDetail(proto::ANR), IsEmpty());
   env_.FastForwardBy(absl::Nanoseconds(1));
-  ASSERT_THAT(issues_.WithDetail(proto::ANR), SizeIs(1));
-  const proto::AnrReport& anr = issues_.WithDetail(proto::ANR)[0].proto().anr();
+  const auto anrs = issues_.WithDetail(proto::ANR);
+  ASSERT_THAT(anrs, SizeIs(1));
+  const proto::AnrReport& anr = anrs[0].proto().anr();
   EXPECT_EQ(capture_.times().back(), anr_at);
   EXPECT_DOUBLE_EQ(anr.cost_ms(), 5000);
   EXPECT_DOUBLE_EQ(anr.stopped_ms(), 9950);

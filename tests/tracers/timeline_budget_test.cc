@@ -174,4 +174,55 @@ TEST(TimelineBudgetTest, LongEventsThatCannotMergeDropTheCallsThenTheOldest) {
   EXPECT_EQ(t.dispatches(t.dispatches_size() - 1).ts_us(), 399 * 250'000);
 }
 
+TEST(TimelineBudgetTest, MergedCallsStayInsideTheirDispatchOrTheirGap) {
+  // A debug build instruments the loop's own inline helpers: short calls
+  // between dispatches as well as inside them. An aggregate of calls must
+  // never straddle a dispatch's edge.
+  Timeline t;
+  t.set_window_us(5'000'000);
+  int64_t ts = 0;
+  for (int i = 0; i < 60; ++i) {
+    TimelineSlice* d = t.add_dispatches();
+    d->set_name("app::Step@step.cc:3");
+    d->set_ts_us(ts);
+    d->set_dur_us(50'000);
+    for (int k = 0; k < 100; ++k) {  // Inside: short calls at depth 0.
+      TimelineSlice* c = t.add_calls();
+      c->set_name("app::Inner()");
+      c->set_ts_us(ts + 10 + 400 * k);
+      c->set_dur_us(300);
+    }
+    for (int k = 0; k < 100; ++k) {  // Between: the loop's own calls.
+      TimelineSlice* c = t.add_calls();
+      c->set_name("std::vector<>::size()");
+      c->set_ts_us(ts + 50'000 + 400 * k);
+      c->set_dur_us(1);
+    }
+    TimelineSlice* idle = t.add_idle();
+    idle->set_name("idle");
+    idle->set_ts_us(ts + 50'000);
+    idle->set_dur_us(50'000);
+    ts += 100'000;
+  }
+  const Totals before = Sum(t.calls(), 0);
+  FitTimelineToBudget(&t, 16 << 10);
+  ASSERT_GT(t.aggregated_under_us(), 0);
+  ASSERT_FALSE(t.calls_truncated());
+  EXPECT_EQ(Sum(t.calls(), 0).count, before.count);
+  int aggregates = 0;
+  for (const TimelineSlice& c : t.calls()) {
+    if (c.count() == 0) continue;
+    ++aggregates;
+    const int64_t begin = c.ts_us(), end = c.ts_us() + c.dur_us();
+    bool inside_one = false;
+    for (const auto* track : {&t.dispatches(), &t.idle()}) {
+      for (const TimelineSlice& s : *track) {
+        inside_one = inside_one || (s.ts_us() <= begin && end <= s.ts_us() + s.dur_us());
+      }
+    }
+    EXPECT_TRUE(inside_one) << c.name() << " [" << begin << ", " << end << "]";
+  }
+  EXPECT_GT(aggregates, 0);
+}
+
 }  // namespace

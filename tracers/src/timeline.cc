@@ -1,6 +1,7 @@
 #include "matrix/trace/timeline.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
@@ -273,9 +274,19 @@ int64_t CountOf(const proto::TimelineSlice& s) { return s.count() > 0 ? s.count(
 
 // Merges runs of consecutive short slices of `slices` (in begin order; calls
 // in call order, nested calls after their caller at a greater depth) into
-// aggregates named "<n> <noun>". Returns whether anything was merged.
+// aggregates named "<n> <noun>". With `boundaries` (sorted begins and ends of
+// the dispatches), a run never crosses one: calls in a dispatch merge with
+// calls of that dispatch only, and the loop's own calls between dispatches
+// with each other. Returns whether anything was merged.
 bool MergeShortSlices(google::protobuf::RepeatedPtrField<proto::TimelineSlice>* slices,
-                      int64_t under_us, const char* noun) {
+                      int64_t under_us, const char* noun,
+                      const std::vector<int64_t>* boundaries = nullptr) {
+  auto segment = [&](const proto::TimelineSlice& s) -> size_t {
+    if (boundaries == nullptr) return 0;
+    return static_cast<size_t>(
+        std::upper_bound(boundaries->begin(), boundaries->end(), s.ts_us()) -
+        boundaries->begin());
+  };
   auto is_short = [&](const proto::TimelineSlice& s) {
     return !s.unfinished() && s.dur_us() < under_us;
   };
@@ -292,13 +303,14 @@ bool MergeShortSlices(google::protobuf::RepeatedPtrField<proto::TimelineSlice>* 
     }
     // The run: short events at first's depth, with whatever is nested in them.
     const int depth = first.depth();
+    const size_t first_segment = segment(first);
     int end = i + 1;
     int own = 1;
     while (end < n) {
       const proto::TimelineSlice& next = slices->Get(end);
       if (next.depth() < depth) break;
       if (next.depth() == depth) {
-        if (!is_short(next)) break;
+        if (!is_short(next) || segment(next) != first_segment) break;
         ++own;
       }
       ++end;
@@ -373,7 +385,14 @@ void FitTimelineToBudget(proto::Timeline* t, size_t max_json_bytes) {
   for (int64_t under_us = 1000;; under_us *= 2) {
     MergeShortSlices(t->mutable_dispatches(), under_us, "dispatches");
     MergeShortSlices(t->mutable_frames(), under_us, "frames");
-    MergeShortSlices(t->mutable_calls(), under_us, "calls");
+    std::vector<int64_t> boundaries;
+    boundaries.reserve(2 * static_cast<size_t>(t->dispatches_size()));
+    for (const proto::TimelineSlice& d : t->dispatches()) {
+      boundaries.push_back(d.ts_us());
+      boundaries.push_back(EndUs(d));
+    }
+    std::sort(boundaries.begin(), boundaries.end());
+    MergeShortSlices(t->mutable_calls(), under_us, "calls", &boundaries);
     DropIdleInsideAggregates(t);
     t->set_aggregated_under_us(under_us);
     if (fits()) return;
