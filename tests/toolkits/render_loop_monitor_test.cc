@@ -182,9 +182,10 @@ TEST_F(RenderLoopMonitorTest, SwapReturnsWhatTheSwapFunctionReturns) {
 }
 
 // A vsync-locked loop at 60 Hz: each swap blocks until the next vsync. Steady
-// frames (5 ms of work) drop nothing; a 100 ms frame drops 5 vsyncs (its swap
-// returns on the 6th tick after its intended vsync instead of the 1st: the 5
-// vsyncs between showed nothing new).
+// frames (5 ms of work) drop nothing; a 100 ms frame drops 6 vsyncs: it began
+// on the tick its previous swap returned on and is shown on the 7th after it
+// instead of the 1st (the animation's due rule, UIThreadMonitor::MarkFrame(),
+// counts it from half an interval after the previous frame).
 void RunVsyncLockedLoop(RenderLoopMonitor* loop, matrix::testing::FakeTickClock* clock,
                         const std::vector<double>& work_ms) {
   const RefreshRate rate = RefreshRate::FromHz(60);
@@ -205,8 +206,9 @@ TEST_F(RenderLoopMonitorTest, ASwapThatWaitsForTheVsyncIsNotADroppedFrame) {
   ASSERT_EQ(recorder_.frames.size(), 6u);
   std::vector<int64_t> dropped;
   for (const FrameData& f : recorder_.frames) dropped.push_back(f.dropped_frames);
-  EXPECT_EQ(dropped, (std::vector<int64_t>{0, 0, 0, 5, 0, 0}));
-  // Intended vsyncs are on the grid of the swaps' returns, one tick ahead.
+  EXPECT_EQ(dropped, (std::vector<int64_t>{0, 0, 0, 6, 0, 0}));
+  // Intended vsyncs are on the grid of the swaps' returns, one tick ahead
+  // (the second frame: no animation is running yet).
   const FrameData& second = recorder_.frames[1];
   EXPECT_EQ(second.intended_frame_time - recorder_.frames[0].end,
             RefreshRate::FromHz(60).Intervals(1));

@@ -19,6 +19,7 @@
 #include "matrix/core/looper.h"
 #include "matrix/core/observer_list.h"
 #include "matrix/testing/test_environment.h"
+#include "matrix/trace/frame_stats.h"
 #include "matrix/trace/looper_monitor.h"
 
 namespace {
@@ -349,6 +350,116 @@ TEST_F(UIThreadMonitorTest, ForeignDispatchWithoutMarkFrame_IsNotAFrame) {
 }
 
 // --- Observers changing the set during callbacks ------------------------------
+
+// --- The due rule for foreign frames (MarkFrame) ---------------------------
+
+// A foreign loop (an adapter or the agent) whose frames count from their own
+// dispatch's begin, as most adapters mark them. Dropped frames as FrameTracer
+// counts them.
+class ForeignFramesTest : public UIThreadMonitorTest {
+ protected:
+  ForeignFramesTest() : foreign_(&foreign_looper_, /*choreographer=*/nullptr, {}) {
+    foreign_.Start();
+    recorder_registration_ = foreign_.AddObserver(&recorder_);
+    now_ = env_.Now();
+  }
+  // A dispatch of `busy_ms` after a wait of `wait_ms`; a frame when `frame`.
+  void Dispatch(double wait_ms, double busy_ms, bool frame) {
+    now_ += absl::Microseconds(wait_ms * 1000);
+    const TimeTicks begin = now_;
+    foreign_looper_.DispatchBegin(begin, "loop");
+    if (frame) foreign_.MarkFrame(begin, RefreshRate::FromHz(60), ++frames_);
+    now_ += absl::Microseconds(busy_ms * 1000);
+    foreign_looper_.DispatchEnd(now_);
+  }
+  // A 60 Hz animation: frames of 4 ms with 12.67 ms waits.
+  void Animate(int frames) {
+    for (int i = 0; i < frames; ++i) Dispatch(12.67, 4, true);
+  }
+  std::vector<int64_t> Dropped() const {
+    std::vector<int64_t> dropped;
+    TimeTicks previous_end;
+    for (const FrameData& f : recorder_.frames) {
+      dropped.push_back(
+          matrix::CountDroppedFrames(f.intended_frame_time, f.end, previous_end, f.refresh_rate));
+      previous_end = f.end;
+    }
+    return dropped;
+  }
+  int64_t LastDropped() const { return Dropped().back(); }
+
+  LooperMonitor foreign_looper_{env_.clock()};
+  UIThreadMonitor foreign_;
+  RecordingObserver recorder_;
+  ObserverRegistration recorder_registration_;
+  TimeTicks now_;
+  int64_t frames_ = 0;
+};
+
+TEST_F(ForeignFramesTest, AnimationStalledBehindItsOwnDispatch_IsOneFrozenFrame) {
+  Animate(5);
+  Dispatch(12, 6000, false);  // The stall, in a dispatch of its own.
+  Dispatch(1, 4, true);       // A short wait, then the overdue frame.
+  // From half an interval after the last frame: ~6,017 ms at 60 Hz.
+  EXPECT_EQ(LastDropped(), 360);
+  EXPECT_EQ(matrix::ClassifyDroppedFrames(LastDropped(), RefreshRate::FromHz(60), {}),
+            matrix::DropLevel::kFrozen);
+  // The frame counts from half an interval after the previous one ended.
+  const FrameData& frozen = recorder_.frames.back();
+  EXPECT_EQ(frozen.intended_frame_time,
+            recorder_.frames[4].end + RefreshRate::FromHz(60).Intervals(1) / 2);
+}
+
+TEST_F(ForeignFramesTest, SteadyAnimationWithJitter_DropsNothing) {
+  // Gaps between frames of 10 to 24 ms at 60 Hz (within 1.5 intervals).
+  for (double wait : {6.0, 20.0, 9.0, 16.0, 12.7, 14.0, 19.9, 7.0}) Dispatch(wait, 4, true);
+  for (int64_t d : Dropped()) EXPECT_EQ(d, 0);
+  // Messages between frames change nothing.
+  Dispatch(3, 2, false);
+  Dispatch(3, 2, false);
+  Dispatch(3, 2, true);
+  EXPECT_EQ(LastDropped(), 0);
+}
+
+TEST_F(ForeignFramesTest, MissedVsyncsInARunningAnimation_AreCounted) {
+  Animate(3);
+  Dispatch(12.67, 40, false);  // A 40 ms message between two frames.
+  Dispatch(0.1, 4, true);
+  // ~57 ms after the last frame: two vsyncs passed with nothing new
+  // (counted from its own begin it would be none).
+  EXPECT_EQ(LastDropped(), 2);
+}
+
+TEST_F(ForeignFramesTest, FrameAfterAnIdleWait_CountsFromItsOwnBegin) {
+  Animate(5);
+  Dispatch(12, 6000, false);
+  Dispatch(40, 1, false);  // The loop waited 40 ms (>= 2 intervals): idle.
+  Dispatch(1, 4, true);
+  EXPECT_EQ(LastDropped(), 0);
+}
+
+TEST_F(ForeignFramesTest, OccasionalFrameOfABusyLoop_IsNotFrozen) {
+  // Frames 1 s apart (no animation) between a stream of short messages
+  // that never wait long: no frame was due in between.
+  Dispatch(0, 4, true);
+  for (int second = 0; second < 3; ++second) {
+    for (int i = 0; i < 200; ++i) Dispatch(1, 4, false);
+    Dispatch(1, 4, true);
+  }
+  for (int64_t d : Dropped()) EXPECT_EQ(d, 0);
+}
+
+TEST_F(ForeignFramesTest, AnEarlierIntendedVsync_StandsAsGiven) {
+  // The rule only ever moves a frame's start earlier: an adapter that knows
+  // an earlier vsync (GTK's frame clock) keeps it.
+  Animate(3);
+  Dispatch(1, 100, false);
+  foreign_looper_.DispatchBegin(now_, "loop");
+  foreign_.MarkFrame(now_ - absl::Milliseconds(200), RefreshRate::FromHz(60), ++frames_);
+  foreign_looper_.DispatchEnd(now_ + absl::Milliseconds(4));
+  // An intended vsync earlier than the due time stands as given.
+  EXPECT_EQ(recorder_.frames.back().intended_frame_time, now_ - absl::Milliseconds(200));
+}
 
 TEST_F(UIThreadMonitorTest, ObserverAddedDuringBegin_MissesThatDispatchOnly) {
   StartMonitor();

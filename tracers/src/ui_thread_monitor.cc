@@ -126,7 +126,8 @@ void UIThreadMonitor::OnInputMarker() {
     return;
   }
   const Choreographer::FrameInfo& info = choreographer_->frame_info();
-  MarkFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
+  // The Choreographer knows the vsync each frame was scheduled for.
+  SetFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
   BeginPhase(Phase::kInput, choreographer_->current_queue_start());
   choreographer_->InsertCallbackAtHead(
       Choreographer::kAnimation, [this] { OnPhaseMarker(Phase::kAnimation); }, this);
@@ -142,6 +143,18 @@ void UIThreadMonitor::OnPhaseMarker(Phase phase) {
 
 void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  // The due rule (see the header).
+  const absl::Duration due_gap = last_frame_interval_ * kDueIntervals;
+  const bool animating = !frame_before_last_end_.is_null() &&
+                         last_frame_end_ - frame_before_last_end_ <= due_gap;
+  if (animating && !idle_since_frame_) {
+    const TimeTicks due = last_frame_end_ + last_frame_interval_ / 2;
+    if (due < intended_vsync) intended_vsync = due;
+  }
+  SetFrame(intended_vsync, rate, frame_number);
+}
+
+void UIThreadMonitor::SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
   frame_.is_vsync_frame = true;
   frame_.intended_frame_time = intended_vsync;
   frame_.refresh_rate = rate;
@@ -187,6 +200,10 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
   dispatch_.method_end = 0;
   heartbeat_.Begin(begin, info, dispatch_.method_mark);
   dispatch_.dispatch_number = heartbeat_.dispatch_number();
+  if (!last_dispatch_end_.is_null() &&
+      begin - last_dispatch_end_ >= last_frame_interval_ * kDueIntervals) {
+    idle_since_frame_ = true;  // The loop waited: no frame was due.
+  }
   dispatch_.begin = begin;
   dispatch_.end = TimeTicks();
   dispatch_.is_vsync_frame = false;
@@ -226,8 +243,13 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
       }
     }
     snapshot_in_frame_.store(false, std::memory_order_relaxed);
+    frame_before_last_end_ = last_frame_end_;
+    last_frame_end_ = end;
+    last_frame_interval_ = frame_.refresh_rate.Intervals(1);
+    idle_since_frame_ = false;
     ArmInputMarker();
   }
+  last_dispatch_end_ = end;
 
   dispatch_.end = end;
   dispatch_.is_vsync_frame = frame_.is_vsync_frame;

@@ -172,6 +172,19 @@ class UIThreadMonitor : public LooperDispatchListener {
 
   // Foreign render loops, inside a dispatch: this dispatch draws the frame
   // whose vsync was `intended_vsync`; then each phase as it starts.
+  //
+  // A foreign loop often cannot know when a frame was due (no vsync request
+  // to see), so a frame that waited behind a long dispatch of its own would
+  // look smooth. The due rule: while an animation runs (the previous frame
+  // came at most kDueIntervals after the one before it) and the loop has not
+  // waited kDueIntervals or more since the previous frame, the next frame
+  // was due half an interval after the previous one ended, and counts from
+  // there when that is earlier than `intended_vsync`. So a 6 s stall in a
+  // 60 Hz animation is one frozen frame of ~360 dropped, a gap within 1.5
+  // intervals is no drop (timer and swap jitter), and a frame after an idle
+  // wait, or a first frame after none for a while, counts from
+  // `intended_vsync`. The rule only ever adds drops. Looper thread.
+  static constexpr int kDueIntervals = 2;
   void MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number = 0);
   void MarkPhase(Phase phase, TimeTicks start);
 
@@ -238,6 +251,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   void OnInputMarker();
   void OnPhaseMarker(Phase phase);
   void BeginPhase(Phase phase, TimeTicks start);
+  void SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number);
 
   LooperMonitor* const looper_monitor_;
   Choreographer* const choreographer_;
@@ -258,6 +272,14 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::array<TimeTicks, kPhaseCount> phase_start_{};
   bool input_marker_armed_ = false;
   int frame_sources_ = 0;
+  // The due rule (MarkFrame()): the last two frames' ends, the interval of
+  // the last one, the last dispatch's end, and whether the loop waited
+  // kDueIntervals or more since the last frame.
+  TimeTicks last_frame_end_;
+  TimeTicks frame_before_last_end_;
+  absl::Duration last_frame_interval_;
+  TimeTicks last_dispatch_end_;
+  bool idle_since_frame_ = true;
 
   // For SnapshotFrame() from other threads.
   std::atomic<bool> snapshot_in_frame_{false};
