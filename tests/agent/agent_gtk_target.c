@@ -1,12 +1,14 @@
 /* agent_gtk_target: a small GTK 3 program for matrix-run's tests. NOT linked
  * to matrix-cpp: the agent is preloaded by matrix-run.
  *
- *   agent_gtk_target MS [SLEEP_MS]
+ *   agent_gtk_target MS [SLEEP_MS [STALL_MS]]
  *                         sleeps SLEEP_MS ms (default 0) before gtk_init, then
  *                         opens window "First", redrawn every frame (a tick
  *                         callback queues a draw); after MS ms opens a second
  *                         window "Second" (also animated) and destroys the
- *                         first; quits MS ms later.
+ *                         first; quits MS ms later. With STALL_MS, a timeout
+ *                         MS / 2 ms in is busy STALL_MS ms (the animation
+ *                         freezes: frozen_frame_e2e_test).
  *
  * Prints "refresh_mhz N" (gdk_monitor_get_refresh_rate of the first window's
  * monitor, 0 when unknown), "frames_second N" and "frames_third N" (frames
@@ -73,15 +75,27 @@ static gboolean OpenSecond(gpointer data) {
   return G_SOURCE_REMOVE;
 }
 
+static int g_stall_ms = 0;
+
+static gboolean Stall(gpointer data) {
+  (void)data;
+  const gint64 end = g_get_monotonic_time() + (gint64)g_stall_ms * 1000;
+  while (g_get_monotonic_time() < end) {
+  }
+  return G_SOURCE_REMOVE;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1) g_ms = atoi(argv[1]);
   if (argc > 2) g_usleep((gulong)atoi(argv[2]) * 1000);  /* Not a wait the agent times. */
+  if (argc > 3) g_stall_ms = atoi(argv[3]);
   gtk_init(&argc, &argv);
   g_first = OpenWindow("First");
   GdkMonitor* monitor = gdk_display_get_monitor_at_window(
       gdk_display_get_default(), gtk_widget_get_window(g_first));
   printf("refresh_mhz %d\n", monitor != NULL ? gdk_monitor_get_refresh_rate(monitor) : 0);
   g_timeout_add(g_ms, OpenSecond, NULL);
+  if (g_stall_ms > 0) g_timeout_add(g_ms / 2, Stall, NULL);
   gtk_main();
   printf("frames_second %ld\nframes_third %ld\n", g_second_frames, g_third_frames);
   return 0;

@@ -6,6 +6,10 @@
 //   getproc  the same through glXGetProcAddressARB (itself found by dlsym)
 //   thread   a render thread calls glXSwapBuffers (found by dlsym) every
 //            20 ms while the main thread polls every 2 ms
+//   stall    an animation: the main thread presents (eglSwapBuffers by
+//            dlsym) after a 12 ms wait, 30 times; then busy 3 s in a
+//            dispatch of its own, waits 1 ms, and presents 30 more frames
+//            (frozen_frame_e2e_test)
 // and prints "presents N" (the library's own count) before exiting.
 #include <dlfcn.h>
 #include <poll.h>
@@ -41,7 +45,25 @@ int main(int argc, char** argv) {
   if (gl == NULL) return 3;
   long (*swaps)(void) = (long (*)(void))dlsym(gl, "fake_gl_swaps");
   poll(NULL, 0, 1);  // The event loop's first wait.
-  if (strcmp(argv[1], "thread") == 0) {
+  if (strcmp(argv[1], "stall") == 0) {
+    EglSwap egl = (EglSwap)dlsym(gl, "eglSwapBuffers");
+    for (int i = 0; i < 60; ++i) {
+      if (i == 30) {
+        poll(NULL, 0, 12);
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        do {
+          clock_gettime(CLOCK_MONOTONIC, &now);
+        } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 <
+                 3000);
+        poll(NULL, 0, 1);
+      } else {
+        poll(NULL, 0, 12);
+      }
+      egl(NULL, NULL);
+    }
+    poll(NULL, 0, 2);
+  } else if (strcmp(argv[1], "thread") == 0) {
     g_glx = (GlxSwap)dlsym(gl, "glXSwapBuffers");
     pthread_t thread;
     pthread_create(&thread, NULL, &RenderThread, NULL);
