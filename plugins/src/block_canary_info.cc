@@ -45,6 +45,9 @@ constexpr char kTotalMemory[] = "totalMemory";
 constexpr char kVmRss[] = "vm-rss";
 constexpr char kTime[] = "time";
 constexpr char kThreadTime[] = "thread-time";
+// Written only when the process was stopped during the block (BlockCanary's
+// own files have no such key).
+constexpr char kStoppedTime[] = "stopped-time";
 constexpr char kTimeStart[] = "time-start";
 constexpr char kTimeEnd[] = "time-end";
 constexpr char kMessage[] = "message";
@@ -164,6 +167,7 @@ std::string FormatBlockLog(const BlockInfo& info, absl::Time write_time, absl::T
   // time.
   AppendKv(&out, kTime, absl::StrCat(info.time_cost_ms));
   AppendKv(&out, kThreadTime, absl::StrCat(info.thread_time_ms));
+  if (info.stopped_ms > 0) AppendKv(&out, kStoppedTime, absl::StrCat(info.stopped_ms));
   AppendKv(&out, kTimeStart, FormatEntryTime(info.time_start, tz));
   AppendKv(&out, kTimeEnd, FormatEntryTime(info.time_end, tz));
   AppendKv(&out, kMessage, info.message);
@@ -273,6 +277,8 @@ absl::StatusOr<BlockInfo> ParseBlockLog(absl::string_view text, absl::TimeZone t
       has_time = true;
     } else if (key == kThreadTime) {
       if (!ParseInt(value, &info.thread_time_ms)) return bad(key, value);
+    } else if (key == kStoppedTime) {
+      if (!ParseInt(value, &info.stopped_ms) || info.stopped_ms < 0) return bad(key, value);
     } else if (key == kTimeStart) {
       start_text = value;
     } else if (key == kTimeEnd) {
@@ -360,6 +366,7 @@ proto::BlockReport ToBlockReport(const BlockInfo& info) {
   r.set_vm_rss_kb(info.vm_rss_kb);
   r.set_cost_ms(info.time_cost_ms);
   r.set_thread_time_ms(info.thread_time_ms);
+  r.set_stopped_ms(info.stopped_ms);
   r.set_time_start_ms(absl::ToUnixMillis(info.time_start));
   r.set_time_end_ms(absl::ToUnixMillis(info.time_end));
   if (!info.message.empty()) r.mutable_message()->set_callback(info.message);

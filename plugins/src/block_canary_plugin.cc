@@ -21,6 +21,7 @@
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/dispatch_heartbeat.h"
 #include "matrix/trace/report_context.h"
+#include "matrix/trace/stopped_time.h"
 
 namespace matrix {
 namespace {
@@ -190,6 +191,7 @@ class BlockCanaryPlugin::Monitor : public LooperDispatchListener {
 struct BlockCanaryPlugin::PendingBlock {
   TimeTicks begin;
   TimeTicks end;
+  absl::Duration stopped;  // The process was stopped (left out of the cost).
   absl::Duration thread_cpu_end;
   std::vector<BlockCanarySample> samples;  // By capture time.
   BlockCanarySample end_cpu;               // Read when the end was seen.
@@ -212,6 +214,7 @@ class BlockCanaryPlugin::Sampler {
   void Start(uint64_t generation) {
     if (generation != plugin_->live_generation_.load()) return;  // Stopped since.
     started_at_ = plugin_->context().clock->NowTicks();
+    scheduled_ = TimeTicks();  // The first tick runs now, on no schedule.
     expired_ = false;
     ResetCurrent();
     // Blocks that ended while stopped are not ours to report.
@@ -232,6 +235,11 @@ class BlockCanaryPlugin::Sampler {
     if (generation != plugin_->live_generation_.load() || expired_) return;
     const TickClock* clock = plugin_->context().clock;
     const TimeTicks now = clock->NowTicks();
+    // A tick far later than it was due saw the process stopped (SIGSTOP, a
+    // breakpoint) meanwhile: first, so the blocks below leave that time out.
+    if (!scheduled_.is_null() && config_.leave_out_stopped_time()) {
+      stopped_.OnWakeup(scheduled_, now);
+    }
     if (config_.monitor_duration() != absl::InfiniteDuration() &&
         now - started_at_ >= config_.monitor_duration()) {
       expired_ = true;
@@ -250,9 +258,11 @@ class BlockCanaryPlugin::Sampler {
     } else {
       if (s.dispatch_number != current_.number) BeginCurrent(s);
       SampleCurrent(now, s.begin);
-      const TimeTicks crossing = s.begin + config_.block_threshold();
+      const TimeTicks crossing =
+          s.begin + config_.block_threshold() + stopped_.Within(s.begin, now);
       if (!current_.crossed && crossing > now) next = std::min(next, crossing);
     }
+    scheduled_ = next;
     plugin_->watchdog_handler_->PostAtTime([this, generation] { Tick(generation); }, this, next);
   }
 
@@ -289,7 +299,8 @@ class BlockCanaryPlugin::Sampler {
 
   void SampleCurrent(TimeTicks now, TimeTicks begin) {
     if (current_.debugged) return;
-    const bool crossing = !current_.crossed && now - begin >= config_.block_threshold();
+    const bool crossing = !current_.crossed &&
+                          now - begin - stopped_.Within(begin, now) >= config_.block_threshold();
     if (config_.stop_when_debugging() && DebuggerAttached(now, /*fresh=*/crossing)) {
       // Signals to a traced thread stop it in the debugger: no captures.
       current_.debugged = true;
@@ -360,9 +371,17 @@ class BlockCanaryPlugin::Sampler {
         if (ours) ResetCurrent();
         continue;
       }
+      // Held at a breakpoint or by SIGSTOP: only the time it ran counts.
+      const absl::Duration stopped = stopped_.Within(end.begin, end.end);
+      if (end.end - end.begin - stopped <= config_.block_threshold()) {
+        plugin_->stats_.stopped_suppressed.fetch_add(1, std::memory_order_relaxed);
+        if (ours) ResetCurrent();
+        continue;
+      }
       auto block = std::make_shared<PendingBlock>();
       block->begin = end.begin;
       block->end = end.end;
+      block->stopped = stopped;
       block->thread_cpu_end = end.thread_cpu;
       if (ours) {
         block->message = current_.message;
@@ -398,6 +417,8 @@ class BlockCanaryPlugin::Sampler {
   BlockCanaryPlugin* const plugin_;
   const BlockCanaryContext& config_;
   TimeTicks started_at_;
+  TimeTicks scheduled_;  // When the pending tick was due (null: none yet).
+  StoppedTime stopped_;
   bool expired_ = false;
   uint64_t next_end_ = 0;
   uint64_t last_ended_ = 0;
@@ -588,6 +609,7 @@ BlockCanaryPlugin::Stats BlockCanaryPlugin::stats() const {
   s.white_listed = stats_.white_listed.load();
   s.non_concern = stats_.non_concern.load();
   s.debugger_suppressed = stats_.debugger_suppressed.load();
+  s.stopped_suppressed = stats_.stopped_suppressed.load();
   s.samples = stats_.samples.load();
   s.capture_failures = stats_.capture_failures.load();
   s.written = stats_.written.load();
@@ -631,10 +653,11 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
   auto wall = [&block](TimeTicks t) { return block.wall_anchor - (block.mono_anchor - t); };
   BlockInfo info;
   FillStaticInfo(&info);
-  const absl::Duration cost = block.end - block.begin;
-  info.time_cost_ms = absl::ToInt64Milliseconds(cost);
+  // The cost is the time it ran: stopped time is reported apart.
+  info.time_cost_ms = absl::ToInt64Milliseconds(block.end - block.begin - block.stopped);
+  info.stopped_ms = absl::ToInt64Milliseconds(block.stopped);
   info.time_start = FloorToMillis(wall(block.begin));
-  info.time_end = info.time_start + absl::Milliseconds(info.time_cost_ms);
+  info.time_end = info.time_start + absl::Milliseconds(info.time_cost_ms + info.stopped_ms);
   info.message = block.message;
   AppState* app_state =
       context().app_state != nullptr ? context().app_state : AppState::Get();

@@ -54,6 +54,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
 constexpr pid_t kPid = 4242;
@@ -191,6 +192,11 @@ class BlockCanaryPluginTest : public ::testing::Test {
     return b;
   }
 
+  // A handler that advances the fake clock in one step runs while the
+  // watchdog cannot (one test thread): its tick runs late as if the process
+  // had been stopped. Tests that time dispatches that way count wall time.
+  BlockCanaryContext::Builder WallTimeBuilder() { return Builder().LeaveOutStoppedTime(false); }
+
   void StartPlugin(const BlockCanaryContext::Builder& builder) {
     absl::StatusOr<BlockCanaryContext> context = builder.Build();
     ASSERT_TRUE(context.ok()) << context.status();
@@ -260,7 +266,7 @@ bool Names(const BlockStackSample& s, absl::string_view function) {
 TEST_F(BlockCanaryPluginTest, PrinterSource_IsTheDefaultAndKeepsAnExistingPrinter) {
   RecordingPrinter app_printer;
   env_.looper()->SetMessageLogging(&app_printer);
-  auto b = Builder();
+  auto b = WallTimeBuilder();
   StartPlugin(Collect(b, &interceptor_blocks_));
   ASSERT_NE(plugin_->GetLooperMonitor(), nullptr);
   EXPECT_EQ(plugin_->GetLooperMonitor()->source(), LooperMonitor::Source::kPrinter);
@@ -280,7 +286,7 @@ TEST_F(BlockCanaryPluginTest, PrinterSource_IsTheDefaultAndKeepsAnExistingPrinte
 }
 
 TEST_F(BlockCanaryPluginTest, Threshold_LongerThanThresholdIsABlock_ExactlyIsNot) {
-  auto b = Builder();
+  auto b = WallTimeBuilder();
   StartPlugin(Collect(b, &interceptor_blocks_));
   Handler handler(env_.looper());
   for (int ms : {999, 1000, 1001, 2500}) {
@@ -297,7 +303,7 @@ TEST_F(BlockCanaryPluginTest, Threshold_LongerThanThresholdIsABlock_ExactlyIsNot
 }
 
 TEST_F(BlockCanaryPluginTest, Threshold_IsConfigurable) {
-  auto b = Builder().SetBlockThreshold(absl::Milliseconds(300));
+  auto b = WallTimeBuilder().SetBlockThreshold(absl::Milliseconds(300));
   StartPlugin(Collect(b, &interceptor_blocks_));
   Handler handler(env_.looper());
   handler.Post([this] { env_.AdvanceClock(absl::Milliseconds(301)); });
@@ -407,17 +413,18 @@ TEST_F(BlockCanaryPluginTest, Cpu_QuietMachine_IsNotBusy) {
 
 TEST_F(BlockCanaryPluginTest, BusyFlag_IsNotSetByALateSampler) {
   // BlockCanary's cpu-busy meant "my sampler ran late". Here the watchdog is
-  // starved (it wakes 600 ms late twice) on an idle machine: not busy.
+  // starved (it wakes 90 ms late, six times: later than 100 ms would be a
+  // stopped process) on an idle machine: not busy.
   auto b = Builder();
   StartPlugin(Collect(b, &interceptor_blocks_));
   RunWithCpu(absl::Milliseconds(50), 5, 1, 0);
   BeginDispatch();
   RunWithCpu(absl::Milliseconds(100), 5, 1, 0);
-  for (int i = 0; i < 2; ++i) {
-    user_ += 10;
-    idle_ += 230;
+  for (int i = 0; i < 6; ++i) {
+    user_ += 4;
+    idle_ += 72;
     WriteCpu();
-    env_.AdvanceClock(absl::Milliseconds(600));
+    env_.AdvanceClock(absl::Milliseconds(190));
     env_.RunUntilIdle();
   }
   RunWithCpu(absl::Milliseconds(300), 5, 1, 0);
@@ -426,6 +433,48 @@ TEST_F(BlockCanaryPluginTest, BusyFlag_IsNotSetByALateSampler) {
   ASSERT_THAT(interceptor_blocks_, SizeIs(1));
   EXPECT_FALSE(interceptor_blocks_[0].cpu_busy);
   EXPECT_LT(interceptor_blocks_[0].block_cpu->cpu, 10);
+}
+
+TEST_F(BlockCanaryPluginTest, StoppedProcess_ShortBlockAroundTheStop_IsNoBlock) {
+  // A dispatch held 7 s by SIGSTOP (or a breakpoint) that ran 300 ms: the
+  // sampler's tick due 100 ms in runs 7 s late. Not a block.
+  auto b = Builder();
+  StartPlugin(Collect(b, &interceptor_blocks_));
+  RunWithCpu(absl::Milliseconds(50), 5, 1, 0);
+  BeginDispatch();
+  RunWithCpu(absl::Milliseconds(150), 5, 1, 50);
+  env_.AdvanceClock(absl::Seconds(7));  // Stopped: nothing runs.
+  env_.RunUntilIdle();
+  RunWithCpu(absl::Milliseconds(150), 5, 1, 50);
+  EndDispatch();
+  Settle();
+  EXPECT_THAT(interceptor_blocks_, IsEmpty());
+  EXPECT_EQ(plugin_->stats().stopped_suppressed, 1);
+  EXPECT_EQ(plugin_->stats().reported, 0);
+}
+
+TEST_F(BlockCanaryPluginTest, StoppedProcess_StoppedTimeIsLeftOutOfTheCostAndReportedApart) {
+  auto b = Builder();
+  StartPlugin(Collect(b, &interceptor_blocks_));
+  RunWithCpu(absl::Milliseconds(50), 5, 1, 0);
+  BeginDispatch();
+  RunWithCpu(absl::Milliseconds(400), 5, 1, 50);
+  env_.AdvanceClock(absl::Seconds(7));
+  env_.RunUntilIdle();
+  RunWithCpu(absl::Milliseconds(1200), 5, 1, 50);
+  EndDispatch();
+  Settle();
+  ASSERT_THAT(interceptor_blocks_, SizeIs(1));
+  const BlockInfo& block = interceptor_blocks_[0];
+  // Ran 1.6 s; the tick due 100 ms after the last one before the stop ran
+  // 7 s late, so 6.9 s to 7 s of the stop are seen.
+  EXPECT_NEAR(block.time_cost_ms, 1600, 100);
+  EXPECT_NEAR(block.stopped_ms, 7000, 100);
+  EXPECT_NEAR(block.time_cost_ms + block.stopped_ms, 8600, 1);
+  EXPECT_EQ(block.time_end - block.time_start, absl::Milliseconds(8600));
+  // The file keeps it.
+  ASSERT_THAT(listener_->issues, SizeIs(1));
+  EXPECT_EQ(listener_->issues[0].proto().block().stopped_ms(), block.stopped_ms);
 }
 
 TEST_F(BlockCanaryPluginTest, WhiteList_DropsTheBlockAndDeletesItsFile) {
@@ -704,7 +753,7 @@ TEST_F(BlockCanaryPluginTest, CaptureFailures_AreCountedAndLeftOut) {
 }
 
 TEST_F(BlockCanaryPluginTest, DispatchObserverSource_DetectsBlocksToo) {
-  auto b = Builder().SetLooperSource(LooperMonitor::Source::kDispatchObserver);
+  auto b = WallTimeBuilder().SetLooperSource(LooperMonitor::Source::kDispatchObserver);
   StartPlugin(Collect(b, &interceptor_blocks_));
   EXPECT_EQ(env_.looper()->GetMessageLogging(), nullptr);
   Handler handler(env_.looper());

@@ -428,6 +428,9 @@ std::vector<MergedSample> MergeSamples(const RepeatedPtrField<proto::BlockStackS
 void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOptions& options) {
   std::string block =
       absl::StrCat(b.cost_ms(), " ms wall, ", b.thread_time_ms(), " ms CPU on the looper thread");
+  if (b.stopped_ms() > 0) {
+    absl::StrAppend(&block, " (process stopped ", b.stopped_ms(), " ms more, left out)");
+  }
   if (b.time_start_ms() != 0 && b.time_end_ms() != 0) {
     absl::StrAppend(&block, ", ", FormatTimeMs(b.time_start_ms(), options.time_zone), " .. ",
                     FormatTimeMs(b.time_end_ms(), options.time_zone));

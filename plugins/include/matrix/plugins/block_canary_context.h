@@ -102,6 +102,11 @@ class BlockCanaryContext {
   // Skip sampling and reporting while a debugger (or strace) is attached:
   // TracerPid in /proc/<pid>/status.
   bool stop_when_debugging() const { return stop_when_debugging_; }
+  // Leave the time the process was stopped (SIGSTOP, a breakpoint: the
+  // sampler's tick ran over 100 ms late) out of a block's cost, and report a
+  // dispatch only when the time it ran is over the threshold (default).
+  // False counts wall time, as BlockCanary does.
+  bool leave_out_stopped_time() const { return leave_out_stopped_time_; }
   // Log one line per block (BlockCanary's notification, displayNotification()).
   bool display_notification() const { return display_notification_; }
 
@@ -133,6 +138,7 @@ class BlockCanaryContext {
   std::vector<std::string> white_list_;
   bool delete_files_in_white_list_ = true;
   bool stop_when_debugging_ = true;
+  bool leave_out_stopped_time_ = true;
   bool display_notification_ = true;
   LooperMonitor::Source looper_source_ = LooperMonitor::Source::kPrinter;
   double cpu_busy_percent_ = 80;
@@ -168,6 +174,7 @@ class BlockCanaryContext::Builder {
   Builder& SetWhiteList(std::vector<std::string> w) { c_.white_list_ = std::move(w); return *this; }
   Builder& DeleteFilesInWhiteList(bool on) { c_.delete_files_in_white_list_ = on; return *this; }
   Builder& StopWhenDebugging(bool on) { c_.stop_when_debugging_ = on; return *this; }
+  Builder& LeaveOutStoppedTime(bool on) { c_.leave_out_stopped_time_ = on; return *this; }
   Builder& DisplayNotification(bool on) { c_.display_notification_ = on; return *this; }
   Builder& SetLooperSource(LooperMonitor::Source s) { c_.looper_source_ = s; return *this; }
   Builder& SetCpuBusyPercent(double p) { c_.cpu_busy_percent_ = p; return *this; }

@@ -110,7 +110,8 @@ struct BlockInfo {
   int64_t total_memory_kb = 0;  // MemTotal
   int64_t vm_rss_kb = 0;        // the process's VmRSS
   // time
-  int64_t time_cost_ms = 0;    // wall time of the dispatch
+  int64_t time_cost_ms = 0;    // wall time of the dispatch, stopped time left out
+  int64_t stopped_ms = 0;      // the process was stopped (SIGSTOP, a breakpoint)
   int64_t thread_time_ms = 0;  // looper thread CPU time, first sample to end
   absl::Time time_start;       // millisecond precision
   absl::Time time_end;

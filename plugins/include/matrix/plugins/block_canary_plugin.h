@@ -105,6 +105,8 @@ class BlockCanaryPlugin : public Plugin {
     int64_t white_listed = 0;        // blocks dropped by the white list
     int64_t non_concern = 0;         // blocks dropped by filter_non_concern_stack
     int64_t debugger_suppressed = 0; // blocks dropped: a debugger was attached
+    int64_t stopped_suppressed = 0;  // blocks dropped: over the threshold only
+                                     // because the process was stopped
     int64_t samples = 0;             // stack captures attempted
     int64_t capture_failures = 0;    // ...that failed (the looper thread did not answer)
     int64_t written = 0;             // block files written
@@ -218,8 +220,8 @@ class BlockCanaryPlugin : public Plugin {
 
   struct AtomicStats {
     std::atomic<int64_t> blocks{0}, reported{0}, white_listed{0}, non_concern{0},
-        debugger_suppressed{0}, samples{0}, capture_failures{0}, written{0}, write_failures{0},
-        missed_ends{0};
+        debugger_suppressed{0}, stopped_suppressed{0}, samples{0}, capture_failures{0},
+        written{0}, write_failures{0}, missed_ends{0};
   };
   mutable AtomicStats stats_;
 };
