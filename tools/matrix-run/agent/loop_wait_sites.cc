@@ -1,0 +1,75 @@
+#include "loop_wait_sites.h"
+
+namespace matrix::agent {
+
+const LoopWaitSites::Entry* LoopWaitSites::Find(const CallSite& site) const {
+  for (int i = 0; i < used_; ++i) {
+    const Entry& e = entries_[i];
+    if (e.used && e.site.return_address == site.return_address && e.site.frame == site.frame &&
+        e.site.fd == site.fd) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+bool LoopWaitSites::IsLoopWait(const CallSite& site) const {
+  const Entry* e = Find(site);
+  return e != nullptr && e->loop;
+}
+
+LoopWaitSites::Entry* LoopWaitSites::Add(const CallSite& site) {
+  Entry* slot = nullptr;
+  if (used_ < kCapacity) {
+    slot = &entries_[used_++];
+  } else {
+    // Full: replace the next entry that is not a learned loop wait.
+    for (int tries = 0; tries < kCapacity && slot == nullptr; ++tries) {
+      Entry& e = entries_[next_replaced_];
+      next_replaced_ = (next_replaced_ + 1) % kCapacity;
+      if (!e.loop) slot = &e;
+    }
+    if (slot == nullptr) return nullptr;  // kCapacity loop waits: learn no more.
+  }
+  *slot = Entry{.site = site, .used = true};
+  return slot;
+}
+
+void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns) {
+  Entry* e = Find(site);
+  if (e == nullptr) e = Add(site);
+  if (e == nullptr) return;
+  ++e->waits;
+  if (waited_ns >= kIdleNanos) e->idled = true;
+  if (e->waits >= kRecurrences && e->idled && MayBeLoop(e->site)) e->loop = true;
+}
+
+bool LoopWaitSites::MayBeLoop(const CallSite& site) const {
+  bool deeper_than_a_loop = false;
+  for (int i = 0; i < used_; ++i) {
+    const Entry& e = entries_[i];
+    if (!e.used || !e.loop) continue;
+    if (e.site.return_address == site.return_address) return true;  // The loop, nested.
+    if (site.frame < e.site.frame) deeper_than_a_loop = true;
+  }
+  return !deeper_than_a_loop;
+}
+
+void LoopWaitSites::OnBoundary(uintptr_t frame) {
+  for (int i = 0; i < used_; ++i) {
+    Entry& e = entries_[i];
+    if (e.used && e.site.frame < frame && e.waits != 0) {
+      e.waits = 0;
+      e.idled = false;
+      e.loop = false;
+    }
+  }
+}
+
+int LoopWaitSites::LoopWaitCount() const {
+  int n = 0;
+  for (int i = 0; i < used_; ++i) n += entries_[i].used && entries_[i].loop ? 1 : 0;
+  return n;
+}
+
+}  // namespace matrix::agent
