@@ -12,7 +12,7 @@ namespace {
 
 using CallSite = LoopWaitSites::CallSite;
 
-constexpr int64_t kIdle = LoopWaitSites::kIdleNanos;
+constexpr int64_t kBlocked = LoopWaitSites::kBlockedNanos;
 constexpr int64_t kQuick = 1000;  // 1 us: an event was already there.
 
 // The loop's wait, called from the loop function at its depth.
@@ -20,10 +20,10 @@ constexpr CallSite kLoop{.return_address = 0x1000, .frame = 0x7000};
 // A handler's wait, deeper in the stack.
 constexpr CallSite kHandler{.return_address = 0x2000, .frame = 0x6000};
 
-TEST(LoopWaitSitesTest, ASiteIsTheLoopsAfterThreeWaitsOneOfThemIdle) {
+TEST(LoopWaitSitesTest, ASiteIsTheLoopsAfterThreeWaitsOneOfThemBlocked) {
   LoopWaitSites sites;
   sites.CountWait(kLoop, kQuick);
-  sites.CountWait(kLoop, kIdle);
+  sites.CountWait(kLoop, kBlocked);
   EXPECT_FALSE(sites.IsLoopWait(kLoop));
   sites.CountWait(kLoop, kQuick);
   EXPECT_TRUE(sites.IsLoopWait(kLoop));
@@ -34,9 +34,9 @@ TEST(LoopWaitSitesTest, ASiteIsTheLoopsAfterThreeWaitsOneOfThemIdle) {
 }
 
 // An uncontended semaphore used as a lock never blocks: never the loop's.
-TEST(LoopWaitSitesTest, ASiteThatNeverSatIdleIsNotLearned) {
+TEST(LoopWaitSitesTest, ASiteThatNeverBlockedIsNotLearned) {
   LoopWaitSites sites;
-  for (int i = 0; i < 100; ++i) sites.CountWait(kHandler, kIdle - 1);
+  for (int i = 0; i < 100; ++i) sites.CountWait(kHandler, kBlocked - 1);
   EXPECT_FALSE(sites.IsLoopWait(kHandler));
 }
 
@@ -46,33 +46,39 @@ TEST(LoopWaitSitesTest, ShallowerBoundariesBetweenWaitsKeepASiteWork) {
   LoopWaitSites sites;
   for (int i = 0; i < 10; ++i) {
     sites.OnBoundary(0x7000);  // poll, called from the loop.
-    sites.CountWait(kHandler, kIdle);
+    sites.CountWait(kHandler, kBlocked);
   }
   EXPECT_FALSE(sites.IsLoopWait(kHandler));
   // A boundary deeper than the site does not reset it (an X round trip in a
   // handler of a loop that waits on a condition variable).
   for (int i = 0; i < 3; ++i) {
     sites.OnBoundary(0x5000);
-    sites.CountWait(kLoop, kIdle);
+    sites.CountWait(kLoop, kBlocked);
   }
   EXPECT_TRUE(sites.IsLoopWait(kLoop));
 }
 
-// Tcl waits in pthread_cond_wait or pthread_cond_timedwait from one function
-// (one depth): both are the loop's, alternating.
-TEST(LoopWaitSitesTest, TwoWaitsOfTheLoopFunctionAreBothLearned) {
+// Tcl waits without a timer in pthread_cond_wait (every zero-time poll too:
+// frequent, short) and with one in pthread_cond_timedwait (made once before
+// a long idle), from the same function: one site, learned on the first timed
+// wait. A call at another depth, or far away, is not.
+TEST(LoopWaitSitesTest, CallsOfOneFunctionAtOneDepthAreOneSite) {
   LoopWaitSites sites;
-  const CallSite timed{.return_address = 0x1010, .frame = 0x7000};
-  for (int i = 0; i < 3; ++i) {
-    sites.CountWait(kLoop, kIdle);
-    sites.CountWait(timed, kIdle);
-  }
-  ASSERT_TRUE(sites.IsLoopWait(kLoop));
-  ASSERT_TRUE(sites.IsLoopWait(timed));
-  sites.OnBoundary(kLoop.frame);  // Each one's boundaries keep the other.
-  sites.OnBoundary(timed.frame);
-  EXPECT_TRUE(sites.IsLoopWait(kLoop));
+  const CallSite timed{.return_address = kLoop.return_address + 0x37e, .frame = kLoop.frame};
+  for (int i = 0; i < 6; ++i) sites.CountWait(kLoop, kQuick);
+  EXPECT_FALSE(sites.IsLoopWait(kLoop));
+  sites.CountWait(timed, kBlocked);
   EXPECT_TRUE(sites.IsLoopWait(timed));
+  EXPECT_TRUE(sites.IsLoopWait(kLoop));
+  EXPECT_TRUE(sites.IsLoopWait({.return_address = kLoop.return_address - 0x60,
+                                .frame = kLoop.frame}));
+  EXPECT_FALSE(sites.IsLoopWait({.return_address = timed.return_address,
+                                 .frame = kLoop.frame - 0x100}));
+  EXPECT_FALSE(sites.IsLoopWait({.return_address = kLoop.return_address + 0x10000,
+                                 .frame = kLoop.frame}));
+  // Not a read of an fd either.
+  EXPECT_FALSE(sites.IsLoopWait({.return_address = timed.return_address,
+                                 .frame = kLoop.frame, .fd = 3}));
 }
 
 // Before the loop's wait is known, a handler's recurring wait can be learned
@@ -80,8 +86,8 @@ TEST(LoopWaitSitesTest, TwoWaitsOfTheLoopFunctionAreBothLearned) {
 TEST(LoopWaitSitesTest, AHandlerSiteLearnedFirstIsForgottenAtTheLoopsBoundary) {
   LoopWaitSites sites;
   for (int i = 0; i < 3; ++i) {
-    sites.CountWait(kHandler, kIdle);
-    sites.CountWait(kLoop, kIdle);
+    sites.CountWait(kHandler, kBlocked);
+    sites.CountWait(kLoop, kBlocked);
   }
   ASSERT_TRUE(sites.IsLoopWait(kLoop));
   ASSERT_TRUE(sites.IsLoopWait(kHandler));
@@ -91,22 +97,22 @@ TEST(LoopWaitSitesTest, AHandlerSiteLearnedFirstIsForgottenAtTheLoopsBoundary) {
 }
 
 // Once the loop's wait is known, a handler's retry loop of timed waits (it
-// recurs and idles with no boundary between) is not learned...
+// recurs and blocks with no boundary between) is not learned...
 TEST(LoopWaitSitesTest, ARetryLoopInAHandlerIsNotLearnedOnceTheLoopIsKnown) {
   LoopWaitSites sites;
-  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kIdle);
+  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kBlocked);
   ASSERT_TRUE(sites.IsLoopWait(kLoop));
   sites.OnBoundary(kLoop.frame);
-  for (int i = 0; i < 50; ++i) sites.CountWait(kHandler, kIdle);
+  for (int i = 0; i < 50; ++i) sites.CountWait(kHandler, kBlocked);
   EXPECT_FALSE(sites.IsLoopWait(kHandler));
 }
 
 // ...but the loop's own wait, run nested deeper (a modal dialog's loop), is.
 TEST(LoopWaitSitesTest, TheLoopRunNestedIsLearnedAndForgottenWhenItEnds) {
   LoopWaitSites sites;
-  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kIdle);
+  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kBlocked);
   const CallSite nested{.return_address = kLoop.return_address, .frame = 0x5000};
-  for (int i = 0; i < 3; ++i) sites.CountWait(nested, kIdle);
+  for (int i = 0; i < 3; ++i) sites.CountWait(nested, kBlocked);
   EXPECT_TRUE(sites.IsLoopWait(nested));
   sites.OnBoundary(kLoop.frame);  // Back in the outer loop.
   EXPECT_FALSE(sites.IsLoopWait(nested));
@@ -117,7 +123,7 @@ TEST(LoopWaitSitesTest, TheLoopRunNestedIsLearnedAndForgottenWhenItEnds) {
 TEST(LoopWaitSitesTest, ReadSitesAreKeyedByTheirFd) {
   LoopWaitSites sites;
   const CallSite wake{.return_address = 0x3000, .frame = 0x7000, .fd = 5};
-  for (int i = 0; i < 3; ++i) sites.CountWait(wake, kIdle);
+  for (int i = 0; i < 3; ++i) sites.CountWait(wake, kBlocked);
   EXPECT_TRUE(sites.IsLoopWait(wake));
   EXPECT_TRUE(sites.Knows(wake));
   const CallSite other{.return_address = 0x3000, .frame = 0x7000, .fd = 6};
@@ -128,16 +134,16 @@ TEST(LoopWaitSitesTest, ReadSitesAreKeyedByTheirFd) {
 // A full table replaces the sites being learned, never a learned one.
 TEST(LoopWaitSitesTest, AFullTableKeepsItsLoopWaits) {
   LoopWaitSites sites;
-  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kIdle);
+  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kBlocked);
   for (uintptr_t i = 0; i < 100; ++i) {
     // Shallower than the loop, so learnable; each seen once.
-    sites.CountWait({.return_address = 0x9000 + i, .frame = 0x8000}, kIdle);
+    sites.CountWait({.return_address = 0x100000 + i * 0x10000, .frame = 0x8000}, kBlocked);
   }
   EXPECT_TRUE(sites.IsLoopWait(kLoop));
   EXPECT_EQ(sites.LoopWaitCount(), 1);
   // Still learning new sites.
-  const CallSite late{.return_address = 0xa000, .frame = 0x8000};
-  for (int i = 0; i < 3; ++i) sites.CountWait(late, kIdle);
+  const CallSite late{.return_address = 0x10000000, .frame = 0x8000};
+  for (int i = 0; i < 3; ++i) sites.CountWait(late, kBlocked);
   EXPECT_TRUE(sites.IsLoopWait(late));
 }
 

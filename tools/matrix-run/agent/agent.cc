@@ -648,7 +648,9 @@ inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& 
 // A read() of `fd` may be the loop's wait when `fd` is a pipe, FIFO, socket,
 // eventfd/timerfd/signalfd (anonymous inodes have no file type) or character
 // device; a regular file, directory or block device never is. One fstat,
-// only after a read that blocked kIdleNanos from a site not known yet.
+// only after a read that lasted kWakeReadNanos from a site not known yet
+// (a millisecond or more spent in the read already: the fstat adds little).
+constexpr int64_t kWakeReadNanos = 1'000'000;
 bool IsWakeFd(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0) return false;
@@ -665,7 +667,7 @@ inline ssize_t ReadWait(const LoopWaitSites::CallSite& site, Call&& real) {
       site,
       [&](int64_t waited) {
         if (sites.Knows(site)) return true;
-        return waited >= LoopWaitSites::kIdleNanos && IsWakeFd(site.fd);
+        return waited >= kWakeReadNanos && IsWakeFd(site.fd);
       },
       real);
 }

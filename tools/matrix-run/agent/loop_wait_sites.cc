@@ -2,11 +2,21 @@
 
 namespace matrix::agent {
 
+namespace {
+
+// Whether two return addresses are in the same function, as far as the rule
+// can tell without symbols.
+bool SameFunction(uintptr_t a, uintptr_t b) {
+  return (a > b ? a - b : b - a) <= LoopWaitSites::kSameFunctionBytes;
+}
+
+}  // namespace
+
 const LoopWaitSites::Entry* LoopWaitSites::Find(const CallSite& site) const {
   for (int i = 0; i < used_; ++i) {
     const Entry& e = entries_[i];
-    if (e.used && e.site.return_address == site.return_address && e.site.frame == site.frame &&
-        e.site.fd == site.fd) {
+    if (e.used && e.site.frame == site.frame && e.site.fd == site.fd &&
+        SameFunction(e.site.return_address, site.return_address)) {
       return &e;
     }
   }
@@ -40,8 +50,8 @@ void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns) {
   if (e == nullptr) e = Add(site);
   if (e == nullptr) return;
   ++e->waits;
-  if (waited_ns >= kIdleNanos) e->idled = true;
-  if (e->waits >= kRecurrences && e->idled && MayBeLoop(e->site)) e->loop = true;
+  if (waited_ns >= kBlockedNanos) e->blocked = true;
+  if (e->waits >= kRecurrences && e->blocked && MayBeLoop(e->site)) e->loop = true;
 }
 
 bool LoopWaitSites::MayBeLoop(const CallSite& site) const {
@@ -49,7 +59,7 @@ bool LoopWaitSites::MayBeLoop(const CallSite& site) const {
   for (int i = 0; i < used_; ++i) {
     const Entry& e = entries_[i];
     if (!e.used || !e.loop) continue;
-    if (e.site.return_address == site.return_address) return true;  // The loop, nested.
+    if (SameFunction(e.site.return_address, site.return_address)) return true;  // Nested.
     if (site.frame < e.site.frame) deeper_than_a_loop = true;
   }
   return !deeper_than_a_loop;
@@ -60,7 +70,7 @@ void LoopWaitSites::OnBoundary(uintptr_t frame) {
     Entry& e = entries_[i];
     if (e.used && e.site.frame < frame && e.waits != 0) {
       e.waits = 0;
-      e.idled = false;
+      e.blocked = false;
       e.loop = false;
     }
   }

@@ -6,15 +6,21 @@
 // A wait is identified by its call site: the return address of the agent's
 // wrapper (the instruction after the call) and the wrapper's frame address
 // (how deep in the main thread's stack the call was made), plus the fd for
-// read(). The rule:
+// read(). Calls at the same depth whose return addresses are within
+// kSameFunctionBytes of each other are one site: the same function, in
+// practice. Tcl waits in pthread_cond_wait with no timer pending (and for
+// each zero-time poll: frequent, short) and in pthread_cond_timedwait with
+// one (maybe made only once or twice before a long idle): together they are
+// the loop's wait. The rule:
 //   - A site becomes the loop's wait once kRecurrences of its waits returned
 //     with no shallower dispatch boundary between them, and at least one of
-//     them sat idle (blocked for kIdleNanos or more). From then on its waits
-//     are dispatch boundaries, like poll.
+//     them blocked (lasted kBlockedNanos or more: the thread slept until
+//     another thread or a timer woke it). From then on its waits are
+//     dispatch boundaries, like poll.
 //   - While a loop wait is known, a site deeper in the stack is not learned
 //     (it waits inside the loop's dispatches: a handler's retry loop of
-//     timed waits recurs and idles too), unless it has the same return
-//     address as a learned one: the same loop run nested (a modal dialog).
+//     timed waits recurs and blocks too), unless it is in the same function
+//     as a learned one: the same loop run nested (a modal dialog).
 //   - Any other wait is work: it stays inside the dispatch (a sleep in a slow
 //     handler still gives its ANR).
 //   - A boundary (a poll-family wait, the loop's wait, a buffer swap) at some
@@ -52,8 +58,16 @@ class LoopWaitSites {
   // Waits from one site, with no shallower boundary between, that make it the
   // loop's wait.
   static constexpr int kRecurrences = 3;
-  // A wait this long sat idle: the program had nothing else to do.
-  static constexpr int64_t kIdleNanos = 1'000'000;
+  // A wait this long blocked: the thread slept in the kernel until another
+  // thread or a timer woke it. An uncontended semaphore or lock (a
+  // semaphore used as a mutex) returns in well under a microsecond and is
+  // never the loop's; Tcl's zero-time polls, a round trip to its notifier
+  // thread, take 10-300 us, and may be all a Tk program does before it
+  // idles.
+  static constexpr int64_t kBlockedNanos = 10'000;
+  // Calls at the same depth this close to each other (the same function, in
+  // practice: Tcl_WaitForEvent is 1.5 KiB) are one site.
+  static constexpr uintptr_t kSameFunctionBytes = 2048;
 
   struct CallSite {
     uintptr_t return_address = 0;
@@ -69,7 +83,7 @@ class LoopWaitSites {
 
   // A wait from `site` that is not the loop's returned after `waited_ns`:
   // counts it (adding the site when new) and learns the site on its
-  // kRecurrences-th wait when one of them sat idle.
+  // kRecurrences-th wait when one of them blocked.
   void CountWait(const CallSite& site, int64_t waited_ns);
 
   // A dispatch boundary made at `frame`: sites deeper than it waited inside
@@ -83,7 +97,7 @@ class LoopWaitSites {
   struct Entry {
     CallSite site;
     int waits = 0;       // Since the site was added or last forgotten.
-    bool idled = false;  // One of those waits sat idle.
+    bool blocked = false;  // One of those waits blocked.
     bool loop = false;   // Learned: the loop's wait.
     bool used = false;
   };
