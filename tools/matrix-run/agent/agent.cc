@@ -5,7 +5,19 @@
 // epoll_pwait, select, pselect) and the buffer swaps (glXSwapBuffers,
 // eglSwapBuffers). On the main thread, the time between two blocking waits is
 // one dispatch; a swap ends a frame (and its dispatch) and begins the next
-// iteration. Other threads' calls pass straight to the real function (a swap
+// iteration.
+//
+// Loops that wait in anything else (issue 17, item 1): the agent also
+// interposes pthread_cond_{,timed,clock}wait (the GLIBC_2.3.2 versions,
+// agent.map), sem_{,timed,clock}wait, nanosleep, clock_nanosleep, usleep and
+// read. On the main thread such a wait is the loop's own wait (a dispatch
+// boundary, like poll) only when its call site (return address and stack
+// depth, plus the fd for read) was learned as such by LoopWaitSites: it
+// recurred three times, one of them blocked, with no shallower boundary
+// between (loop_wait_sites.h has the whole rule). Every other wait is work,
+// timed inside the dispatch: a sleep in a slow handler still gives its ANR.
+// Tcl/Tk (tkinter), condition-variable and semaphore queues, nanosleep frame
+// pacing and eventfd loops are covered so. Other threads' calls pass straight to the real function (a swap
 // there is counted, and the main thread's next dispatch end marks the frame;
 // swaps looked up at run time are wrapped too: present_hooks.h). In GTK 3
 // programs every mapped toplevel's GdkFrameClock marks frames too, and the
@@ -17,16 +29,20 @@
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
 //                 real functions, records the main thread, registers a
 //                 pthread_atfork child handler. Starts nothing.
-//   first wait or swap on the main thread
+//   first blocking wait (poll & co., or a learned loop wait) or swap on the
+//                 main thread
 //                 starts Matrix (TracePlugin on a foreign loop, the JSON-lines
 //                 sink), once. From then on each wait/swap feeds the monitors.
+//                 The loop's wait sites are learned from the constructor on.
 //   destructor    (exit on the main thread) ends the dispatch in progress,
 //                 flushes FPS reports and shuts Matrix down; one log line.
 //
 // Per interposed call on another thread, or when dormant: one relaxed atomic
 // load and pthread_self() (a TLS read), then the real call. On the main thread
 // while monitoring: two clock reads (vDSO) and the LooperMonitor hooks, no
-// allocation, lock, syscall or log.
+// allocation, lock, syscall or log. The other waits (and every main-thread
+// read) add up to two scans of LoopWaitSites' 16 entries and two vDSO clock
+// reads; one fstat only after a read from an unknown site lasted 1 ms.
 //
 // Thread safety: the monitors are touched only on the main thread (the only
 // thread whose waits are timed); the state word is atomic.
