@@ -5,7 +5,13 @@
 // epoll_pwait, select, pselect) and the buffer swaps (glXSwapBuffers,
 // eglSwapBuffers). On the main thread, the time between two blocking waits is
 // one dispatch; a swap ends a frame (and its dispatch) and begins the next
-// iteration.
+// iteration. Other threads' calls pass straight to the real function (a swap
+// there is counted, and the main thread's next dispatch end marks the frame;
+// swaps looked up at run time are wrapped too: present_hooks.h). In GTK 3
+// programs every mapped toplevel's GdkFrameClock marks frames too, and the
+// focused (else newest) window's title names the scene. The cold start is
+// reported from process start to the first frame (programs that draw) or to
+// the first blocking wait (the others).
 //
 // Loops that wait in anything else (issue 17, item 1): the agent also
 // interposes pthread_cond_{,timed,clock}wait (the GLIBC_2.3.2 versions,
@@ -17,13 +23,7 @@
 // between (loop_wait_sites.h has the whole rule). Every other wait is work,
 // timed inside the dispatch: a sleep in a slow handler still gives its ANR.
 // Tcl/Tk (tkinter), condition-variable and semaphore queues, nanosleep frame
-// pacing and eventfd loops are covered so. Other threads' calls pass straight to the real function (a swap
-// there is counted, and the main thread's next dispatch end marks the frame;
-// swaps looked up at run time are wrapped too: present_hooks.h). In GTK 3
-// programs every mapped toplevel's GdkFrameClock marks frames too, and the
-// focused (else newest) window's title names the scene. The cold start is
-// reported from process start to the first frame (programs that draw) or to
-// the first blocking wait (the others).
+// pacing and eventfd loops are covered so.
 //
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
@@ -626,9 +626,9 @@ inline auto TimedWait(bool blocking, uintptr_t frame, Call&& real) {
   return BoundaryWait(frame, real);
 }
 
-// True when the call is the main thread's and the agent watches it (armed:
-// before Matrix starts, the loop's wait is learned already; or running).
-// Starts nothing.
+// True when the call is the main thread's and the agent watches it: running,
+// or armed (Matrix not started yet; the loop's wait is learned already, and
+// its first wait as a boundary starts Matrix). Starts nothing.
 inline bool MainThreadWatched() {
   const int state = g_state.load(std::memory_order_relaxed);
   if (state != kRunning && state != kArmed) return false;
@@ -811,7 +811,8 @@ namespace ma = matrix::agent;
 
 MATRIX_AGENT_EXPORT int poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   const ma::PollFn real = ma::Resolve(ma::g_poll, "poll");
-  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(), [&] { return real(fds, nfds, timeout); });
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+                       [&] { return real(fds, nfds, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout, size_t) {
@@ -821,7 +822,8 @@ MATRIX_AGENT_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout,
 MATRIX_AGENT_EXPORT int ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
                               const sigset_t* sigmask) {
   const ma::PpollFn real = ma::Resolve(ma::g_ppoll, "ppoll");
-  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(), [&] { return real(fds, nfds, timeout, sigmask); });
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(),
+                       [&] { return real(fds, nfds, timeout, sigmask); });
 }
 
 MATRIX_AGENT_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds,
@@ -833,7 +835,8 @@ MATRIX_AGENT_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds,
 MATRIX_AGENT_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxevents,
                                    int timeout) {
   const ma::EpollWaitFn real = ma::Resolve(ma::g_epoll_wait, "epoll_wait");
-  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(), [&] { return real(epfd, events, maxevents, timeout); });
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+                       [&] { return real(epfd, events, maxevents, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents,
