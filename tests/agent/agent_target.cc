@@ -15,7 +15,7 @@
 //   agent_target startup MS   sleeps MS ms before its first blocking wait, then
 //                             runs the poll loop without a stall
 //   agent_target nowait       computes without any blocking wait, prints, exits
-//   agent_target wait KIND IDLE LAG ANR SLEEP
+//   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
 //                             an event loop that waits without poll (issue 17,
 //                             item 1), KIND: cond (pthread_cond_wait), sem
 //                             (sem_wait), eventfd (read of an eventfd), pace
@@ -24,7 +24,9 @@
 //                             and 6 quick events, it sits idle IDLE ms, then
 //                             handles a busy event of LAG ms, one of ANR ms
 //                             (both in StallInKnownFunction) and a sleep of
-//                             SLEEP ms in SleepInHandler, 300 ms apart.
+//                             SLEEP ms in SleepInHandler, 300 ms apart; with
+//                             READ, then a blocking read of a pipe written
+//                             READ ms later, in ReadInHandler.
 //                             Prints "start <name> <epoch ms>" as each begins.
 //
 // Exit status 0 on success, 3 when a check of the program itself failed.
@@ -88,6 +90,26 @@ extern "C" __attribute__((noinline, visibility("default"))) void SleepInHandler(
   asm volatile("" ::: "memory");
 }
 
+// A blocking read inside a handler: a pipe that another thread writes `ms`
+// later (a handler waiting for a child process's output).
+extern "C" __attribute__((noinline, visibility("default"))) void ReadInHandler(int ms) {
+  int fds[2];
+  if (pipe(fds) != 0) std::exit(3);
+  std::thread writer([&] {
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+    if (write(fds[1], "x", 1) != 1) std::exit(3);
+  });
+  char byte = 0;
+  while (read(fds[0], &byte, 1) != 1) {
+  }
+  writer.join();
+  close(fds[0]);
+  close(fds[1]);
+  asm volatile("" ::: "memory");
+}
+
 namespace {
 
 // 10 iterations of a real poll loop, the stall, 10 more.
@@ -119,7 +141,7 @@ void* EarlyThread(void*) {
 
 // The "wait" mode: events handed to the main thread's loop.
 struct Event {
-  const char* name;  // "tick", "lag", "anr", "sleep", "quit".
+  const char* name;  // "tick", "lag", "anr", "sleep", "read", "quit".
   int ms = 0;
 };
 struct Step {
@@ -146,6 +168,8 @@ bool Handle(const Event& event) {
   std::printf("start %s %lld\n", event.name, static_cast<long long>(EpochMs()));
   if (std::strcmp(event.name, "sleep") == 0) {
     SleepInHandler(event.ms);
+  } else if (std::strcmp(event.name, "read") == 0) {
+    ReadInHandler(event.ms);
   } else {
     StallInKnownFunction(event.ms);
   }
@@ -329,12 +353,13 @@ int main(int argc, char** argv) {
     while (nanosleep(&pause, &pause) != 0) {
     }
     RunLoop(0);
-  } else if (std::strcmp(mode, "wait") == 0 && argc == 7) {
+  } else if (std::strcmp(mode, "wait") == 0 && (argc == 7 || argc == 8)) {
     std::vector<Step> steps;
     for (int i = 0; i < 6; ++i) steps.push_back({5, {"tick"}});
     steps.push_back({std::atoi(argv[3]), {"lag", std::atoi(argv[4])}});
     steps.push_back({300, {"anr", std::atoi(argv[5])}});
     steps.push_back({300, {"sleep", std::atoi(argv[6])}});
+    if (argc == 8) steps.push_back({300, {"read", std::atoi(argv[7])}});
     steps.push_back({300, {"quit"}});
     return RunWaitLoop(argv[2], steps);
   } else if (std::strcmp(mode, "nowait") == 0) {

@@ -216,7 +216,8 @@ TEST(MatrixRunTest, ProgramWithoutBlockingWaitRunsUnchangedWithOneLine) {
 // alone is an ANR), then handles a 1 s busy event (a LAG: its whole cost, as
 // the LAG is reported at the dispatch's end), a 2 s busy event (an ANR 1.5 s
 // in) and a 2 s nanosleep in a handler (a wait from another call site: work,
-// an ANR). Margins: the costs are wall time measured by the program itself;
+// an ANR). The eventfd loop also does a blocking read of a pipe in a handler
+// for 2 s (a read of a wake fd from another site: work, an ANR). Margins: the costs are wall time measured by the program itself;
 // the reports may come up to 1 s late on a loaded machine.
 class LoopWaitTest : public ::testing::TestWithParam<const char*> {};
 
@@ -230,9 +231,12 @@ int64_t StartOf(const std::string& out, const std::string& name) {
 TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
   const std::string kind = GetParam();
   const std::string dir = agent_test::NewReportDir(std::string("wait-") + kind);
-  const RunResult run = agent_test::Run(
-      {kRun, "--report-dir", dir, "--anr", "1500", "--lag", "700", "--", kTarget, "wait", kind,
-       "2500", "1000", "2000", "2000"});
+  std::vector<std::string> args = {kRun,   "--report-dir", dir,    "--anr", "1500", "--lag",
+                                   "700",  "--",           kTarget, "wait",  kind,   "2500",
+                                   "1000", "2000",         "2000"};
+  const bool read_in_handler = kind == "eventfd";
+  if (read_in_handler) args.push_back("2000");
+  const RunResult run = agent_test::Run(args);
   ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("loop wait sites learned: 1")) << run.err;
   const int64_t lag_start = StartOf(run.out, "lag");
@@ -252,7 +256,7 @@ TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
   }
   // The idle loop gave nothing: one LAG, two ANRs, each for its event.
   ASSERT_EQ(lags.size(), 1u) << run.err;
-  ASSERT_EQ(anrs.size(), 2u) << run.err;
+  ASSERT_EQ(anrs.size(), read_in_handler ? 3u : 2u) << run.err;
   const auto& lag = lags[0].issue.anr();
   EXPECT_THAT(agent_test::StackText(lags[0]), HasSubstr("StallInKnownFunction"));
   // The busy event, not the idle before it (its ms clock truncates: 990).
@@ -270,6 +274,13 @@ TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
   EXPECT_THAT(agent_test::StackText(anrs[1]), HasSubstr("SleepInHandler"));
   EXPECT_GE(anrs[1].time_ms() - sleep_start, 1500);
   EXPECT_LT(anrs[1].time_ms() - sleep_start, 2500);
+  if (read_in_handler) {
+    // The blocking read in a handler is work too.
+    EXPECT_THAT(agent_test::StackText(anrs[2]), HasSubstr("ReadInHandler"));
+    const int64_t read_start = StartOf(run.out, "read");
+    EXPECT_GE(anrs[2].time_ms() - read_start, 1500);
+    EXPECT_LT(anrs[2].time_ms() - read_start, 2500);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, LoopWaitTest,
