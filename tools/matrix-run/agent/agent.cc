@@ -18,9 +18,9 @@
 // agent.map), sem_{,timed,clock}wait, nanosleep, clock_nanosleep, usleep and
 // read. On the main thread such a wait is the loop's own wait (a dispatch
 // boundary, like poll) only when its call site (return address and stack
-// depth, plus the fd for read) was learned as such by LoopWaitSites: it
-// recurred three times, one of them blocked, with no shallower boundary
-// between (loop_wait_sites.h has the whole rule). Every other wait is work,
+// depth, plus the fd for read) was learned as such by LoopWaitSites: its
+// waits blocked three times more than they did not, with no shallower
+// boundary between (loop_wait_sites.h has the whole rule). Every other wait is work,
 // timed inside the dispatch: a sleep in a slow handler still gives its ANR.
 // Tcl/Tk (tkinter), condition-variable and semaphore queues, nanosleep frame
 // pacing and eventfd loops are covered so.

@@ -49,9 +49,12 @@ void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns) {
   Entry* e = Find(site);
   if (e == nullptr) e = Add(site);
   if (e == nullptr) return;
-  ++e->waits;
-  if (waited_ns >= kBlockedNanos) e->blocked = true;
-  if (e->waits >= kRecurrences && e->blocked && MayBeLoop(e->site)) e->loop = true;
+  if (waited_ns >= kBlockedNanos) {
+    ++e->blocked_balance;
+  } else if (e->blocked_balance > 0) {
+    --e->blocked_balance;
+  }
+  if (e->blocked_balance >= kRecurrences && MayBeLoop(e->site)) e->loop = true;
 }
 
 bool LoopWaitSites::MayBeLoop(const CallSite& site) const {
@@ -68,9 +71,8 @@ bool LoopWaitSites::MayBeLoop(const CallSite& site) const {
 void LoopWaitSites::OnBoundary(uintptr_t frame) {
   for (int i = 0; i < used_; ++i) {
     Entry& e = entries_[i];
-    if (e.used && e.site.frame < frame && e.waits != 0) {
-      e.waits = 0;
-      e.blocked = false;
+    if (e.used && e.site.frame < frame) {
+      e.blocked_balance = 0;
       e.loop = false;
     }
   }

@@ -12,11 +12,14 @@
 // each zero-time poll: frequent, short) and in pthread_cond_timedwait with
 // one (maybe made only once or twice before a long idle): together they are
 // the loop's wait. The rule:
-//   - A site becomes the loop's wait once kRecurrences of its waits returned
-//     with no shallower dispatch boundary between them, and at least one of
-//     them blocked (lasted kBlockedNanos or more: the thread slept until
-//     another thread or a timer woke it). From then on its waits are
-//     dispatch boundaries, like poll.
+//   - A site becomes the loop's wait once its waits blocked kRecurrences
+//     times more than they did not, with no shallower dispatch boundary
+//     between them. A wait blocked when it lasted kBlockedNanos or more (the
+//     thread slept until another thread or a timer woke it). The balance
+//     (+1 blocked, -1 not, never below 0) keeps a semaphore used as a lock
+//     in a busy handler from being learned when the scheduler preempts a few
+//     of its thousands of uncontended waits; a loop that idles blocks in a
+//     row. From then on the site's waits are dispatch boundaries, like poll.
 //   - While a loop wait is known, a site deeper in the stack is not learned
 //     (it waits inside the loop's dispatches: a handler's retry loop of
 //     timed waits recurs and blocks too), unless it is in the same function
@@ -55,8 +58,8 @@ namespace matrix::agent {
 class LoopWaitSites {
  public:
   static constexpr int kCapacity = 16;
-  // Waits from one site, with no shallower boundary between, that make it the
-  // loop's wait.
+  // Blocked waits from one site, beyond its waits that did not block, with no
+  // shallower boundary between, that make it the loop's wait.
   static constexpr int kRecurrences = 3;
   // A wait this long blocked: the thread slept in the kernel until another
   // thread or a timer woke it. An uncontended semaphore or lock (a
@@ -82,8 +85,8 @@ class LoopWaitSites {
   bool Knows(const CallSite& site) const { return Find(site) != nullptr; }
 
   // A wait from `site` that is not the loop's returned after `waited_ns`:
-  // counts it (adding the site when new) and learns the site on its
-  // kRecurrences-th wait when one of them blocked.
+  // counts it (adding the site when new) and learns the site when its
+  // balance of blocked waits reaches kRecurrences.
   void CountWait(const CallSite& site, int64_t waited_ns);
 
   // A dispatch boundary made at `frame`: sites deeper than it waited inside
@@ -96,16 +99,17 @@ class LoopWaitSites {
  private:
   struct Entry {
     CallSite site;
-    int waits = 0;       // Since the site was added or last forgotten.
-    bool blocked = false;  // One of those waits blocked.
-    bool loop = false;   // Learned: the loop's wait.
+    // Since the site was added or last forgotten: +1 per blocked wait, -1
+    // per wait that did not block, never below 0.
+    int blocked_balance = 0;
+    bool loop = false;  // Learned: the loop's wait.
     bool used = false;
   };
 
   // A site deeper in the stack than a learned loop wait runs inside the
   // loop's dispatches (a handler's wait, or a handler's retry loop of timed
   // waits): it is not learned, unless it is that loop's own wait run again
-  // nested (the same return address: a modal dialog's loop).
+  // nested (the same function: a modal dialog's loop).
   bool MayBeLoop(const CallSite& site) const;
   const Entry* Find(const CallSite& site) const;
   Entry* Find(const CallSite& site) {
