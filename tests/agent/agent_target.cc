@@ -27,6 +27,8 @@
 //                             SLEEP ms in SleepInHandler, 300 ms apart; with
 //                             READ, then a blocking read of a pipe written
 //                             READ ms later, in ReadInHandler.
+//                             AGENT_TARGET_NO_POLL=1: without the first poll
+//                             (the agent starts at the loop's learned wait).
 //                             Prints "start <name> <epoch ms>" as each begins.
 //
 // Exit status 0 on success, 3 when a check of the program itself failed.
@@ -238,7 +240,8 @@ class EventQueue {
 int RunWaitLoop(const std::string& kind, const std::vector<Step>& steps) {
   // A toolkit's first round trip: one blocking poll, so the agent starts and
   // watches the waits that follow.
-  (void)poll(nullptr, 0, 1);
+  const char* no_poll = std::getenv("AGENT_TARGET_NO_POLL");
+  if (no_poll == nullptr || std::strcmp(no_poll, "1") != 0) (void)poll(nullptr, 0, 1);
   if (kind == "pace") {
     // A game loop paced by nanosleep: no events, the schedule by time.
     size_t next = 0;

@@ -283,6 +283,24 @@ TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
   }
 }
 
+// A loop that never polls: the agent starts Matrix at the first wait from
+// the learned site (the fourth wait of the loop), where the startup ends.
+TEST(MatrixRunTest, LoopWithoutPollIsMonitoredFromItsLearnedWait) {
+  const std::string dir = agent_test::NewReportDir("wait-no-poll");
+  const RunResult run = agent_test::Run(
+      {kRun, "--report-dir", dir, "--anr", "1500", "--lag", "700", "--", kTarget, "wait", "cond",
+       "2500", "1000", "2000", "2000"},
+      {"AGENT_TARGET_NO_POLL=1"});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  std::vector<std::string> kinds;
+  for (const auto& record : ReadIssues(dir)) {
+    kinds.push_back(record.kind == "startup" ? "startup" : record.TagDetail());
+  }
+  EXPECT_THAT(kinds, ::testing::ElementsAre("startup", "Trace_EvilMethod/LAG",
+                                            "Trace_EvilMethod/ANR", "Trace_EvilMethod/ANR"))
+      << run.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, LoopWaitTest,
                          ::testing::Values("cond", "sem", "eventfd", "pace"),
                          [](const auto& info) { return std::string(info.param); });
