@@ -41,8 +41,8 @@
 // load and pthread_self() (a TLS read), then the real call. On the main thread
 // while monitoring: two clock reads (vDSO) and the LooperMonitor hooks, no
 // allocation, lock, syscall or log. The other waits (and every main-thread
-// read) add up to two scans of LoopWaitSites' 16 entries and two vDSO clock
-// reads; one fstat only after a read from an unknown site lasted 1 ms.
+// read) add at most three scans of LoopWaitSites' 16 entries and two vDSO
+// clock reads; one fstat only after a read from an unknown site lasted 1 ms.
 //
 // Thread safety: the monitors are touched only on the main thread (the only
 // thread whose waits are timed); the state word is atomic.

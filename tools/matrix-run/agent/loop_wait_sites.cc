@@ -54,7 +54,7 @@ void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns) {
   } else if (e->blocked_balance > 0) {
     --e->blocked_balance;
   }
-  if (e->blocked_balance >= kRecurrences && MayBeLoop(e->site)) e->loop = true;
+  if (e->blocked_balance >= kBlockedWaitsToLearn && MayBeLoop(e->site)) e->loop = true;
 }
 
 bool LoopWaitSites::MayBeLoop(const CallSite& site) const {

@@ -12,9 +12,9 @@
 // each zero-time poll: frequent, short) and in pthread_cond_timedwait with
 // one (maybe made only once or twice before a long idle): together they are
 // the loop's wait. The rule:
-//   - A site becomes the loop's wait once its waits blocked kRecurrences
-//     times more than they did not, with no shallower dispatch boundary
-//     between them. A wait blocked when it lasted kBlockedNanos or more (the
+//   - A site becomes the loop's wait once its waits blocked
+//     kBlockedWaitsToLearn times more than they did not, with no shallower
+//     dispatch boundary between them. A wait blocked when it lasted kBlockedNanos or more (the
 //     thread slept until another thread or a timer woke it). The balance
 //     (+1 blocked, -1 not, never below 0) keeps a semaphore used as a lock
 //     in a busy handler from being learned when the scheduler preempts a few
@@ -60,7 +60,7 @@ class LoopWaitSites {
   static constexpr int kCapacity = 16;
   // Blocked waits from one site, beyond its waits that did not block, with no
   // shallower boundary between, that make it the loop's wait.
-  static constexpr int kRecurrences = 3;
+  static constexpr int kBlockedWaitsToLearn = 3;
   // A wait this long blocked: the thread slept in the kernel until another
   // thread or a timer woke it. An uncontended semaphore or lock (a
   // semaphore used as a mutex) returns in well under a microsecond and is
@@ -86,7 +86,7 @@ class LoopWaitSites {
 
   // A wait from `site` that is not the loop's returned after `waited_ns`:
   // counts it (adding the site when new) and learns the site when its
-  // balance of blocked waits reaches kRecurrences.
+  // balance of blocked waits reaches kBlockedWaitsToLearn.
   void CountWait(const CallSite& site, int64_t waited_ns);
 
   // A dispatch boundary made at `frame`: sites deeper than it waited inside
