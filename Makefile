@@ -18,6 +18,8 @@ PACKAGES += chromium
 PACKAGES += nodejs
 # Source lines in symbolized stacks (elfutils' libdw, docs/stacks.md).
 PACKAGES += libdw-dev
+# tests/agent tk_program_e2e_test: a tkinter program (Tcl/Tk waits without poll).
+PACKAGES += python3-tk
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

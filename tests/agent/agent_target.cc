@@ -15,17 +15,41 @@
 //   agent_target startup MS   sleeps MS ms before its first blocking wait, then
 //                             runs the poll loop without a stall
 //   agent_target nowait       computes without any blocking wait, prints, exits
+//   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
+//                             an event loop that waits without poll (issue 17,
+//                             item 1), KIND: cond (pthread_cond_wait), sem
+//                             (sem_wait), eventfd (read of an eventfd), pace
+//                             (nanosleep every 10 ms, no events). After one
+//                             poll (a toolkit's round trip: the agent starts)
+//                             and 6 quick events, it sits idle IDLE ms, then
+//                             handles a busy event of LAG ms, one of ANR ms
+//                             (both in StallInKnownFunction) and a sleep of
+//                             SLEEP ms in SleepInHandler, 300 ms apart; with
+//                             READ, then a blocking read of a pipe written
+//                             READ ms later, in ReadInHandler.
+//                             AGENT_TARGET_NO_POLL=1: without the first poll
+//                             (the agent starts at the loop's learned wait).
+//                             Prints "start <name> <epoch ms>" as each begins.
 //
 // Exit status 0 on success, 3 when a check of the program itself failed.
 
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <errno.h>
+
 #include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +84,34 @@ extern "C" __attribute__((noinline, visibility("default"))) void OtherThreadStal
   asm volatile("" ::: "memory");
 }
 
+// A wait inside a handler: its own call site, not the loop's.
+extern "C" __attribute__((noinline, visibility("default"))) void SleepInHandler(int ms) {
+  struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+  }
+  asm volatile("" ::: "memory");
+}
+
+// A blocking read inside a handler: a pipe that another thread writes `ms`
+// later (a handler waiting for a child process's output).
+extern "C" __attribute__((noinline, visibility("default"))) void ReadInHandler(int ms) {
+  int fds[2];
+  if (pipe(fds) != 0) std::exit(3);
+  std::thread writer([&] {
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+    if (write(fds[1], "x", 1) != 1) std::exit(3);
+  });
+  char byte = 0;
+  while (read(fds[0], &byte, 1) != 1) {
+  }
+  writer.join();
+  close(fds[0]);
+  close(fds[1]);
+  asm volatile("" ::: "memory");
+}
+
 namespace {
 
 // 10 iterations of a real poll loop, the stall, 10 more.
@@ -87,6 +139,136 @@ void* EarlyThread(void*) {
     g_thread_ran.store(true);
   }
   return nullptr;
+}
+
+// The "wait" mode: events handed to the main thread's loop.
+struct Event {
+  const char* name;  // "tick", "lag", "anr", "sleep", "read", "quit".
+  int ms = 0;
+};
+struct Step {
+  int delay_ms;  // After the previous event was handled.
+  Event event;
+};
+
+int64_t EpochMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void SleepMs(int ms) {
+  struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+  }
+}
+
+// Returns false on "quit".
+bool Handle(const Event& event) {
+  if (std::strcmp(event.name, "tick") == 0) return true;
+  if (std::strcmp(event.name, "quit") == 0) return false;
+  std::printf("start %s %lld\n", event.name, static_cast<long long>(EpochMs()));
+  if (std::strcmp(event.name, "sleep") == 0) {
+    SleepInHandler(event.ms);
+  } else if (std::strcmp(event.name, "read") == 0) {
+    ReadInHandler(event.ms);
+  } else {
+    StallInKnownFunction(event.ms);
+  }
+  return true;
+}
+
+class EventQueue {
+ public:
+  explicit EventQueue(const std::string& kind) : kind_(kind) {
+    pthread_mutex_init(&mutex_, nullptr);
+    pthread_cond_init(&cond_, nullptr);
+    sem_init(&sem_, 0, 0);
+    eventfd_ = eventfd(0, 0);
+  }
+
+  // Producer thread.
+  void Post(const Event& event) {
+    pthread_mutex_lock(&mutex_);
+    events_.push_back(event);
+    pthread_cond_signal(&cond_);
+    pthread_mutex_unlock(&mutex_);
+    if (kind_ == "sem") sem_post(&sem_);
+    if (kind_ == "eventfd") {
+      const uint64_t one = 1;
+      if (write(eventfd_, &one, sizeof(one)) != sizeof(one)) std::exit(3);
+    }
+  }
+
+  // The main thread's loop: each kind waits in its own call.
+  void Run() {
+    for (;;) {
+      if (kind_ == "sem") {
+        while (sem_wait(&sem_) != 0) {
+        }
+      } else if (kind_ == "eventfd") {
+        uint64_t count = 0;
+        if (read(eventfd_, &count, sizeof(count)) != sizeof(count)) std::exit(3);
+      }
+      pthread_mutex_lock(&mutex_);
+      if (kind_ == "cond") {
+        while (events_.empty()) pthread_cond_wait(&cond_, &mutex_);
+      }
+      std::deque<Event> ready;
+      ready.swap(events_);
+      pthread_mutex_unlock(&mutex_);
+      for (const Event& event : ready) {
+        const bool go_on = Handle(event);
+        handled_.fetch_add(1);
+        if (!go_on) return;
+      }
+    }
+  }
+
+  int handled() const { return handled_.load(); }
+
+ private:
+  const std::string kind_;
+  pthread_mutex_t mutex_;
+  pthread_cond_t cond_;
+  sem_t sem_;
+  int eventfd_ = -1;
+  std::deque<Event> events_;
+  std::atomic<int> handled_{0};
+};
+
+int RunWaitLoop(const std::string& kind, const std::vector<Step>& steps) {
+  // A toolkit's first round trip: one blocking poll, so the agent starts and
+  // watches the waits that follow.
+  const char* no_poll = std::getenv("AGENT_TARGET_NO_POLL");
+  if (no_poll == nullptr || std::strcmp(no_poll, "1") != 0) (void)poll(nullptr, 0, 1);
+  if (kind == "pace") {
+    // A game loop paced by nanosleep: no events, the schedule by time.
+    size_t next = 0;
+    int64_t due = NowMs() + steps[0].delay_ms;
+    for (;;) {
+      struct timespec frame = {0, 10 * 1000000L};
+      nanosleep(&frame, nullptr);
+      if (NowMs() < due) continue;
+      if (!Handle(steps[next].event)) return 0;
+      if (++next == steps.size()) return 0;
+      due = NowMs() + steps[next].delay_ms;
+    }
+  }
+  if (kind != "cond" && kind != "sem" && kind != "eventfd") return 2;
+  EventQueue queue(kind);
+  std::thread producer([&] {
+    int handled = 0;
+    for (const Step& step : steps) {
+      SleepMs(step.delay_ms);
+      queue.Post(step.event);
+      ++handled;
+      while (queue.handled() < handled) SleepMs(5);
+    }
+  });
+  queue.Run();
+  producer.join();
+  return 0;
 }
 
 bool g_threads_mode = false;
@@ -174,6 +356,15 @@ int main(int argc, char** argv) {
     while (nanosleep(&pause, &pause) != 0) {
     }
     RunLoop(0);
+  } else if (std::strcmp(mode, "wait") == 0 && (argc == 7 || argc == 8)) {
+    std::vector<Step> steps;
+    for (int i = 0; i < 6; ++i) steps.push_back({5, {"tick"}});
+    steps.push_back({std::atoi(argv[3]), {"lag", std::atoi(argv[4])}});
+    steps.push_back({300, {"anr", std::atoi(argv[5])}});
+    steps.push_back({300, {"sleep", std::atoi(argv[6])}});
+    if (argc == 8) steps.push_back({300, {"read", std::atoi(argv[7])}});
+    steps.push_back({300, {"quit"}});
+    return RunWaitLoop(argv[2], steps);
   } else if (std::strcmp(mode, "nowait") == 0) {
     uint64_t x = 1;
     for (int i = 0; i < 1000000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;

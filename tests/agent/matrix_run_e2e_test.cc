@@ -208,6 +208,103 @@ TEST(MatrixRunTest, ProgramWithoutBlockingWaitRunsUnchangedWithOneLine) {
   EXPECT_TRUE(ReadIssues(dir).empty());
 }
 
+// Loops that wait without poll (issue 17, item 1): agent_target's "wait"
+// mode waits in a condition variable, a semaphore, an eventfd read, or paces
+// itself with nanosleep. It polls once first (a toolkit's round trip), so the
+// agent is monitoring while the loop sits idle. Thresholds: LAG 700 ms, ANR
+// 1500 ms. The loop idles 2.5 s (over the ANR threshold: taken as busy, that
+// alone is an ANR), then handles a 1 s busy event (a LAG: its whole cost, as
+// the LAG is reported at the dispatch's end), a 2 s busy event (an ANR 1.5 s
+// in) and a 2 s nanosleep in a handler (a wait from another call site: work,
+// an ANR). The eventfd loop also does a blocking read of a pipe in a handler
+// for 2 s (a read of a wake fd from another site: work, an ANR). Margins: the costs are wall time measured by the program itself;
+// the reports may come up to 1 s late on a loaded machine.
+class LoopWaitTest : public ::testing::TestWithParam<const char*> {};
+
+// "start NAME EPOCH_MS" lines of agent_target's output.
+int64_t StartOf(const std::string& out, const std::string& name) {
+  const size_t at = out.find("start " + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(out.c_str() + at + 7 + name.size());
+}
+
+TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
+  const std::string kind = GetParam();
+  const std::string dir = agent_test::NewReportDir(std::string("wait-") + kind);
+  std::vector<std::string> args = {kRun,   "--report-dir", dir,    "--anr", "1500", "--lag",
+                                   "700",  "--",           kTarget, "wait",  kind,   "2500",
+                                   "1000", "2000",         "2000"};
+  const bool read_in_handler = kind == "eventfd";
+  if (read_in_handler) args.push_back("2000");
+  const RunResult run = agent_test::Run(args);
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("loop wait sites learned: 1")) << run.err;
+  const int64_t lag_start = StartOf(run.out, "lag");
+  const int64_t anr_start = StartOf(run.out, "anr");
+  const int64_t sleep_start = StartOf(run.out, "sleep");
+  ASSERT_GT(sleep_start, 0) << run.out;
+  std::vector<matrix::report::IssueRecord> lags, anrs;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "startup") continue;
+    if (record.TagDetail() == "Trace_EvilMethod/LAG") {
+      lags.push_back(std::move(record));
+    } else if (record.TagDetail() == "Trace_EvilMethod/ANR") {
+      anrs.push_back(std::move(record));
+    } else {
+      ADD_FAILURE() << "unexpected " << record.TagDetail() << "\n" << run.err;
+    }
+  }
+  // The idle loop gave nothing: one LAG, two ANRs, each for its event.
+  ASSERT_EQ(lags.size(), 1u) << run.err;
+  ASSERT_EQ(anrs.size(), read_in_handler ? 3u : 2u) << run.err;
+  const auto& lag = lags[0].issue.anr();
+  EXPECT_THAT(agent_test::StackText(lags[0]), HasSubstr("StallInKnownFunction"));
+  // The busy event, not the idle before it (its ms clock truncates: 990).
+  EXPECT_GE(lag.cost_ms(), 990);
+  EXPECT_LT(lag.cost_ms(), 1400);
+  EXPECT_GE(lags[0].time_ms() - lag_start, 1000);  // Reported at its end.
+  EXPECT_LT(lags[0].time_ms() - lag_start, 2000);
+  // Caught at the threshold of the busy event, 1.5 s into it.
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
+  EXPECT_GE(anrs[0].issue.anr().cost_ms(), 1500);
+  EXPECT_LT(anrs[0].issue.anr().cost_ms(), 2000);
+  EXPECT_GE(anrs[0].time_ms() - anr_start, 1500);
+  EXPECT_LT(anrs[0].time_ms() - anr_start, 2500);
+  // The sleep in a handler is work: its ANR names it.
+  EXPECT_THAT(agent_test::StackText(anrs[1]), HasSubstr("SleepInHandler"));
+  EXPECT_GE(anrs[1].time_ms() - sleep_start, 1500);
+  EXPECT_LT(anrs[1].time_ms() - sleep_start, 2500);
+  if (read_in_handler) {
+    // The blocking read in a handler is work too.
+    EXPECT_THAT(agent_test::StackText(anrs[2]), HasSubstr("ReadInHandler"));
+    const int64_t read_start = StartOf(run.out, "read");
+    EXPECT_GE(anrs[2].time_ms() - read_start, 1500);
+    EXPECT_LT(anrs[2].time_ms() - read_start, 2500);
+  }
+}
+
+// A loop that never polls: the agent starts Matrix at the first wait from
+// the learned site (the fourth wait of the loop), where the startup ends.
+TEST(MatrixRunTest, LoopWithoutPollIsMonitoredFromItsLearnedWait) {
+  const std::string dir = agent_test::NewReportDir("wait-no-poll");
+  const RunResult run = agent_test::Run(
+      {kRun, "--report-dir", dir, "--anr", "1500", "--lag", "700", "--", kTarget, "wait", "cond",
+       "2500", "1000", "2000", "2000"},
+      {"AGENT_TARGET_NO_POLL=1"});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  std::vector<std::string> kinds;
+  for (const auto& record : ReadIssues(dir)) {
+    kinds.push_back(record.kind == "startup" ? "startup" : record.TagDetail());
+  }
+  EXPECT_THAT(kinds, ::testing::ElementsAre("startup", "Trace_EvilMethod/LAG",
+                                            "Trace_EvilMethod/ANR", "Trace_EvilMethod/ANR"))
+      << run.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, LoopWaitTest,
+                         ::testing::Values("cond", "sem", "eventfd", "pace"),
+                         [](const auto& info) { return std::string(info.param); });
+
 // A bad variable given to the agent directly: one line, the program runs
 // normally and unmonitored.
 TEST(MatrixRunTest, BadAgentVariableLeavesTheProgramAlone) {

@@ -13,20 +13,36 @@
 // reported from process start to the first frame (programs that draw) or to
 // the first blocking wait (the others).
 //
+// Loops that wait in anything else (issue 17, item 1): the agent also
+// interposes pthread_cond_{,timed,clock}wait (the GLIBC_2.3.2 versions,
+// agent.map), sem_{,timed,clock}wait, nanosleep, clock_nanosleep, usleep and
+// read. On the main thread such a wait is the loop's own wait (a dispatch
+// boundary, like poll) only when its call site (return address and stack
+// depth, plus the fd for read) was learned as such by LoopWaitSites: its
+// waits blocked three times more than they did not, with no shallower
+// boundary between (loop_wait_sites.h has the whole rule). Every other wait is work,
+// timed inside the dispatch: a sleep in a slow handler still gives its ANR.
+// Tcl/Tk (tkinter), condition-variable and semaphore queues, nanosleep frame
+// pacing and eventfd loops are covered so.
+//
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
 //                 real functions, records the main thread, registers a
 //                 pthread_atfork child handler. Starts nothing.
-//   first wait or swap on the main thread
+//   first blocking wait (poll & co., or a learned loop wait) or swap on the
+//                 main thread
 //                 starts Matrix (TracePlugin on a foreign loop, the JSON-lines
 //                 sink), once. From then on each wait/swap feeds the monitors.
+//                 The loop's wait sites are learned from the constructor on.
 //   destructor    (exit on the main thread) ends the dispatch in progress,
 //                 flushes FPS reports and shuts Matrix down; one log line.
 //
 // Per interposed call on another thread, or when dormant: one relaxed atomic
 // load and pthread_self() (a TLS read), then the real call. On the main thread
 // while monitoring: two clock reads (vDSO) and the LooperMonitor hooks, no
-// allocation, lock, syscall or log.
+// allocation, lock, syscall or log. The other waits (and every main-thread
+// read) add at most three scans of LoopWaitSites' 16 entries and two vDSO
+// clock reads; one fstat only after a read from an unknown site lasted 1 ms.
 //
 // Thread safety: the monitors are touched only on the main thread (the only
 // thread whose waits are timed); the state word is atomic.
@@ -35,10 +51,13 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -52,6 +71,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent_config.h"
+#include "loop_wait_sites.h"
 #include "matrix/core/app_state.h"
 #include "matrix/core/matrix.h"
 #include "matrix/core/refresh_rate.h"
@@ -74,6 +94,18 @@ using EpollPwaitFn = int (*)(int, struct epoll_event*, int, int, const sigset_t*
 using SelectFn = int (*)(int, fd_set*, fd_set*, fd_set*, struct timeval*);
 using PselectFn = int (*)(int, fd_set*, fd_set*, fd_set*, const struct timespec*,
                           const sigset_t*);
+using CondWaitFn = int (*)(pthread_cond_t*, pthread_mutex_t*);
+using CondTimedWaitFn = int (*)(pthread_cond_t*, pthread_mutex_t*, const struct timespec*);
+using CondClockWaitFn = int (*)(pthread_cond_t*, pthread_mutex_t*, clockid_t,
+                                const struct timespec*);
+using SemWaitFn = int (*)(sem_t*);
+using SemTimedWaitFn = int (*)(sem_t*, const struct timespec*);
+using SemClockWaitFn = int (*)(sem_t*, clockid_t, const struct timespec*);
+using NanosleepFn = int (*)(const struct timespec*, struct timespec*);
+using ClockNanosleepFn = int (*)(clockid_t, int, const struct timespec*, struct timespec*);
+using UsleepFn = int (*)(useconds_t);
+using ReadFn = ssize_t (*)(int, void*, size_t);
+using ReadChkFn = ssize_t (*)(int, void*, size_t, size_t);
 using SwapFn = void (*)(void*, unsigned long);
 using EglSwapFn = unsigned (*)(void*, void*);
 
@@ -89,12 +121,39 @@ Fn Resolve(std::atomic<Fn>& slot, const char* name) {
   return fn;
 }
 
+// pthread_cond_wait and pthread_cond_timedwait have two versions in glibc
+// (GLIBC_2.2.5, the old condition variable, and GLIBC_2.3.2); plain dlsym may
+// return the old one. The agent's wrappers are exported as GLIBC_2.3.2
+// (agent.map), so programs bound to the old version never reach them.
+template <typename Fn>
+Fn ResolveVersioned(std::atomic<Fn>& slot, const char* name, const char* version) {
+  Fn fn = slot.load(std::memory_order_relaxed);
+  if (fn == nullptr) {
+    fn = reinterpret_cast<Fn>(dlvsym(RTLD_NEXT, name, version));
+    if (fn == nullptr) fn = reinterpret_cast<Fn>(RealDlsym(RTLD_NEXT, name));
+    slot.store(fn, std::memory_order_relaxed);
+  }
+  return fn;
+}
+constexpr char kCondVersion[] = "GLIBC_2.3.2";
+
 std::atomic<PollFn> g_poll{nullptr};
 std::atomic<PpollFn> g_ppoll{nullptr};
 std::atomic<EpollWaitFn> g_epoll_wait{nullptr};
 std::atomic<EpollPwaitFn> g_epoll_pwait{nullptr};
 std::atomic<SelectFn> g_select{nullptr};
 std::atomic<PselectFn> g_pselect{nullptr};
+std::atomic<CondWaitFn> g_cond_wait{nullptr};
+std::atomic<CondTimedWaitFn> g_cond_timedwait{nullptr};
+std::atomic<CondClockWaitFn> g_cond_clockwait{nullptr};
+std::atomic<SemWaitFn> g_sem_wait{nullptr};
+std::atomic<SemTimedWaitFn> g_sem_timedwait{nullptr};
+std::atomic<SemClockWaitFn> g_sem_clockwait{nullptr};
+std::atomic<NanosleepFn> g_nanosleep{nullptr};
+std::atomic<ClockNanosleepFn> g_clock_nanosleep{nullptr};
+std::atomic<UsleepFn> g_usleep{nullptr};
+std::atomic<ReadFn> g_read{nullptr};
+std::atomic<ReadChkFn> g_read_chk{nullptr};
 std::atomic<SwapFn> g_glx_swap{nullptr};
 std::atomic<EglSwapFn> g_egl_swap{nullptr};
 
@@ -170,6 +229,9 @@ struct Session {
   bool draws = false;         // Registered as a frame source.
   bool glx_rate_read = false;  // ReadGlxRefreshRate() ran.
   TimeTicks dispatch_begin;
+  // The loop's own waits among the other waits (condition variables, ...),
+  // learned from their call sites; used from the constructor on (armed too).
+  LoopWaitSites wait_sites;
   int64_t dispatches = 0;
   int64_t frames = 0;
   // GTK: found at start; hooked once GDK has a display (gtk_init ran),
@@ -513,9 +575,12 @@ void ReadGlxRefreshRate(void* display) {
 }
 
 // A buffer swap starts: this dispatch draws a frame, now in its commit phase.
-inline void SwapEnter() {
+// The swap, made at stack depth `frame`, is a boundary: wait sites deeper
+// than it are the frame's work, not the loop's wait.
+inline void SwapEnter(uintptr_t frame) {
   Session& s = *g_session;
   if (s.in_swap) return;
+  s.wait_sites.OnBoundary(frame);
   const TimeTicks now = s.looper->clock()->NowTicks();
   if (!s.in_dispatch) DispatchBegin(now, "matrix-run:frame");
   if (s.config.frames && !s.frame_marked) {
@@ -538,10 +603,13 @@ inline void SwapExit() {
   DispatchBegin(now, "matrix-run:frame");
 }
 
-// Runs `real` as a blocking wait of the main thread when `blocking`.
+// The main thread's wait at stack depth `frame` is a dispatch boundary: the
+// dispatch in progress ends, the next begins when it returns. Deeper wait
+// sites were inside the dispatch (LoopWaitSites::OnBoundary). Waits inside a
+// swap (the driver's) split nothing. Main thread, monitoring.
 template <typename Call>
-inline auto TimedWait(bool blocking, Call&& real) {
-  if (!blocking || !MainThreadMonitoring()) return real();
+inline auto BoundaryWait(uintptr_t frame, Call&& real) {
+  if (!g_session->in_swap) g_session->wait_sites.OnBoundary(frame);
   WaitEnter();
   auto result = real();
   const int saved_errno = errno;
@@ -549,6 +617,88 @@ inline auto TimedWait(bool blocking, Call&& real) {
   errno = saved_errno;
   return result;
 }
+
+// Runs `real` (poll & co.) as a blocking wait of the main thread when
+// `blocking`: always a dispatch boundary.
+template <typename Call>
+inline auto TimedWait(bool blocking, uintptr_t frame, Call&& real) {
+  if (!blocking || !MainThreadMonitoring()) return real();
+  return BoundaryWait(frame, real);
+}
+
+// True when the call is the main thread's and the agent watches it: running,
+// or armed (Matrix not started yet; the loop's wait is learned already, and
+// its first wait as a boundary starts Matrix). Starts nothing.
+inline bool MainThreadWatched() {
+  const int state = g_state.load(std::memory_order_relaxed);
+  if (state != kRunning && state != kArmed) return false;
+  return pthread_equal(pthread_self(), g_main_thread);
+}
+
+inline int64_t MonotonicNanos() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no syscall.
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A wait that is not poll & co. (condition variable, semaphore, sleep, read
+// of a wake fd) from call site `site`: a dispatch boundary when the site is
+// the loop's wait (the first one starts Matrix, as poll does); otherwise
+// work inside the dispatch, timed (two vDSO clock reads) and counted towards
+// learning the site when `count` says the wait may be the loop's (a read:
+// its fd is a wake fd). Main thread only; other threads call `real` directly.
+template <typename Count, typename Call>
+inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& real) {
+  LoopWaitSites& sites = g_session->wait_sites;
+  if (sites.IsLoopWait(site) && MainThreadMonitoring()) return BoundaryWait(site.frame, real);
+  if (g_session->in_swap) return real();  // The driver's waits belong to the present.
+  const int64_t begin = MonotonicNanos();
+  auto result = real();
+  const int saved_errno = errno;
+  const int64_t waited = MonotonicNanos() - begin;
+  if (count(waited)) sites.CountWait(site, waited);
+  errno = saved_errno;
+  return result;
+}
+
+// A read() of `fd` may be the loop's wait when `fd` is a pipe, FIFO, socket,
+// eventfd/timerfd/signalfd (anonymous inodes have no file type) or character
+// device; a regular file, directory or block device never is. One fstat,
+// only after a read that lasted kWakeReadNanos from a site not known yet
+// (a millisecond or more spent in the read already: the fstat adds little).
+constexpr int64_t kWakeReadNanos = 1'000'000;
+bool IsWakeFd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  return !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISBLK(st.st_mode);
+}
+
+// read() on the main thread: only a read of a wake fd that blocked (or
+// from a site already being learned for that fd) counts towards the loop's
+// wait; ordinary reads pay two table scans and two vDSO clock reads.
+template <typename Call>
+inline ssize_t ReadWait(const LoopWaitSites::CallSite& site, Call&& real) {
+  const LoopWaitSites& sites = g_session->wait_sites;
+  return SiteWait(
+      site,
+      [&](int64_t waited) {
+        if (sites.Knows(site)) return true;
+        return waited >= kWakeReadNanos && IsWakeFd(site.fd);
+      },
+      real);
+}
+
+// The wrapper's call site: its return address and its frame (the caller's
+// stack depth). Used in the exported wrappers themselves.
+#define MATRIX_AGENT_CALL_SITE(fd)                                            \
+  ::matrix::agent::LoopWaitSites::CallSite {                                 \
+    reinterpret_cast<uintptr_t>(__builtin_return_address(0)),                \
+        reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), (fd)       \
+  }
+#define MATRIX_AGENT_FRAME() reinterpret_cast<uintptr_t>(__builtin_frame_address(0))
+
+// Every call of the other waits may be the loop's.
+inline bool AlwaysCount(int64_t) { return true; }
 
 inline bool Blocking(const struct timespec* t) {
   return t == nullptr || t->tv_sec != 0 || t->tv_nsec != 0;
@@ -576,6 +726,17 @@ __attribute__((constructor)) void AgentInit() {
   Resolve(g_epoll_pwait, "epoll_pwait");
   Resolve(g_select, "select");
   Resolve(g_pselect, "pselect");
+  ResolveVersioned(g_cond_wait, "pthread_cond_wait", kCondVersion);
+  ResolveVersioned(g_cond_timedwait, "pthread_cond_timedwait", kCondVersion);
+  Resolve(g_cond_clockwait, "pthread_cond_clockwait");
+  Resolve(g_sem_wait, "sem_wait");
+  Resolve(g_sem_timedwait, "sem_timedwait");
+  Resolve(g_sem_clockwait, "sem_clockwait");
+  Resolve(g_nanosleep, "nanosleep");
+  Resolve(g_clock_nanosleep, "clock_nanosleep");
+  Resolve(g_usleep, "usleep");
+  Resolve(g_read, "read");
+  Resolve(g_read_chk, "__read_chk");
   Resolve(g_glx_swap, "glXSwapBuffers");
   Resolve(g_egl_swap, "eglSwapBuffers");
   absl::StatusOr<AgentConfig> config = AgentConfig::FromEnvironment(
@@ -627,7 +788,7 @@ __attribute__((destructor)) void AgentFini() {
   if (s.draws) s.ui->RemoveFrameSource();
   Matrix::Shutdown();
   Log(absl::StrCat(s.dispatches, " dispatches, ", s.frames, " frames; reports in ",
-                   s.report_path));
+                   s.report_path, "; loop wait sites learned: ", s.wait_sites.LoopWaitCount()));
 }
 
 }  // namespace
@@ -638,7 +799,7 @@ bool PresentBegin() {
     CountIfOffThread();
     return false;
   }
-  SwapEnter();
+  SwapEnter(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   return true;
 }
 
@@ -650,7 +811,8 @@ namespace ma = matrix::agent;
 
 MATRIX_AGENT_EXPORT int poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   const ma::PollFn real = ma::Resolve(ma::g_poll, "poll");
-  return ma::TimedWait(timeout != 0, [&] { return real(fds, nfds, timeout); });
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+                       [&] { return real(fds, nfds, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout, size_t) {
@@ -660,7 +822,8 @@ MATRIX_AGENT_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout,
 MATRIX_AGENT_EXPORT int ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
                               const sigset_t* sigmask) {
   const ma::PpollFn real = ma::Resolve(ma::g_ppoll, "ppoll");
-  return ma::TimedWait(ma::Blocking(timeout), [&] { return real(fds, nfds, timeout, sigmask); });
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(),
+                       [&] { return real(fds, nfds, timeout, sigmask); });
 }
 
 MATRIX_AGENT_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds,
@@ -672,29 +835,115 @@ MATRIX_AGENT_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds,
 MATRIX_AGENT_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxevents,
                                    int timeout) {
   const ma::EpollWaitFn real = ma::Resolve(ma::g_epoll_wait, "epoll_wait");
-  return ma::TimedWait(timeout != 0, [&] { return real(epfd, events, maxevents, timeout); });
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+                       [&] { return real(epfd, events, maxevents, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents,
                                     int timeout, const sigset_t* sigmask) {
   const ma::EpollPwaitFn real = ma::Resolve(ma::g_epoll_pwait, "epoll_pwait");
-  return ma::TimedWait(timeout != 0,
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
                        [&] { return real(epfd, events, maxevents, timeout, sigmask); });
 }
 
 MATRIX_AGENT_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
                                struct timeval* timeout) {
   const ma::SelectFn real = ma::Resolve(ma::g_select, "select");
-  return ma::TimedWait(ma::Blocking(timeout),
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(),
                        [&] { return real(nfds, readfds, writefds, exceptfds, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
                                 const struct timespec* timeout, const sigset_t* sigmask) {
   const ma::PselectFn real = ma::Resolve(ma::g_pselect, "pselect");
-  return ma::TimedWait(ma::Blocking(timeout), [&] {
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(), [&] {
     return real(nfds, readfds, writefds, exceptfds, timeout, sigmask);
   });
+}
+
+// The other waits (docs/matrix-run.md, "The loop's own waits"): on the main
+// thread, the loop's wait when their call site was learned as such
+// (LoopWaitSites), else work. Other threads: the real call after one relaxed
+// load and pthread_self().
+MATRIX_AGENT_EXPORT int pthread_cond_wait(pthread_cond_t* cond, pthread_mutex_t* mutex) {
+  const ma::CondWaitFn real =
+      ma::ResolveVersioned(ma::g_cond_wait, "pthread_cond_wait", ma::kCondVersion);
+  if (!ma::MainThreadWatched()) return real(cond, mutex);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(cond, mutex); });
+}
+
+MATRIX_AGENT_EXPORT int pthread_cond_timedwait(pthread_cond_t* cond, pthread_mutex_t* mutex,
+                                               const struct timespec* abstime) {
+  const ma::CondTimedWaitFn real =
+      ma::ResolveVersioned(ma::g_cond_timedwait, "pthread_cond_timedwait", ma::kCondVersion);
+  if (!ma::MainThreadWatched()) return real(cond, mutex, abstime);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(cond, mutex, abstime); });
+}
+
+MATRIX_AGENT_EXPORT int pthread_cond_clockwait(pthread_cond_t* cond, pthread_mutex_t* mutex,
+                                               clockid_t clock, const struct timespec* abstime) {
+  const ma::CondClockWaitFn real = ma::Resolve(ma::g_cond_clockwait, "pthread_cond_clockwait");
+  if (!ma::MainThreadWatched()) return real(cond, mutex, clock, abstime);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(cond, mutex, clock, abstime); });
+}
+
+MATRIX_AGENT_EXPORT int sem_wait(sem_t* sem) {
+  const ma::SemWaitFn real = ma::Resolve(ma::g_sem_wait, "sem_wait");
+  if (!ma::MainThreadWatched()) return real(sem);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount, [&] { return real(sem); });
+}
+
+MATRIX_AGENT_EXPORT int sem_timedwait(sem_t* sem, const struct timespec* abstime) {
+  const ma::SemTimedWaitFn real = ma::Resolve(ma::g_sem_timedwait, "sem_timedwait");
+  if (!ma::MainThreadWatched()) return real(sem, abstime);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(sem, abstime); });
+}
+
+MATRIX_AGENT_EXPORT int sem_clockwait(sem_t* sem, clockid_t clock,
+                                      const struct timespec* abstime) {
+  const ma::SemClockWaitFn real = ma::Resolve(ma::g_sem_clockwait, "sem_clockwait");
+  if (!ma::MainThreadWatched()) return real(sem, clock, abstime);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(sem, clock, abstime); });
+}
+
+MATRIX_AGENT_EXPORT int nanosleep(const struct timespec* duration, struct timespec* remaining) {
+  const ma::NanosleepFn real = ma::Resolve(ma::g_nanosleep, "nanosleep");
+  if (!ma::MainThreadWatched()) return real(duration, remaining);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(duration, remaining); });
+}
+
+MATRIX_AGENT_EXPORT int clock_nanosleep(clockid_t clock, int flags,
+                                        const struct timespec* request,
+                                        struct timespec* remaining) {
+  const ma::ClockNanosleepFn real = ma::Resolve(ma::g_clock_nanosleep, "clock_nanosleep");
+  if (!ma::MainThreadWatched()) return real(clock, flags, request, remaining);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(clock, flags, request, remaining); });
+}
+
+MATRIX_AGENT_EXPORT int usleep(useconds_t usec) {
+  const ma::UsleepFn real = ma::Resolve(ma::g_usleep, "usleep");
+  if (!ma::MainThreadWatched()) return real(usec);
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount, [&] { return real(usec); });
+}
+
+MATRIX_AGENT_EXPORT ssize_t read(int fd, void* buf, size_t count) {
+  const ma::ReadFn real = ma::Resolve(ma::g_read, "read");
+  if (!ma::MainThreadWatched()) return real(fd, buf, count);
+  return ma::ReadWait(MATRIX_AGENT_CALL_SITE(fd), [&] { return real(fd, buf, count); });
+}
+
+// The fortified read (_FORTIFY_SOURCE): glibc's checks the buffer size.
+MATRIX_AGENT_EXPORT ssize_t __read_chk(int fd, void* buf, size_t count, size_t buf_size) {
+  const ma::ReadChkFn real = ma::Resolve(ma::g_read_chk, "__read_chk");
+  if (!ma::MainThreadWatched()) return real(fd, buf, count, buf_size);
+  return ma::ReadWait(MATRIX_AGENT_CALL_SITE(fd), [&] { return real(fd, buf, count, buf_size); });
 }
 
 // GLX and EGL: declared with opaque pointer types (the agent links neither).
@@ -709,7 +958,7 @@ MATRIX_AGENT_EXPORT void glXSwapBuffers(void* display, unsigned long drawable) {
     ma::g_session->glx_rate_read = true;
     ma::ReadGlxRefreshRate(display);
   }
-  ma::SwapEnter();
+  ma::SwapEnter(MATRIX_AGENT_FRAME());
   real(display, drawable);
   ma::SwapExit();
 }
@@ -721,7 +970,7 @@ MATRIX_AGENT_EXPORT unsigned eglSwapBuffers(void* display, void* surface) {
     ma::CountIfOffThread();
     return real(display, surface);
   }
-  ma::SwapEnter();
+  ma::SwapEnter(MATRIX_AGENT_FRAME());
   const unsigned result = real(display, surface);
   ma::SwapExit();
   return result;
