@@ -530,6 +530,21 @@ TEST(FrameStatsCollectorTest, ReportEndedSlices_ReportsAnIdleScenesSliceOnceItsT
   EXPECT_THAT(collector.Flush(), IsEmpty());
 }
 
+TEST(FrameStatsCollectorTest, FrameEndingPastItsSlice_ClosesItAtOnce) {
+  // A 12 s frozen frame after two on time: its vsync is in the slice, it ends
+  // after it; the slice is reported with it, not when the next frame comes.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value());
+  ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value());
+  std::optional<FrameReport> report = collector.Add(maker.Next(720), "Home");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 3);
+  EXPECT_EQ(report->drop_level().frozen(), 1);
+  EXPECT_DOUBLE_EQ(report->window_ms(), 723 * 1000.0 / 60);
+  EXPECT_THAT(collector.Flush(), IsEmpty());
+}
+
 TEST(FrameStatsCollectorTest, FrameAfterALongIdleGap_BeginsANewSlice) {
   FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
   FrameMaker maker(RefreshRate::FromHz(60));

@@ -100,6 +100,14 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
   }
   s.smoothness.push_back(100.0 * static_cast<double>(s.window_dropped) /
                          static_cast<double>(s.window_dropped + s.window_frames));
+
+  // A frame that ended at or after its slice's end closes the slice, itself
+  // included (a frame longer than the slice, the frame an uncapped renderer
+  // was drawing when the slice ran out).
+  if (!ended.has_value() && frame.end >= s.slice_begin + options_.time_slice) {
+    ended = Report(s);
+    scenes_.erase(frame.scene);
+  }
   return ended;
 }
 

@@ -26,7 +26,9 @@
 //             vsync; both agree when that holds.)
 //   slice     a scene's slice begins at its first frame's vsync and lasts
 //             `time_slice` of wall time; a frame belongs to the slice its
-//             vsync falls in.
+//             vsync falls in. It is reported when a frame ends at or after
+//             its end, when a frame of a later slice comes, or (from
+//             ReportEndedSlices) once its time is over.
 //   smoothness  for each frame, the percent of vsyncs that dropped a frame
 //             among the frames of the last 1 s; the report gives the worst
 //             and the 95th percentile (Chromium's dropped-frame counter).
@@ -103,7 +105,8 @@ class FrameStatsCollector {
   // Adds a vsync frame (others are ignored); frames come in the order the
   // looper drew them, all scenes in one stream. When the frame's vsync falls
   // after the end of its scene's slice, returns that slice's report and the
-  // frame begins the scene's next slice.
+  // frame begins the scene's next slice; otherwise, when the frame ends at or
+  // after the end of its slice, returns the slice's report with the frame.
   std::optional<proto::FrameReport> Add(const FrameData& frame, std::string_view scene_name);
   // Reports every scene whose slice ended by `now` (same clock as the
   // frames); those scenes start afresh. FrameTracer calls it on each drain,
