@@ -49,9 +49,9 @@ TEST(JsonLinesIssueSinkRealTest, ConcurrentReporters_WriteWholeLinesAndLoseNone)
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
         Issue issue;
-        issue.mutable_proto()->set_tag(matrix::kTagFps);
+        issue.mutable_proto()->set_tag(matrix::kTagEvilMethod);  // A hang: <name>.jsonl.
         issue.mutable_proto()->set_pid(t * kPerThread + i);
-        issue.mutable_proto()->mutable_frame()->set_scene(std::string(100, static_cast<char>('a' + t)));
+        issue.mutable_proto()->mutable_anr()->set_scene(std::string(100, static_cast<char>('a' + t)));
         (*sink)->OnReportIssue(issue);
       }
     });
@@ -86,9 +86,9 @@ int64_t SizeOf(const std::string& path) {
 
 Issue BigIssue(int pid) {
   Issue issue;
-  issue.mutable_proto()->set_tag(matrix::kTagFps);
+  issue.mutable_proto()->set_tag(matrix::kTagEvilMethod);  // A hang: <name>.jsonl.
   issue.mutable_proto()->set_pid(pid);
-  issue.mutable_proto()->mutable_frame()->set_scene(std::string(1 << 20, 'x'));  // 1 MiB.
+  issue.mutable_proto()->mutable_anr()->set_scene(std::string(1 << 20, 'x'));  // 1 MiB.
   return issue;
 }
 
@@ -144,7 +144,8 @@ TEST(JsonLinesIssueSinkRealTest, WriterKilledMidLine_NextWriterStartsOnAFreshLin
   ASSERT_TRUE(sink.ok()) << sink.status();
   for (int i = 1; i <= 3; ++i) {
     Issue issue;
-    issue.mutable_proto()->set_tag(matrix::kTagFps);
+    issue.mutable_proto()->set_tag(matrix::kTagEvilMethod);
+    issue.mutable_proto()->mutable_anr();  // A hang: <name>.jsonl.
     issue.mutable_proto()->set_pid(i);
     ASSERT_TRUE((*sink)->Append(issue).ok());
   }

@@ -165,9 +165,21 @@ class JsonLinesIssueSinkTest : public ::testing::Test {
     struct stat st;
     return stat(path.c_str(), &st) == 0 ? st.st_size : -1;
   }
+  // A hang (kept in <name>.jsonl), numbered by its pid.
   static Issue Numbered(int i) {
-    Issue issue = FpsIssue();
+    Issue issue;
+    issue.mutable_proto()->set_tag(matrix::kTagEvilMethod);
     issue.mutable_proto()->set_key(absl::StrCat("issue-", i));
+    issue.mutable_proto()->set_pid(i);
+    matrix::proto::AnrReport& anr = *issue.mutable_proto()->mutable_anr();
+    anr.set_detail(matrix::proto::ANR);
+    anr.set_cost_ms(5012.4);
+    return issue;
+  }
+  // A Trace_FPS issue numbered by its pid.
+  static Issue NumberedFps(int i) {
+    Issue issue = FpsIssue();
+    issue.mutable_proto()->set_key(absl::StrCat("fps-", i));
     issue.mutable_proto()->set_pid(i);
     return issue;
   }
@@ -217,7 +229,10 @@ TEST_F(JsonLinesIssueSinkTest, Append_WritesOneCompleteJsonObjectPerLineThatRoun
   for (const Issue& issue : issues) (*sink)->OnReportIssue(issue);
   EXPECT_EQ((*sink)->failed_writes(), 0);
 
-  const std::vector<std::string> lines = Lines((*sink)->path());
+  // Hangs in issues.jsonl, Trace_FPS in issues.fps.jsonl.
+  std::vector<std::string> lines = Lines((*sink)->path(JsonLinesIssueSink::Kind::kFps));
+  EXPECT_EQ((*sink)->path(JsonLinesIssueSink::Kind::kFps), base_ + "/r/issues.fps.jsonl");
+  for (const std::string& line : Lines((*sink)->path())) lines.push_back(line);
   ASSERT_THAT(lines, SizeIs(3));
   for (size_t i = 0; i < lines.size(); ++i) {
     EXPECT_EQ(lines[i].front(), '{');
@@ -587,6 +602,164 @@ TEST_F(JsonLinesIssueSinkTest, Create_OnAFileEndingInANewline_AddsNothing) {
   ASSERT_TRUE(sink.ok()) << sink.status();
   ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
   EXPECT_EQ(ReadAll((*sink)->path()), Numbered(6).ToJson() + "\n" + Numbered(1).ToJson() + "\n");
+}
+
+// --- Retention by value ----------------------------------------------------------------
+
+using Kind = JsonLinesIssueSink::Kind;
+
+TEST(JsonLinesIssueSinkKindTest, KindOf_KeepsEachKindOfReportApart) {
+  auto with = [](auto fill) {
+    Issue issue;
+    fill(*issue.mutable_proto());
+    return JsonLinesIssueSink::KindOf(issue.proto());
+  };
+  EXPECT_EQ(JsonLinesIssueSink::KindOf(FpsIssue().proto()), Kind::kFps);
+  for (matrix::proto::Detail detail : {matrix::proto::ANR, matrix::proto::LAG,
+                                       matrix::proto::LAG_IDLE_HANDLER, matrix::proto::LAG_TOUCH,
+                                       matrix::proto::SIGNAL_ANR}) {
+    EXPECT_EQ(with([&](matrix::proto::Issue& p) { p.mutable_anr()->set_detail(detail); }),
+              Kind::kHang)
+        << matrix::proto::Detail_Name(detail);
+  }
+  EXPECT_EQ(with([](matrix::proto::Issue& p) {
+              p.mutable_evil_method()->set_detail(matrix::proto::NORMAL);
+            }),
+            Kind::kSlowMethod);
+  EXPECT_EQ(with([](matrix::proto::Issue& p) {
+              p.mutable_evil_method()->set_detail(matrix::proto::STARTUP);
+            }),
+            Kind::kStartup);
+  EXPECT_EQ(with([](matrix::proto::Issue& p) { p.mutable_startup(); }), Kind::kStartup);
+  EXPECT_EQ(with([](matrix::proto::Issue& p) { p.mutable_block(); }), Kind::kBlock);
+  EXPECT_EQ(with([](matrix::proto::Issue& p) { p.set_tag(matrix::kTagBlockCanary); }),
+            Kind::kBlock);
+  EXPECT_EQ(with([](matrix::proto::Issue& p) { p.set_tag("Custom"); }), Kind::kOther);
+  EXPECT_EQ(JsonLinesIssueSink::KindName(Kind::kSlowMethod), "slow_method");
+}
+
+Issue SlowMethod(int i) {
+  Issue issue;
+  issue.mutable_proto()->set_tag(matrix::kTagEvilMethod);
+  issue.mutable_proto()->set_pid(i);
+  issue.mutable_proto()->mutable_evil_method()->set_detail(matrix::proto::NORMAL);
+  issue.mutable_proto()->mutable_evil_method()->set_cost_ms(812.2);
+  return issue;
+}
+
+Issue Startup(int i) {
+  Issue issue;
+  issue.mutable_proto()->set_tag(matrix::kTagStartup);
+  issue.mutable_proto()->set_pid(i);
+  issue.mutable_proto()->mutable_startup()->set_startup_duration_ms(2988.1);
+  return issue;
+}
+
+TEST_F(JsonLinesIssueSinkTest, FpsFlood_KeepsTheHangAndDropsOnlyTheOldestFps) {
+  JsonLinesIssueSink::Options options;
+  options.directory = base_ + "/flood";
+  options.max_file_bytes = 4096;
+  options.max_files = 2;
+  auto sink = JsonLinesIssueSink::Create(options);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  ASSERT_TRUE((*sink)->Append(SlowMethod(2)).ok());
+  ASSERT_TRUE((*sink)->Append(Startup(3)).ok());
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE((*sink)->Append(NumberedFps(i)).ok());
+
+  // The other kinds are untouched.
+  ASSERT_THAT(Lines((*sink)->path()), SizeIs(1));
+  EXPECT_EQ(NumberOf(Lines((*sink)->path())[0]), 1);
+  EXPECT_THAT(Lines((*sink)->path(Kind::kSlowMethod)), SizeIs(1));
+  EXPECT_THAT(Lines((*sink)->path(Kind::kStartup)), SizeIs(1));
+  // Trace_FPS kept its newest issues, in order, within its two files.
+  const std::string older = options.directory + "/issues.fps.1.jsonl";
+  std::vector<int> kept;
+  for (const std::string& path : {older, (*sink)->path(Kind::kFps)}) {
+    EXPECT_LE(SizeOf(path), 4096) << path;
+    EXPECT_EQ(ModeOf(path), 0600u) << path;
+    for (const std::string& line : Lines(path)) kept.push_back(NumberOf(line));
+  }
+  EXPECT_FALSE(Exists(options.directory + "/issues.fps.2.jsonl"));
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(kept.back(), 299);
+  for (size_t i = 1; i < kept.size(); ++i) EXPECT_EQ(kept[i], kept[i - 1] + 1);
+  // What is not kept was dropped, and counted.
+  const matrix::proto::SinkDrops dropped = (*sink)->dropped();
+  EXPECT_EQ(dropped.fps(), 300 - static_cast<int64_t>(kept.size()));
+  EXPECT_EQ(kept.front(), dropped.fps());
+  EXPECT_EQ(dropped.hang() + dropped.slow_method() + dropped.startup() + dropped.block() +
+                dropped.other(),
+            0);
+
+  // The next issue (any kind) says so.
+  ASSERT_TRUE((*sink)->Append(Numbered(4)).ok());
+  const std::vector<std::string> hangs = Lines((*sink)->path());
+  ASSERT_THAT(hangs, SizeIs(2));
+  matrix::proto::Issue parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(hangs[1], &parsed).ok());
+  EXPECT_EQ(parsed.sink_dropped().fps(), dropped.fps());
+  EXPECT_EQ(parsed.sink_dropped().hang(), 0);
+  // Lines written before anything was dropped do not carry the counts.
+  EXPECT_EQ(hangs[0], Numbered(1).ToJson());
+}
+
+TEST_F(JsonLinesIssueSinkTest, SlowMethodFlood_KeepsHangsStartupsAndFps) {
+  JsonLinesIssueSink::Options options;
+  options.directory = base_ + "/slow";
+  options.max_file_bytes = 2048;
+  options.max_files = 1;
+  auto sink = JsonLinesIssueSink::Create(options);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  ASSERT_TRUE((*sink)->Append(Startup(2)).ok());
+  ASSERT_TRUE((*sink)->Append(NumberedFps(3)).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE((*sink)->Append(SlowMethod(i)).ok());
+  EXPECT_THAT(Lines((*sink)->path()), SizeIs(1));
+  EXPECT_THAT(Lines((*sink)->path(Kind::kStartup)), SizeIs(1));
+  EXPECT_THAT(Lines((*sink)->path(Kind::kFps)), SizeIs(1));
+  const std::vector<std::string> slow = Lines((*sink)->path(Kind::kSlowMethod));
+  ASSERT_FALSE(slow.empty());
+  EXPECT_EQ(NumberOf(slow.back()), 99);
+  EXPECT_EQ((*sink)->dropped().slow_method(), 100 - static_cast<int64_t>(slow.size()));
+  EXPECT_EQ((*sink)->dropped().fps(), 0);
+}
+
+TEST_F(JsonLinesIssueSinkTest, HangsRotate_DroppingTheOldestHangsOnly) {
+  JsonLinesIssueSink::Options options;
+  options.directory = base_ + "/hangs";
+  options.max_file_bytes = 1024;
+  options.max_files = 2;
+  auto sink = JsonLinesIssueSink::Create(options);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Append(NumberedFps(100)).ok());
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE((*sink)->Append(Numbered(i)).ok());
+  std::vector<int> kept;
+  for (const std::string& path : {options.directory + "/issues.1.jsonl", (*sink)->path()}) {
+    for (const std::string& line : Lines(path)) kept.push_back(NumberOf(line));
+  }
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(kept.back(), 39);
+  EXPECT_EQ((*sink)->dropped().hang(), kept.front());
+  EXPECT_EQ((*sink)->dropped().fps(), 0);
+  ASSERT_THAT(Lines((*sink)->path(Kind::kFps)), SizeIs(1));
+  EXPECT_EQ(NumberOf(Lines((*sink)->path(Kind::kFps))[0]), 100);
+}
+
+TEST_F(JsonLinesIssueSinkTest, KindFile_RefusesAPlantedHardLinkLikeTheMainFile) {
+  const std::string dir = base_ + "/kindlink";
+  auto sink = JsonLinesIssueSink::Create({.directory = dir});
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  const std::string victim = base_ + "/victim-fps";
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(link(victim.c_str(), (dir + "/issues.fps.jsonl").c_str()), 0);
+  ScopedCapture capture;
+  (*sink)->OnReportIssue(FpsIssue());
+  EXPECT_EQ((*sink)->failed_writes(), 1);
+  EXPECT_EQ(ReadAll(victim), "precious\n");
+  // The other kinds are written as usual.
+  ASSERT_TRUE((*sink)->Append(Numbered(1)).ok());
+  EXPECT_THAT(Lines((*sink)->path()), SizeIs(1));
 }
 
 }  // namespace

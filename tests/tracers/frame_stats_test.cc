@@ -194,7 +194,7 @@ class FrameMaker {
     f.scene = scene_;
     f.is_vsync_frame = true;
     f.refresh_rate = rate_;
-    f.intended_frame_time = rate_.TickAfter(kBase, tick_);
+    f.intended_frame_time = rate_.TickAfter(base_, tick_);
     f.start = f.intended_frame_time;
     f.end = f.intended_frame_time + rate_.Intervals(dropped) + absl::Microseconds(100);
     f.dropped_frames = dropped;
@@ -203,11 +203,20 @@ class FrameMaker {
     return f;
   }
   void set_scene(SceneId scene) { scene_ = scene; }
-  void set_rate(RefreshRate rate) { rate_ = rate; }
+  // The next frame's vsync is the next free tick of the old rate.
+  void set_rate(RefreshRate rate) {
+    base_ = rate_.TickAfter(base_, tick_);
+    tick_ = 0;
+    rate_ = rate;
+  }
+  // Nothing drawn for `ticks` vsyncs.
+  void Skip(int64_t ticks) { tick_ += ticks; }
+  TimeTicks next_vsync() const { return rate_.TickAfter(base_, tick_); }
 
  private:
   RefreshRate rate_;
   SceneId scene_;
+  TimeTicks base_ = kBase;
   int64_t tick_ = 0;
   int64_t frame_number_ = 0;
 };
@@ -228,11 +237,13 @@ TEST(FrameStatsCollectorTest, NonVsyncFrames_AreIgnored) {
   EXPECT_THAT(collector.Flush(), IsEmpty());
 }
 
-TEST(FrameStatsCollectorTest, TimeSliceOfPerfectFrames_ReportsOnTheFrameThatCompletesIt) {
-  // 600 frames at 60 Hz are exactly 10 s of frame time: the 600th reports.
+TEST(FrameStatsCollectorTest, TimeSliceOfPerfectFrames_IsReportedWhenTheNextSliceBegins) {
+  // 600 frames at 60 Hz fill the 10 s slice that began at the first vsync;
+  // the 601st frame's vsync is 10 s later: it reports them and begins the
+  // next slice.
   FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
   FrameMaker maker(RefreshRate::FromHz(60));
-  for (int i = 1; i < 600; ++i) {
+  for (int i = 1; i <= 600; ++i) {
     ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value()) << "frame " << i;
   }
   std::optional<FrameReport> report = collector.Add(maker.Next(), "Home");
@@ -245,20 +256,23 @@ TEST(FrameStatsCollectorTest, TimeSliceOfPerfectFrames_ReportsOnTheFrameThatComp
   EXPECT_DOUBLE_EQ(report->refresh_rate(), 60.0);
   EXPECT_EQ(report->drop_level().best(), 600);
 
-  // The scene starts afresh: the next report needs another full slice.
+  // The 601st frame began the next slice: 599 more do not end it.
   for (int i = 1; i < 600; ++i) ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value());
-  ASSERT_TRUE(collector.Add(maker.Next(), "Home").has_value());
+  report = collector.Add(maker.Next(), "Home");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 600);
 }
 
-TEST(FrameStatsCollectorTest, TimeSliceAt144Hz_ReportsAfterExactlyTheSlice) {
+TEST(FrameStatsCollectorTest, TimeSliceAt144Hz_HoldsTheSlicesFrames) {
   // 1440 frames at 144 Hz are exactly 10 s.
   FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
   FrameMaker maker(RefreshRate::FromHz(144));
-  for (int i = 1; i < 1440; ++i) {
+  for (int i = 1; i <= 1440; ++i) {
     ASSERT_FALSE(collector.Add(maker.Next(), "Game").has_value()) << "frame " << i;
   }
   std::optional<FrameReport> report = collector.Add(maker.Next(), "Game");
   ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 1440);
   EXPECT_DOUBLE_EQ(report->fps(), 144.0);
   EXPECT_DOUBLE_EQ(report->refresh_rate(), 144.0);
 }
@@ -339,7 +353,7 @@ TEST(FrameStatsCollectorTest, InterleavedScenes_AreCountedSeparately) {
 }
 
 TEST(FrameStatsCollectorTest, TimeSlice_IsCountedPerScene) {
-  // 100 ms = 6 intervals at 60 Hz. A's frames reach it first.
+  // 100 ms = 6 intervals at 60 Hz. A's slice begins at tick 0, B's at tick 1.
   FrameStatsCollector collector(SliceOf(absl::Milliseconds(100)));
   FrameMaker maker(RefreshRate::FromHz(60));
   std::vector<std::string> reported;
@@ -349,10 +363,201 @@ TEST(FrameStatsCollectorTest, TimeSlice_IsCountedPerScene) {
     maker.set_scene(2);
     if (auto r = collector.Add(maker.Next(), "B")) reported.push_back(r->scene());
   }
-  // A: 1 + 4 + 1 = 6 intervals at its third frame. B: 4 intervals so far.
-  EXPECT_EQ(reported, std::vector<std::string>({"A"}));
+  // A: ticks 0, 2 (drops 3), 7, 9; its frame at tick 7 is past its slice
+  // [0, 6). B: ticks 1, 6, 8, 10; its frame at tick 8 is past [1, 7).
+  EXPECT_EQ(reported, std::vector<std::string>({"A", "B"}));
   std::vector<FrameReport> rest = collector.Flush();
   ASSERT_THAT(rest, SizeIs(2));
+  for (const FrameReport& r : rest) EXPECT_EQ(r.frames(), 2) << r.scene();
+}
+
+// --- Wall-time slices and the drawn rate ----------------------------------------
+
+// Frames as a render loop that does not wait for the vsync draws them (and
+// as matrix-run sees them): each frame's "vsync" is when its dispatch began,
+// right where the previous one ended.
+class UncappedRenderer {
+ public:
+  UncappedRenderer(absl::Duration frame_cost, RefreshRate rate = RefreshRate::FromHz(60))
+      : cost_(frame_cost), rate_(rate) {}
+  FrameData Next() {
+    FrameData f;
+    f.scene = 1;
+    f.is_vsync_frame = true;
+    f.refresh_rate = rate_;
+    f.start = now_;
+    f.intended_frame_time = now_;
+    f.end = now_ + cost_;
+    f.dropped_frames = CountDroppedFrames(f.intended_frame_time, f.end, previous_end_, rate_);
+    previous_end_ = f.end;
+    now_ = f.end;
+    return f;
+  }
+  void Idle(absl::Duration d) { now_ += d; }
+  TimeTicks now() const { return now_; }
+
+ private:
+  absl::Duration cost_;
+  RefreshRate rate_;
+  TimeTicks now_ = kBase;
+  TimeTicks previous_end_;
+};
+
+TEST(FrameStatsCollectorTest, UncappedRenderer_ReportsTheRateItDrawsAtOncePerSlice) {
+  // 1,800 frames a second on a 60 Hz screen for 25 s: two reports of 10 s
+  // (18,000 frames each), each saying ~1,800 fps, then the rest on flush.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  UncappedRenderer renderer(absl::Seconds(1) / 1800);
+  std::vector<FrameReport> reports;
+  while (renderer.now() < kBase + absl::Seconds(25)) {
+    if (auto r = collector.Add(renderer.Next(), "Gears")) reports.push_back(*r);
+  }
+  ASSERT_THAT(reports, SizeIs(2));
+  for (const FrameReport& r : reports) {
+    EXPECT_NEAR(r.frames(), 18'000, 1);
+    EXPECT_NEAR(r.fps(), 1800.0, 1800.0 * 0.005);
+    EXPECT_NEAR(r.window_ms(), 10'000.0, 50.0);
+    EXPECT_DOUBLE_EQ(r.refresh_rate(), 60.0);
+    EXPECT_EQ(r.dropped_frames(), 0);  // Matrix's fields keep their meaning.
+    EXPECT_EQ(r.drop_level().best(), r.frames());
+  }
+  std::vector<FrameReport> rest = collector.Flush();
+  ASSERT_THAT(rest, SizeIs(1));
+  EXPECT_NEAR(rest[0].frames(), 9'000, 1);
+  EXPECT_NEAR(rest[0].fps(), 1800.0, 1800.0 * 0.01);
+}
+
+TEST(FrameStatsCollectorTest, UncappedSlowRenderer_ReportsItsRateBelowTheRefreshRate) {
+  // 25 ms a frame (40 fps), not paced by the vsync: each drops 1 (shown on
+  // the second vsync after it began), yet the rate drawn is 40.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  UncappedRenderer renderer(absl::Milliseconds(25));
+  for (int i = 0; i < 200; ++i) ASSERT_FALSE(collector.Add(renderer.Next(), "Map").has_value());
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_NEAR(reports[0].fps(), 40.0, 0.2);
+  EXPECT_EQ(reports[0].dropped_frames(), 200);
+}
+
+TEST(FrameStatsCollectorTest, VsyncedLoopWithVaryingWork_ReportsTheRefreshRateExactly) {
+  // Frames end 1 to 15 ms after their vsync (each within its interval): the
+  // rate drawn is 60, whatever the jitter of the frame ends.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  std::optional<FrameReport> report;
+  for (int i = 0; i <= 600 && !report; ++i) {
+    FrameData f = maker.Next();
+    f.end = f.intended_frame_time + absl::Milliseconds(1 + (i * 7) % 15);
+    report = collector.Add(f, "Feed");
+  }
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 600);
+  EXPECT_DOUBLE_EQ(report->fps(), 60.0);
+  EXPECT_DOUBLE_EQ(report->window_ms(), 10'000.0);
+}
+
+TEST(FrameStatsCollectorTest, FrozenFrame_CountsItsFullLength) {
+  // 59 frames on time and one shown 61 vsyncs after its own (dropped 60):
+  // 60 frames in 120 intervals (2 s) of drawing, 30 fps.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int i = 0; i < 59; ++i) collector.Add(maker.Next(), "Home");
+  collector.Add(maker.Next(60), "Home");
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_EQ(reports[0].frames(), 60);
+  EXPECT_EQ(reports[0].drop_level().frozen(), 1);
+  EXPECT_DOUBLE_EQ(reports[0].fps(), 30.0);
+  EXPECT_DOUBLE_EQ(reports[0].window_ms(), 2000.0);
+}
+
+TEST(FrameStatsCollectorTest, VsyncedBurstsWithIdleGaps_ReportTheRateWhileDrawing) {
+  // Bursts of 30 frames at 60 Hz, 2 s apart: 5 bursts in the 10 s slice.
+  // The idle time is nobody's: fps is 60, window_ms the drawing time.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int burst = 0; burst < 4; ++burst) {
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_FALSE(collector.Add(maker.Next(), "Chat").has_value());
+    }
+    maker.Skip(120 - 30);
+  }
+  for (int i = 0; i < 30; ++i) {  // The fifth burst, at 8 s.
+    ASSERT_FALSE(collector.Add(maker.Next(), "Chat").has_value());
+  }
+  maker.Skip(120 - 30);
+  // The sixth burst's first frame, at 10 s, begins the next slice.
+  std::optional<FrameReport> report = collector.Add(maker.Next(), "Chat");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 150);
+  EXPECT_DOUBLE_EQ(report->fps(), 60.0);
+  EXPECT_DOUBLE_EQ(report->window_ms(), 2500.0);
+  EXPECT_EQ(report->dropped_frames(), 0);
+}
+
+TEST(FrameStatsCollectorTest, UncappedBurstsWithIdleGaps_ReportTheRateWhileDrawing) {
+  // One second of drawing at 1,800 fps, then one second idle, five times:
+  // ~1,800 fps (each burst's first frame stands for one whole interval, the
+  // rest for the time since the frame before: 1.6 % less), not ~900.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  UncappedRenderer renderer(absl::Seconds(1) / 1800);
+  for (int burst = 0; burst < 5; ++burst) {
+    for (int i = 0; i < 1800; ++i) {
+      ASSERT_FALSE(collector.Add(renderer.Next(), "Gears").has_value());
+    }
+    renderer.Idle(absl::Seconds(1));
+  }
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_EQ(reports[0].frames(), 9000);
+  EXPECT_NEAR(reports[0].fps(), 1800.0, 1800.0 * 0.02);
+}
+
+TEST(FrameStatsCollectorTest, ReportEndedSlices_ReportsAnIdleScenesSliceOnceItsTimeIsOver) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  const TimeTicks begin = maker.next_vsync();
+  for (int i = 0; i < 60; ++i) collector.Add(maker.Next(), "Home");  // 1 s, then idle.
+  EXPECT_THAT(collector.ReportEndedSlices(begin + absl::Seconds(5)), IsEmpty());
+  EXPECT_THAT(collector.ReportEndedSlices(begin + absl::Seconds(10) - absl::Nanoseconds(1)),
+              IsEmpty());
+  std::vector<FrameReport> reports = collector.ReportEndedSlices(begin + absl::Seconds(10));
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_EQ(reports[0].frames(), 60);
+  EXPECT_DOUBLE_EQ(reports[0].fps(), 60.0);
+  // Reported once; nothing pending until the scene draws again.
+  EXPECT_THAT(collector.ReportEndedSlices(begin + absl::Seconds(30)), IsEmpty());
+  EXPECT_THAT(collector.Flush(), IsEmpty());
+}
+
+TEST(FrameStatsCollectorTest, FrameEndingPastItsSlice_ClosesItAtOnce) {
+  // A 12 s frozen frame after two on time: its vsync is in the slice, it ends
+  // after it; the slice is reported with it, not when the next frame comes.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value());
+  ASSERT_FALSE(collector.Add(maker.Next(), "Home").has_value());
+  std::optional<FrameReport> report = collector.Add(maker.Next(720), "Home");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 3);
+  EXPECT_EQ(report->drop_level().frozen(), 1);
+  EXPECT_DOUBLE_EQ(report->window_ms(), 723 * 1000.0 / 60);
+  EXPECT_THAT(collector.Flush(), IsEmpty());
+}
+
+TEST(FrameStatsCollectorTest, FrameAfterALongIdleGap_BeginsANewSlice) {
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int i = 0; i < 3; ++i) collector.Add(maker.Next(), "Home");
+  maker.Skip(60 * 60);  // A minute later.
+  std::optional<FrameReport> report = collector.Add(maker.Next(), "Home");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->frames(), 3);
+  EXPECT_DOUBLE_EQ(report->fps(), 60.0);
+  std::vector<FrameReport> rest = collector.Flush();
+  ASSERT_THAT(rest, SizeIs(1));
+  EXPECT_EQ(rest[0].frames(), 1);
+  EXPECT_NEAR(rest[0].fps(), 60.0, 1e-4);  // One interval: the gap is left out.
 }
 
 TEST(FrameStatsCollectorTest, PhaseCosts_AreAveragedPerFrame) {

@@ -350,6 +350,29 @@ TEST(FrameTracerReportTest, AutoVsyncFrames_ReportEveryTimeSliceForTheVisibleSce
   EXPECT_THAT(h.issues(), SizeIs(2));
 }
 
+TEST(FrameTracerReportTest, SceneThatStopsDrawing_IsReportedOnTheDrainAfterItsSliceEnds) {
+  // Slices are wall time: three frames, then nothing. The slice (1 s from the
+  // first frame's vsync) is reported by the first drain after it ends, not
+  // whenever the scene draws again, and only once.
+  Harness h(RefreshRate::FromHz(60),
+            [](FrameTracer::Options& o) { o.time_slice = absl::Seconds(1); });
+  AppState::Get()->OnSceneShown("Reader");
+  for (int i = 0; i < 3; ++i) {
+    h.DrawFrame(Ms(2));
+    h.env().AdvanceClock(Ms(15));
+  }
+  h.env().FastForwardBy(Ms(850));  // 0.9 s after the first vsync.
+  EXPECT_THAT(h.issues(), IsEmpty());
+  h.env().FastForwardBy(Ms(200));
+  ASSERT_THAT(h.issues(), SizeIs(1));
+  const matrix::proto::FrameReport& report = h.issues()[0].proto().frame();
+  EXPECT_EQ(report.scene(), "Reader");
+  EXPECT_EQ(report.frames(), 3);
+  EXPECT_NEAR(report.fps(), 60.0, 1e-9);  // The idle time is nobody's.
+  h.env().FastForwardBy(absl::Seconds(5));
+  EXPECT_THAT(h.issues(), SizeIs(1));
+}
+
 TEST(FrameTracerReportTest, At120Hz_ReportsTheRefreshRateAndItsFrames) {
   Harness h(RefreshRate::FromHz(120),
             [](FrameTracer::Options& o) { o.time_slice = absl::Seconds(1); });

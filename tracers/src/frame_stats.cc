@@ -5,13 +5,16 @@
 
 namespace matrix {
 
+TimeTicks FrameCouldStart(TimeTicks intended_vsync, TimeTicks previous_frame_end,
+                          RefreshRate rate) {
+  if (previous_frame_end <= intended_vsync) return intended_vsync;
+  // The vsync (on this frame's grid) during which the previous frame ended.
+  return rate.TickAfter(intended_vsync, rate.IntervalsIn(previous_frame_end - intended_vsync));
+}
+
 int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
                            RefreshRate rate) {
-  TimeTicks could_start = intended_vsync;
-  if (previous_frame_end > intended_vsync) {
-    // The vsync (on this frame's grid) during which the previous frame ended.
-    could_start = rate.TickAfter(intended_vsync, rate.IntervalsIn(previous_frame_end - intended_vsync));
-  }
+  const TimeTicks could_start = FrameCouldStart(intended_vsync, previous_frame_end, rate);
   // The vsyncs that passed with no new frame to show: a frame spanning d
   // shows on the ceil(d / interval)-th vsync after it could start, so it
   // dropped one fewer. Exact in integers: a frame of exactly N intervals
@@ -42,23 +45,40 @@ FrameStatsCollector::FrameStatsCollector(Options options) : options_(options) {}
 std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& frame,
                                                            std::string_view scene_name) {
   if (!frame.is_vsync_frame) return std::nullopt;
-  SceneStats& s = scenes_[frame.scene];
-  if (s.frames == 0) s.name = std::string(scene_name);
-
   const int64_t dropped = std::max<int64_t>(frame.dropped_frames, 0);
+  // Before anything returns: the next frame's time depends on this one.
+  const FrameTimeParts frame_time = TakeFrameTime(frame, dropped);
+
+  SceneStats& s = scenes_[frame.scene];
+  std::optional<proto::FrameReport> ended;
+  // A frame whose vsync falls after its scene's slice begins the next slice.
+  if (s.frames > 0 && frame.intended_frame_time >= s.slice_begin + options_.time_slice) {
+    ended = Report(s);
+    s = SceneStats();
+  }
+  if (s.frames == 0) {
+    s.name = std::string(scene_name);
+    s.slice_begin = frame.intended_frame_time;
+  }
+
   const int level = static_cast<int>(ClassifyDroppedFrames(dropped, frame.refresh_rate,
                                                            options_.thresholds));
   ++s.frames;
   s.dropped += dropped;
   ++s.level_count[level];
   s.level_sum[level] += dropped;
-  auto rate_it = std::find_if(
-      s.intervals_by_rate.begin(), s.intervals_by_rate.end(),
-      [&](const auto& entry) { return entry.first == frame.refresh_rate.millihertz(); });
-  if (rate_it == s.intervals_by_rate.end()) {
-    s.intervals_by_rate.emplace_back(frame.refresh_rate.millihertz(), dropped + 1);
+  if (frame_time.partial.has_value()) {
+    s.partial_frame_time += *frame_time.partial;
   } else {
-    rate_it->second += dropped + 1;
+    auto rate_it = std::find_if(
+        s.intervals_by_rate.begin(), s.intervals_by_rate.end(),
+        [&](const auto& entry) { return entry.first == frame.refresh_rate.millihertz(); });
+    if (rate_it == s.intervals_by_rate.end()) {
+      s.intervals_by_rate.emplace_back(frame.refresh_rate.millihertz(),
+                                       frame_time.whole_intervals);
+    } else {
+      rate_it->second += frame_time.whole_intervals;
+    }
   }
   s.jitter_sum += std::max(frame.jitter(), absl::ZeroDuration());
   s.phase_sum[0] += frame.input;
@@ -81,10 +101,48 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
   s.smoothness.push_back(100.0 * static_cast<double>(s.window_dropped) /
                          static_cast<double>(s.window_dropped + s.window_frames));
 
-  if (s.FrameTime() < options_.time_slice) return std::nullopt;
-  proto::FrameReport report = Report(s);
-  scenes_.erase(frame.scene);
-  return report;
+  // A frame that ended at or after its slice's end closes the slice, itself
+  // included (a frame longer than the slice, the frame an uncapped renderer
+  // was drawing when the slice ran out).
+  if (!ended.has_value() && frame.end >= s.slice_begin + options_.time_slice) {
+    ended = Report(s);
+    scenes_.erase(frame.scene);
+  }
+  return ended;
+}
+
+FrameStatsCollector::FrameTimeParts FrameStatsCollector::TakeFrameTime(const FrameData& frame,
+                                                                       int64_t dropped) {
+  const RefreshRate rate = frame.refresh_rate;
+  const TimeTicks could_start = FrameCouldStart(frame.intended_frame_time, previous_end_, rate);
+  const TimeTicks shown_on = rate.TickAfter(could_start, dropped + 1);
+  FrameTimeParts parts;
+  if (previous_shown_on_ <= could_start) {
+    // Nothing shared with the previous frame (every frame of a vsync'd loop;
+    // the first frame after an idle gap, which leaves the gap out).
+    parts.whole_intervals = dropped + 1;
+  } else {
+    // Shown on or after the vsync the previous frame was shown on: it stands
+    // only for the intervals after that one (none when both share a vsync).
+    parts.partial = std::max(shown_on - previous_shown_on_, absl::ZeroDuration());
+  }
+  previous_end_ = std::max(previous_end_, frame.end);
+  previous_shown_on_ = std::max(previous_shown_on_, shown_on);
+  return parts;
+}
+
+std::vector<proto::FrameReport> FrameStatsCollector::ReportEndedSlices(TimeTicks now) {
+  std::vector<proto::FrameReport> reports;
+  for (auto it = scenes_.begin(); it != scenes_.end();) {
+    SceneStats& stats = it->second;
+    if (stats.frames > 0 && now >= stats.slice_begin + options_.time_slice) {
+      reports.push_back(Report(stats));
+      scenes_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return reports;
 }
 
 void FrameStatsCollector::AddInputLatency(SceneId scene, std::string_view scene_name,
@@ -105,8 +163,8 @@ std::vector<proto::FrameReport> FrameStatsCollector::Flush() {
   return reports;
 }
 
-absl::Duration FrameStatsCollector::SceneStats::FrameTime() const {
-  absl::Duration total;
+absl::Duration FrameStatsCollector::SceneStats::TotalFrameTime() const {
+  absl::Duration total = partial_frame_time;
   for (const auto& [mhz, intervals] : intervals_by_rate) {
     total += RefreshRate::FromMillihertz(mhz).Intervals(intervals);
   }
@@ -116,11 +174,13 @@ absl::Duration FrameStatsCollector::SceneStats::FrameTime() const {
 proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
   proto::FrameReport r;
   const double n = static_cast<double>(std::max<int64_t>(s.frames, 1));
-  const absl::Duration frame_time = s.FrameTime();
+  const absl::Duration frame_time = s.TotalFrameTime();
   r.set_scene(s.name);
   r.set_frames(s.frames);
   r.set_dropped_frames(s.dropped);
-  if (s.frames > 0) r.set_fps(n / absl::ToDoubleSeconds(frame_time));
+  if (s.frames > 0 && frame_time > absl::ZeroDuration()) {
+    r.set_fps(n / absl::ToDoubleSeconds(frame_time));
+  }
   auto fill = [](proto::DropLevels* levels, const int64_t (&v)[5]) {
     levels->set_best(v[0]);
     levels->set_normal(v[1]);

@@ -148,14 +148,18 @@ void FrameTracer::Drain() {
   while (std::optional<FrameData> frame = ring_->Pop()) {
     if (options_.fps_report) {
       if (auto report = stats_.Add(*frame, options_.app_state->SceneName(frame->scene))) {
-        Issue issue;
-        issue.mutable_proto()->set_tag(kTagFps);
-        issue.mutable_proto()->set_key(report->scene());
-        *issue.mutable_proto()->mutable_frame() = std::move(*report);
-        if (options_.report) options_.report(std::move(issue));
+        PublishReport(std::move(*report));
       }
     }
     for (auto& slot : slots) slot->pending.push_back(*frame);
+  }
+  if (options_.fps_report) {
+    // Slices are wall time: one that ended with no frame after it (the scene
+    // went idle) is reported now, not whenever the scene draws again.
+    for (proto::FrameReport& report :
+         stats_.ReportEndedSlices(options_.monitor->clock()->NowTicks())) {
+      PublishReport(std::move(report));
+    }
   }
   const uint64_t lost = ring_->dropped();
   if (lost > reported_lost_) {
@@ -213,14 +217,16 @@ void FrameTracer::Deliver(const std::shared_ptr<AsyncSlot>& slot, std::vector<Fr
 void FrameTracer::FlushReports() {
   worker_handler_->Post([this] {
     Drain();
-    for (proto::FrameReport& report : stats_.Flush()) {
-      Issue issue;
-      issue.mutable_proto()->set_tag(kTagFps);
-      issue.mutable_proto()->set_key(report.scene());
-      *issue.mutable_proto()->mutable_frame() = std::move(report);
-      if (options_.report) options_.report(std::move(issue));
-    }
+    for (proto::FrameReport& report : stats_.Flush()) PublishReport(std::move(report));
   });
+}
+
+void FrameTracer::PublishReport(proto::FrameReport report) {
+  Issue issue;
+  issue.mutable_proto()->set_tag(kTagFps);
+  issue.mutable_proto()->set_key(report.scene());
+  *issue.mutable_proto()->mutable_frame() = std::move(report);
+  if (options_.report) options_.report(std::move(issue));
 }
 
 void FrameTracer::OnForeground(bool foreground) {

@@ -793,6 +793,49 @@ std::string RenderGroups(const std::vector<IssueGroup>& groups, const RenderOpti
   return out;
 }
 
+namespace {
+
+// What the sinks' rotation dropped: each line carries its sink's counts so
+// far (SinkDrops, cumulative), so the largest per process is its total.
+// "4120 fps, 3 slow_method (rotated out by their own kind)", or "".
+std::string SinkDropsText(const ReadResult& read) {
+  absl::flat_hash_map<std::string, proto::SinkDrops> by_process;
+  for (const IssueRecord& r : read.records) {
+    if (!r.issue.has_sink_dropped()) continue;
+    const proto::SinkDrops& d = r.issue.sink_dropped();
+    proto::SinkDrops& max = by_process[absl::StrCat(r.process(), "/", r.pid())];
+    max.set_hang(std::max(max.hang(), d.hang()));
+    max.set_fps(std::max(max.fps(), d.fps()));
+    max.set_slow_method(std::max(max.slow_method(), d.slow_method()));
+    max.set_startup(std::max(max.startup(), d.startup()));
+    max.set_block(std::max(max.block(), d.block()));
+    max.set_other(std::max(max.other(), d.other()));
+  }
+  proto::SinkDrops total;
+  for (const auto& [process, d] : by_process) {
+    total.set_hang(total.hang() + d.hang());
+    total.set_fps(total.fps() + d.fps());
+    total.set_slow_method(total.slow_method() + d.slow_method());
+    total.set_startup(total.startup() + d.startup());
+    total.set_block(total.block() + d.block());
+    total.set_other(total.other() + d.other());
+  }
+  std::vector<std::string> parts;
+  for (const auto& [name, n] : {std::pair<const char*, int64_t>{"fps", total.fps()},
+                                {"hang", total.hang()},
+                                {"slow_method", total.slow_method()},
+                                {"startup", total.startup()},
+                                {"block", total.block()},
+                                {"other", total.other()}}) {
+    if (n > 0) parts.push_back(absl::StrCat(n, " ", name));
+  }
+  if (parts.empty()) return "";
+  return absl::StrCat(absl::StrJoin(parts, ", "),
+                      " (oldest issues rotated out of the sink's files by their own kind)");
+}
+
+}  // namespace
+
 std::string RenderSummary(const ReadResult& read, const std::vector<const IssueRecord*>& selected,
                           bool filtered, const RenderOptions& options) {
   std::string out;
@@ -830,6 +873,9 @@ std::string RenderSummary(const ReadResult& read, const std::vector<const IssueR
                       " (grouped by their key, shown as raw fields)");
     }
     AddField(out, "unknown", text);
+  }
+  if (std::string dropped = SinkDropsText(read); !dropped.empty()) {
+    AddField(out, "dropped", dropped);
   }
   if (selected.empty()) return out;
 

@@ -1,15 +1,34 @@
 // File: matrix/trace/frame_stats.h
 //
 // FrameStatsCollector turns a stream of frames into Trace_FPS reports, one per
-// scene each time the scene has accumulated a time slice (10 s) of frame time.
-// It is pure logic (no threads, no clock), fed by FrameTracer on the worker.
+// scene per time slice (10 s) of wall time. It is pure logic (no threads, no
+// clock: times come with the frames, and "now" as a parameter), fed by
+// FrameTracer on the worker.
 //
 // Definitions (see docs/tracers.md):
-//   dropped   ceil(d / interval) - 1, d from the vsync to the frame's end.
+//   dropped   ceil(d / interval) - 1, d from when the frame could start (its
+//             vsync, or the vsync the previous frame ended in) to its end;
+//             the frame is shown on the (dropped + 1)-th vsync after that.
 //   levels    BEST [0, 3), NORMAL [3, 9), MIDDLE [9, 24), HIGH [24, 42),
 //             FROZEN [42, inf) dropped frames, thresholds given at 60 Hz and
 //             scaled to the frame's refresh rate (3 at 60 Hz is 6 at 120 Hz).
-//   fps       frames / sum over frames of (dropped + 1) intervals.
+//   frame time  what a frame stands for: the time from when it could start
+//             to the vsync it is shown on ((dropped + 1) intervals), less the
+//             part the previous frame already stood for (frames drawn faster
+//             than the refresh rate share a vsync interval). Time when no
+//             frame was waiting to be drawn is nobody's.
+//   fps       frames / the sum of their frame times: the rate frames were
+//             drawn at. An uncapped renderer drawing 1,800 frames a second
+//             reports ~1,800, a vsync'd loop at most its refresh rate, a
+//             frozen frame counts its full length, and idle time between
+//             bursts of drawing does not lower it. (Matrix's fps, frames /
+//             sum of (dropped + 1) intervals, assumes at most one frame per
+//             vsync; both agree when that holds.)
+//   slice     a scene's slice begins at its first frame's vsync and lasts
+//             `time_slice` of wall time; a frame belongs to the slice its
+//             vsync falls in. It is reported when a frame ends at or after
+//             its end, when a frame of a later slice comes, or (from
+//             ReportEndedSlices) once its time is over.
 //   smoothness  for each frame, the percent of vsyncs that dropped a frame
 //             among the frames of the last 1 s; the report gives the worst
 //             and the 95th percentile (Chromium's dropped-frame counter).
@@ -18,6 +37,7 @@
 //   for (const matrix::FrameData& f : frames) {
 //     if (auto report = collector.Add(f, "Gallery")) Publish(*report);
 //   }
+//   for (auto& report : collector.ReportEndedSlices(clock->NowTicks())) Publish(report);
 //
 // Thread safety: thread-compatible.
 
@@ -64,6 +84,12 @@ enum class DropLevel { kBest = 0, kNormal = 1, kMiddle = 2, kHigh = 3, kFrozen =
 int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
                            RefreshRate rate);
 
+// The earliest a frame could start: its vsync, or, when the previous frame
+// was still running then, the vsync (on this frame's grid) during which the
+// previous frame ended.
+TimeTicks FrameCouldStart(TimeTicks intended_vsync, TimeTicks previous_frame_end,
+                          RefreshRate rate);
+
 // The level of a frame that dropped `dropped` frames at `rate`.
 DropLevel ClassifyDroppedFrames(int64_t dropped, RefreshRate rate, const DropThresholds& t);
 
@@ -76,9 +102,16 @@ class FrameStatsCollector {
   };
   explicit FrameStatsCollector(Options options);
 
-  // Adds a vsync frame (others are ignored). Returns the scene's report when
-  // its frame time reached the time slice; the scene then starts afresh.
+  // Adds a vsync frame (others are ignored); frames come in the order the
+  // looper drew them, all scenes in one stream. When the frame's vsync falls
+  // after the end of its scene's slice, returns that slice's report and the
+  // frame begins the scene's next slice; otherwise, when the frame ends at or
+  // after the end of its slice, returns the slice's report with the frame.
   std::optional<proto::FrameReport> Add(const FrameData& frame, std::string_view scene_name);
+  // Reports every scene whose slice ended by `now` (same clock as the
+  // frames); those scenes start afresh. FrameTracer calls it on each drain,
+  // so a slice is reported on time even when no frame follows it.
+  std::vector<proto::FrameReport> ReportEndedSlices(TimeTicks now);
   // Reports every scene that drew frames so far and starts afresh.
   std::vector<proto::FrameReport> Flush();
   // An input event handled `latency` after it happened, in `scene`.
@@ -93,12 +126,17 @@ class FrameStatsCollector {
     int64_t dropped = 0;
     int64_t level_count[5] = {};
     int64_t level_sum[5] = {};
-    // Sum of (dropped + 1) intervals, kept as whole intervals per refresh
-    // rate (mHz) and converted once when read: adding each frame's interval
-    // rounded to a nanosecond drifts (600 frames at 60 Hz would fall 400 ns
-    // short of 10 s).
+    // The slice's start: its first frame's vsync.
+    TimeTicks slice_begin;
+    // The sum of the frames' frame times. Frames that stand for whole
+    // intervals (every frame of a vsync'd loop) are kept as whole intervals
+    // per refresh rate (mHz) and converted once when read: adding each
+    // frame's interval rounded to a nanosecond drifts (600 frames at 60 Hz
+    // would fall 400 ns short of 10 s). The rest (frames sharing intervals)
+    // are summed in nanoseconds.
     std::vector<std::pair<int64_t, int64_t>> intervals_by_rate;
-    absl::Duration FrameTime() const;
+    absl::Duration partial_frame_time;
+    absl::Duration TotalFrameTime() const;
     absl::Duration jitter_sum;
     absl::Duration phase_sum[4];
     double hz_sum = 0;
@@ -109,9 +147,20 @@ class FrameStatsCollector {
     std::vector<double> input_latency_ms;
   };
   proto::FrameReport Report(SceneStats& stats);
+  // The time `frame` stands for (see frame time above), in whole intervals
+  // when it stands for (dropped + 1) of them; advances the previous frame.
+  struct FrameTimeParts {
+    int64_t whole_intervals = 0;  // Used when `partial` is not set.
+    std::optional<absl::Duration> partial;
+  };
+  FrameTimeParts TakeFrameTime(const FrameData& frame, int64_t dropped);
 
   const Options options_;
   absl::flat_hash_map<SceneId, SceneStats> scenes_;
+  // The looper's previous frame (any scene): its end and the vsync it was
+  // shown on. Null before the first frame.
+  TimeTicks previous_end_;
+  TimeTicks previous_shown_on_;
   int64_t lost_frames_ = 0;
 };
 

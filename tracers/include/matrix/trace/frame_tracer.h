@@ -5,7 +5,8 @@
 // it is exact at 60, 90, 120 or 144 Hz; see CountDroppedFrames), its drop
 // level, and the time spent in each Choreographer queue. It delivers frames to IDoFrameListeners and, when
 // FPS reporting is on, publishes a Trace_FPS report per scene every time slice
-// (10 s of frame time).
+// (10 s of wall time; fps is the rate frames were drawn at, see
+// FrameStatsCollector).
 //
 //   class JankLogger : public matrix::IDoFrameListener {
 //    public:
@@ -93,6 +94,8 @@ class FrameTracer : public Tracer {
     bool fps_report = true;            // Publish Trace_FPS reports.
     bool report_in_background = false;  // Count frames drawn in the background.
     DropThresholds thresholds;
+    // Wall time covered by one Trace_FPS report per scene; a slice that
+    // ended is reported on the next drain.
     absl::Duration time_slice = absl::Seconds(10);
     absl::Duration drain_period = absl::Milliseconds(100);
     // A sync listener taking longer than this is reported in a warning.
@@ -140,6 +143,8 @@ class FrameTracer : public Tracer {
   // while that timer is current (a stop then start does not leave two).
   void ScheduleDrain(uint64_t generation);
   void Deliver(const std::shared_ptr<AsyncSlot>& slot, std::vector<FrameData> frames);
+  // Sends one Trace_FPS issue to options_.report (worker).
+  void PublishReport(proto::FrameReport report);
 
   Options options_;
   std::unique_ptr<internal::SpscRing<FrameData, kRingCapacity>> ring_;
