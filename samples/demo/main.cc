@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
   jank_registration.Reset();
   matrix::Matrix::Shutdown();
   std::printf("[demo] done: %d frames delivered to the frame listener, %d issues reported; "
-              "JSON lines in %s/issues.jsonl\n",
+              "JSON lines in %s/issues*.jsonl (hangs in issues.jsonl, each other kind beside)\n",
               jank.frames(), console->count(), reports.c_str());
   // The hang, LAG, slow-method and block reports carry the looper thread's
   // last seconds (docs/timeline.md).

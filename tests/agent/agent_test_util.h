@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -70,10 +71,16 @@ inline std::string NewReportDir(const std::string& name) {
   return dir.string();
 }
 
-// Every issue in `dir` (empty when it does not exist).
+// Every issue in `dir` (empty when it does not exist), in the order they
+// were reported: each kind has its own file, so file order is not time order.
 inline std::vector<matrix::report::IssueRecord> ReadIssues(const std::string& dir) {
   if (!std::filesystem::exists(dir)) return {};
-  return matrix::report::ReadIssueInputs({dir}, nullptr).records;
+  std::vector<matrix::report::IssueRecord> records =
+      matrix::report::ReadIssueInputs({dir}, nullptr).records;
+  std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return a.time_ms() < b.time_ms();
+  });
+  return records;
 }
 
 // The frame rate the FPS reports among `records` give over wall time: the

@@ -27,6 +27,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "matrix/report/issue_reader.h"
 
 namespace {
@@ -41,7 +42,7 @@ constexpr char kUsage[] =
     "  --lag MS           LAG threshold (default 2000, at most the ANR threshold)\n"
     "  --evil MS          slow dispatch threshold (default 700)\n"
     "  --no-frames        no frame (FPS) reports from buffer swaps\n"
-    "  --fps-slice MS     frame time covered by one FPS report (default 10000)\n"
+    "  --fps-slice MS     wall time covered by one FPS report (default 10000)\n"
     "  --timeline-window MS  how far a hang's timeline reaches back before the hang\n"
     "                     began (default 5000)\n"
     "  --refresh-hz HZ    display refresh rate for dropped frames (default: display's or 60)\n"
@@ -232,10 +233,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "matrix-run: no reports (%s was not written)\n", file.c_str());
     } else {
       // The directory, rotated files included; this run's issues only.
+      // Hangs are in `file`, the other kinds in files of their own beside
+      // it (<name>.fps.jsonl, ...: docs/reports.md, "Retention").
       matrix::report::ReadResult result;
+      std::vector<std::string> run_files;
       absl::StatusOr<std::vector<std::string>> files = matrix::report::ExpandInput(report_dir);
       for (const std::string& f : files.ok() ? *files : std::vector<std::string>{}) {
-        if (f.find(absl::StrCat("/", base, "-", child)) == std::string::npos) continue;
+        if (f.find(absl::StrCat("/", base, "-", child, ".")) == std::string::npos) continue;
+        run_files.push_back(f);
         std::ifstream in(f);
         matrix::report::ReadIssueStream(in, f, result);
       }
@@ -247,7 +252,8 @@ int main(int argc, char** argv) {
         ++total;
       }
       std::fprintf(stderr, "matrix-run: %lld issue(s) in %s (read them: matrix-report %s)\n",
-                   static_cast<long long>(total), file.c_str(), file.c_str());
+                   static_cast<long long>(total), file.c_str(),
+                   absl::StrJoin(run_files, " ").c_str());
       for (const auto& [kind, count] : counts) {
         std::fprintf(stderr, "matrix-run:   %-28s %d\n", kind.c_str(), count);
       }

@@ -62,12 +62,13 @@ class LoopWaitSites {
   // shallower boundary between, that make it the loop's wait.
   static constexpr int kBlockedWaitsToLearn = 3;
   // A wait this long blocked: the thread slept in the kernel until another
-  // thread or a timer woke it. An uncontended semaphore or lock (a
-  // semaphore used as a mutex) returns in well under a microsecond and is
-  // never the loop's; Tcl's zero-time polls, a round trip to its notifier
-  // thread, take 10-300 us, and may be all a Tk program does before it
+  // thread or a timer woke it (two context switches, a few microseconds at
+  // least). An uncontended semaphore or lock (a semaphore used as a mutex)
+  // returns in well under a microsecond and is never the loop's; Tcl's
+  // zero-time polls, a round trip to its notifier thread, take 6-300 us
+  // (6-8 us on a fast machine), and may be all a Tk program does before it
   // idles.
-  static constexpr int64_t kBlockedNanos = 10'000;
+  static constexpr int64_t kBlockedNanos = 2'000;
   // Calls at the same depth this close to each other (the same function, in
   // practice: Tcl_WaitForEvent is 1.5 KiB) are one site.
   static constexpr uintptr_t kSameFunctionBytes = 2048;

@@ -6,7 +6,9 @@
 // (their names are their write times). JsonLinesIssueSink keeps <name>.jsonl
 // as the current file and <name>.1.jsonl, <name>.2.jsonl, ... as older ones
 // (higher is older), so <name>.2.jsonl is read before <name>.1.jsonl before
-// <name>.jsonl.
+// <name>.jsonl. It keeps hangs there and each other kind in files of its own
+// (<name>.fps.jsonl, <name>.fps.1.jsonl, ...: issue_sinks.h), each such kind
+// read as a sink of its own, so a directory reads them all.
 //
 // A file whose first non-blank character is '*' is a BlockCanary text file
 // (BlockLogWriter, see matrix/plugins/block_canary_log.h); it becomes one
