@@ -341,6 +341,80 @@ TEST(CallTreeTest, Merge_CanBeTurnedOff) {
   EXPECT_EQ(CallTree::Build(r.records()).size(), 1u);
 }
 
+// A full tree (Options::max_calls) folds a repeat of the finished call
+// before it into that call, children included, even with merging off: the
+// timeline's shape, with every call's time kept.
+TEST(CallTreeTest, Bound_FullTreeFoldsRepeatsIntoTheCallBefore) {
+  Records r;
+  r.DispatchBegin().Enter(kA);
+  for (int i = 0; i < 1000; ++i) {
+    r.Enter(kB).Call(kL, absl::Microseconds(1024)).Exit(kB);
+  }
+  r.Exit(kA).DispatchEnd();
+  CallTree::Options options;
+  options.merge = false;
+  options.max_calls = 8;
+  CallTree tree = Named(CallTree::Build(r.records(), options));
+  // dispatch, A, then B > L until the tree is full, then every later B
+  // folds into the last one, its L into that B's L.
+  EXPECT_LE(tree.size(), 8u) << tree.ToString();
+  int b_calls = 0;
+  int l_calls = 0;
+  absl::Duration l_cost;
+  for (const CallNode& n : tree.nodes()) {
+    if (n.name == "B()") b_calls += n.count;
+    if (n.name == "L()") {
+      l_calls += n.count;
+      l_cost += n.cost;
+    }
+  }
+  EXPECT_EQ(b_calls, 1000) << tree.ToString();
+  EXPECT_EQ(l_calls, 1000) << tree.ToString();
+  ExpectCost(tree.nodes()[1], absl::Microseconds(1024) * 1000);  // A, whole.
+  EXPECT_LE(absl::AbsDuration(l_cost - absl::Microseconds(1024) * 1000), absl::Milliseconds(1));
+  EXPECT_EQ(tree.stats().dropped_calls, 0);
+  EXPECT_GT(tree.stats().folded_calls, 990);
+  // The last B spans its first folded call to the last call's end.
+  const CallNode& last_b = tree.nodes()[tree.size() - 2];
+  ASSERT_EQ(last_b.name, "B()") << tree.ToString();
+  EXPECT_EQ(last_b.end, r.now());
+  // Without a bound, every call is a node.
+  options.max_calls = 0;
+  EXPECT_EQ(CallTree::Build(r.records(), options).size(), 2002u);
+}
+
+// A full tree drops a call that repeats nothing, with everything it calls,
+// counts it at its parent, and still matches every later exit: calls after
+// the dropped ones close where they should.
+TEST(CallTreeTest, Bound_FullTreeDropsOtherCallsAndCountsThemAtTheirParent) {
+  Records r;
+  r.Enter(kA);
+  for (int i = 0; i < 50; ++i) {
+    r.Enter(kB).Call(kL, absl::Microseconds(1024)).Exit(kB);  // B > L
+    r.Call(kM, absl::Microseconds(1024));                     // M, between
+  }
+  r.Advance(absl::Milliseconds(10)).Exit(kA).Call(kC, absl::Milliseconds(2));
+  CallTree::Options options;
+  options.merge = false;
+  options.max_calls = 6;
+  CallTree tree = Named(CallTree::Build(r.records(), options));
+  // A > B > L, M, B > L: full. Each later M repeats nothing (the call
+  // before it is a B) and is dropped; each later B then follows a B and
+  // folds into it, its L into that B's L. C, after A, is dropped at the top.
+  EXPECT_EQ(tree.ToString(),
+            "A() 1 112ms +49 trimmed\n.B() 1 1ms\n..L() 1 1ms\n.M() 1 1ms\n.B() 49 50ms\n"
+            "..L() 49 50ms\n");
+  const CallNode& a = tree.nodes()[0];
+  EXPECT_EQ(a.trimmed_descendants, 49);
+  EXPECT_EQ(tree.stats().dropped_calls, 49 + 1);
+  EXPECT_EQ(tree.stats().folded_calls, 48 * 2);
+  // A's exit matched through the dropped calls: A ends where it exited.
+  ExpectCost(a, absl::Microseconds(1024) * 100 + absl::Milliseconds(10));
+  EXPECT_FALSE(a.running);
+  EXPECT_EQ(tree.stats().unmatched_exits, 0);
+  EXPECT_EQ(tree.stats().unwound_calls, 0);
+}
+
 // A wide and deep tree: dispatch > 10 x F_i (i ms), each F_i > 9 distinct
 // leaves of (j * 10) us, and F_9 > a chain of depth 5 holding most of the cost.
 Records BigTree() {

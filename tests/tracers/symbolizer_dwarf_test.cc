@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -300,6 +301,43 @@ TEST(FillCallTreeTest, CallsCarryTheirDefinitionOrScopeLine) {
 
 TEST(DwarfModuleTest, UnreadableFile_IsNull) {
   EXPECT_EQ(internal::DwarfModule::Open("/nonexistent/lib.so", "/nonexistent/lib.so", {}), nullptr);
+}
+
+}  // namespace
+}  // namespace matrix
+
+namespace matrix {
+namespace {
+
+TEST(SymbolizerSystemLibraryTest, IsSystemLibrary_TheSystemLibraryDirectories) {
+  EXPECT_TRUE(IsSystemLibrary("/lib/x86_64-linux-gnu/libc.so.6"));
+  EXPECT_TRUE(IsSystemLibrary("/usr/lib/x86_64-linux-gnu/libQt6Core.so.6"));
+  EXPECT_TRUE(IsSystemLibrary("/lib64/ld-linux-x86-64.so.2"));
+  EXPECT_TRUE(IsSystemLibrary("/usr/lib64/libfoo.so"));
+  EXPECT_FALSE(IsSystemLibrary("/usr/bin/node"));
+  EXPECT_FALSE(IsSystemLibrary("/usr/local/lib/libapp.so"));
+  EXPECT_FALSE(IsSystemLibrary("/usr/libexec/app"));
+  EXPECT_FALSE(IsSystemLibrary("/library/app"));
+  EXPECT_FALSE(IsSystemLibrary("/opt/app/lib/libapp.so"));
+}
+
+// A frame in libc is named but gets no source line by default, even where
+// libc6-dbg's debug file is installed (it costs 10-18 MB for the life of the
+// process); SymbolizerOptions::system_library_lines asks for it.
+TEST(SymbolizerSystemLibraryTest, LibcFrame_NamedWithoutLineUnlessAsked) {
+  const auto pc = reinterpret_cast<uintptr_t>(&clock_nanosleep) + 1;
+  Symbolizer symbolizer;
+  const SymbolInfo info = symbolizer.Symbolize(pc);
+  ASSERT_TRUE(IsSystemLibrary(info.module)) << info.module;
+  EXPECT_THAT(info.function, ::testing::HasSubstr("clock_nanosleep"));
+  EXPECT_THAT(info.file, IsEmpty());
+  EXPECT_EQ(info.line, 0);
+
+  Symbolizer with_lines(SymbolizerOptions{.system_library_lines = true});
+  const SymbolInfo full = with_lines.Symbolize(pc);
+  EXPECT_EQ(full.function, info.function);
+  if (full.file.empty()) GTEST_SKIP() << "libc has no debug file here (libc6-dbg)";
+  EXPECT_GT(full.line, 0) << full.file;
 }
 
 }  // namespace

@@ -23,7 +23,13 @@ struct RawCall {
   uintptr_t address = 0;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
+  // The call's last (re)entry, and the time of its earlier calls when later
+  // repeats were folded into it (a full tree: Options::max_calls).
+  int64_t open_ns = 0;
+  int64_t folded_ns = 0;
   int64_t cost_ns = 0;
+  // Calls under this one dropped because the tree was full.
+  int dropped = 0;
   int first_child = kNone;
   int last_child = kNone;
   int next_sibling = kNone;
@@ -78,6 +84,16 @@ class Builder {
     return a.kind != MethodKind::kDispatch && a.kind == b.kind && a.address == b.address;
   }
 
+  // A stack entry below kNone is a dropped call: -2 - its index in
+  // phantoms_. Dropped calls are always the innermost entries.
+  static bool IsPhantom(int entry) { return entry < kNone; }
+  // The innermost open call that is in the tree (kRoot when none is).
+  int InnermostKept() const {
+    const size_t kept = stack_.size() - phantoms_.size();
+    return kept == 0 ? kRoot : stack_[kept - 1];
+  }
+  bool Full() const { return options_.max_calls != 0 && calls_.size() > options_.max_calls; }
+
   void AppendChild(int parent, int child);
   void Open(MethodKind kind, uintptr_t address, int64_t t);
   void Close(MethodKind kind, uintptr_t address, int64_t t);
@@ -90,6 +106,8 @@ class Builder {
   CallTree::Stats* stats_;
   std::vector<RawCall> calls_;
   std::vector<int> stack_;  // Open calls, innermost last.
+  // Open calls that were dropped (the tree was full): what their exits match.
+  std::vector<std::pair<MethodKind, uintptr_t>> phantoms_;
   int64_t first_time_ns_ = 0;
   absl::flat_hash_map<std::pair<MethodKind, uintptr_t>, int> by_method_;
 };
@@ -105,11 +123,31 @@ void Builder::AppendChild(int parent, int child) {
 }
 
 void Builder::Open(MethodKind kind, uintptr_t address, int64_t t) {
+  if (!phantoms_.empty() || Full()) {
+    const int parent = InnermostKept();
+    const int last = calls_[parent].last_child;
+    if (phantoms_.empty() && last != kNone && kind != MethodKind::kDispatch &&
+        calls_[last].kind == kind && calls_[last].address == address) {
+      // A repeat of the finished call before it: fold it in and reopen.
+      RawCall& call = calls_[last];
+      call.folded_ns += std::max<int64_t>(0, call.end_ns - call.open_ns);
+      call.open_ns = t;
+      ++call.count;
+      stack_.push_back(last);
+      ++stats_->folded_calls;
+      return;
+    }
+    ++calls_[parent].dropped;
+    ++stats_->dropped_calls;
+    phantoms_.emplace_back(kind, address);
+    stack_.push_back(-1 - static_cast<int>(phantoms_.size()));
+    return;
+  }
   const int id = static_cast<int>(calls_.size());
   RawCall& call = calls_.emplace_back();
   call.kind = kind;
   call.address = address;
-  call.start_ns = t;
+  call.start_ns = call.open_ns = t;
   AppendChild(stack_.empty() ? kRoot : stack_.back(), id);
   stack_.push_back(id);
 }
@@ -121,25 +159,33 @@ void Builder::CloseAsUnwound(int id, int64_t t) {
 }
 
 void Builder::Close(MethodKind kind, uintptr_t address, int64_t t) {
+  const int kept = static_cast<int>(stack_.size() - phantoms_.size());
   for (int k = static_cast<int>(stack_.size()) - 1; k >= 0; --k) {
-    RawCall& call = calls_[stack_[k]];
-    if (call.kind != kind || call.address != address) continue;
-    for (int j = static_cast<int>(stack_.size()) - 1; j > k; --j) CloseAsUnwound(stack_[j], t);
-    call.end_ns = t;
+    const int entry = stack_[k];
+    const bool match = IsPhantom(entry)
+                           ? phantoms_[static_cast<size_t>(-2 - entry)] == std::make_pair(kind, address)
+                           : calls_[entry].kind == kind && calls_[entry].address == address;
+    if (!match) continue;
+    for (int j = std::min(static_cast<int>(stack_.size()), kept) - 1; j > k; --j) {
+      CloseAsUnwound(stack_[j], t);
+    }
+    if (!IsPhantom(entry)) calls_[entry].end_ns = t;
     stack_.resize(k);
+    phantoms_.resize(static_cast<size_t>(std::max(k - kept, 0)));
     return;
   }
   // The enter is not in the records: this call began before the window and
   // everything recorded so far ran inside it. Calls still open under it had
   // no exit of their own.
   ++stats_->unmatched_exits;
-  for (int j = static_cast<int>(stack_.size()) - 1; j >= 0; --j) CloseAsUnwound(stack_[j], t);
+  for (int j = kept - 1; j >= 0; --j) CloseAsUnwound(stack_[j], t);
   stack_.clear();
+  phantoms_.clear();
   const int id = static_cast<int>(calls_.size());
   RawCall& call = calls_.emplace_back();
   call.kind = kind;
   call.address = address;
-  call.start_ns = first_time_ns_;
+  call.start_ns = call.open_ns = first_time_ns_;
   call.end_ns = t;
   call.entered_before_window = true;
   RawCall& root = calls_[kRoot];
@@ -149,7 +195,9 @@ void Builder::Close(MethodKind kind, uintptr_t address, int64_t t) {
 }
 
 void Builder::Decode(absl::Span<const uint64_t> records) {
-  calls_.reserve(records.size() / 2 + 2);
+  size_t expected = records.size() / 2 + 2;
+  if (options_.max_calls != 0) expected = std::min(expected, options_.max_calls + 2);
+  calls_.reserve(expected);
   bool have_time = false;
   int64_t time_record_ns = 0;  // Last time record: the epoch of what follows.
   int64_t now_ns = 0;          // Monotonic clamp of every decoded time.
@@ -198,13 +246,16 @@ void Builder::Decode(absl::Span<const uint64_t> records) {
   }
   const int64_t end_ns = std::max(now_ns, options_.end_time.ToNanoseconds());
   for (const int id : stack_) {
+    if (IsPhantom(id)) continue;
     calls_[id].end_ns = end_ns;
     calls_[id].running = true;
     ++stats_->running_calls;
   }
   stack_.clear();
+  phantoms_.clear();
   for (size_t i = 1; i < calls_.size(); ++i) {
-    calls_[i].cost_ns = std::max<int64_t>(0, calls_[i].end_ns - calls_[i].start_ns);
+    RawCall& call = calls_[i];
+    call.cost_ns = call.folded_ns + std::max<int64_t>(0, call.end_ns - call.open_ns);
   }
 }
 
@@ -215,6 +266,8 @@ void Builder::MergeInto(int dst, int src) {
   RawCall& s = calls_[src];
   d.count += s.count;
   d.cost_ns += s.cost_ns;
+  d.end_ns = std::max(d.end_ns, s.end_ns);
+  d.dropped += s.dropped;
   d.running |= s.running;
   d.entered_before_window |= s.entered_before_window;
   d.unwound |= s.unwound;
@@ -323,13 +376,14 @@ std::vector<CallNode> Builder::Flatten(std::optional<size_t> trim_to) const {
     for (size_t i = 0; i < ids.size(); ++i) {
       const int up = parent[i] == kNone ? kNone : nearest_kept[parent[i]];
       nearest_kept[i] = keep[i] ? static_cast<int>(i) : up;
-      if (!keep[i] && up != kNone) ++trimmed[up];
+      if (!keep[i] && up != kNone) trimmed[up] += 1 + calls_[ids[i]].dropped;
     }
   } else {
     keep.assign(ids.size(), true);
   }
 
   std::vector<CallNode> nodes;
+  nodes.reserve(static_cast<size_t>(std::count(keep.begin(), keep.end(), true)));
   std::vector<int> new_index(ids.size(), kNone);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!keep[i]) continue;
@@ -344,10 +398,11 @@ std::vector<CallNode> Builder::Flatten(std::optional<size_t> trim_to) const {
     node.count = call.count;
     node.cost = absl::Nanoseconds(call.cost_ns);
     node.start = TimeTicks::FromNanoseconds(call.start_ns);
+    node.end = TimeTicks::FromNanoseconds(std::max(call.end_ns, call.start_ns));
     node.running = call.running;
     node.entered_before_window = call.entered_before_window;
     node.unwound = call.unwound;
-    node.trimmed_descendants = trimmed[i];
+    node.trimmed_descendants = trimmed[i] + call.dropped;
   }
   return nodes;
 }

@@ -723,6 +723,13 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
+bool IsSystemLibrary(std::string_view module_path) {
+  for (std::string_view dir : {"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"}) {
+    if (module_path.substr(0, dir.size()) == dir) return true;
+  }
+  return false;
+}
+
 Symbolizer::Symbolizer() : Symbolizer(SymbolizerOptions()) {}
 
 Symbolizer::Symbolizer(SymbolizerOptions options)
@@ -800,7 +807,8 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
       info.function = internal::Demangle(symbol->name);
       info.function_offset = pc - module->bias() - symbol->address;
     }
-    if (options_.source_lines) {
+    if (options_.source_lines &&
+        (options_.system_library_lines || !IsSystemLibrary(module->path()))) {
       if (internal::DwarfModule* dwarf = module->Dwarf(debug_directories_)) {
         dwarf->Lookup(info.module_offset, &info);
       }

@@ -496,7 +496,7 @@ void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_
       const bool dispatch = n.kind == MethodKind::kDispatch;
       depth[i] = dispatch ? parent_depth : parent_depth + 1;
       if (dispatch) continue;
-      const TimeTicks end = n.start + n.cost;
+      const TimeTicks end = n.end;
       if (end < origin || n.start > snapshot.end) continue;
       proto::TimelineSlice* c = out->add_calls();
       c->set_name(n.name.empty() ? absl::StrCat("0x", absl::Hex(n.address)) : n.name);
@@ -504,6 +504,12 @@ void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_
       c->set_dur_us(dur_us(n.start, std::min(end, snapshot.end)));
       c->set_depth(std::max(depth[i], 0));
       c->set_unfinished(n.running);
+      if (n.count > 1) {
+        // Repeats folded while the tree was built (it was full): an
+        // aggregate, like the budget's, over the span of its calls.
+        c->set_count(n.count);
+        c->set_busy_us(absl::ToInt64Microseconds(n.cost));
+      }
     }
   }
   FitTimelineToBudget(out, max_json_bytes);

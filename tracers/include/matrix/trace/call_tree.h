@@ -66,6 +66,8 @@ struct CallNode {
   absl::Duration cost;
   // When the (first) call began.
   TimeTicks start;
+  // When the (last) call ended (start + cost for a single call).
+  TimeTicks end;
   // No exit was recorded: the call was still running; cost runs to the end
   // time given to Build().
   bool running = false;
@@ -75,7 +77,8 @@ struct CallNode {
   // No exit of its own: closed when an ancestor exited (exception or
   // longjmp through code whose exit hook did not run).
   bool unwound = false;
-  // Descendants removed by Trim().
+  // Descendants removed by Trim(), or dropped while building because the
+  // tree was full (Options::max_calls).
   int trimmed_descendants = 0;
 };
 
@@ -83,6 +86,8 @@ class CallTree {
  public:
   // Matrix's TARGET_EVIL_METHOD_STACK.
   static constexpr size_t kDefaultTargetCount = 30;
+  // Options::max_calls: 32 Ki calls (72 bytes each while building).
+  static constexpr size_t kDefaultMaxCalls = size_t{1} << 15;
   // Matrix's FILTER_STACK_KEY_ALL_PERCENT.
   static constexpr double kKeyCostShare = 0.3;
 
@@ -97,6 +102,14 @@ class CallTree {
     // the same result, much cheaper for a full buffer (reports use
     // kDefaultTargetCount).
     std::optional<size_t> trim_to;
+    // The most calls the tree holds while it is built, so that its memory
+    // stays bounded whatever the records (a full 8 MiB buffer of short
+    // calls is half a million). Once full, a call that repeats the finished
+    // call before it under the same parent is folded into it (count, summed
+    // cost: what `merge` would do later); any other call, and what it calls,
+    // is dropped and counted in its parent's trimmed_descendants and in
+    // stats().dropped_calls. 0: no bound.
+    size_t max_calls = kDefaultMaxCalls;
   };
 
   // What Build() had to work around (for reports and tests).
@@ -110,6 +123,10 @@ class CallTree {
     int64_t unwound_calls = 0;
     // Calls still running at the end.
     int64_t running_calls = 0;
+    // Calls folded into the repeat before them, and calls dropped, because
+    // the tree was full (Options::max_calls).
+    int64_t folded_calls = 0;
+    int64_t dropped_calls = 0;
   };
 
   CallTree() = default;
