@@ -62,8 +62,10 @@ function(matrix_cc_library)
   endif()
 endfunction()
 
+# RUN_SERIAL: ctest runs no other test beside this binary's cases (a
+# latency measurement that brings its own load).
 function(matrix_cc_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   _matrix_apply_common(${ARG_NAME})
@@ -72,10 +74,14 @@ function(matrix_cc_test)
   endif()
   # Prefix each case with its binary ("core_looper_test.LooperTest.Loop_...")
   # so `ctest -R core_` selects one folder's tests.
+  set(serial FALSE)
+  if(ARG_RUN_SERIAL)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${ARG_NAME}
     TEST_PREFIX "${ARG_NAME}."
     DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT})
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} RUN_SERIAL ${serial})
   matrix_discovered_test_labels(${ARG_NAME} "${ARG_LABELS}")
 endfunction()
 

@@ -5,6 +5,7 @@
 
 #include "matrix/core/thread_handle.h"
 
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -159,6 +161,39 @@ TEST(ThreadHandleTest, CpuTime_AfterTheThreadExited_IsZero) {
   short_lived.join();
 
   EXPECT_EQ(gone.CpuTime(), absl::ZeroDuration());
+}
+
+}  // namespace
+}  // namespace matrix
+
+namespace matrix {
+namespace {
+
+// A thread that asks for a short slice gets it where the kernel takes
+// custom slices (EEVDF, Linux 6.12+), keeps its nice value, and another
+// thread's slice is untouched.
+TEST(ShortTimeSliceTest, RequestShortTimeSlice_SetsTheCallingThreadsSliceOnly) {
+  absl::StatusOr<absl::Duration> before = CustomTimeSlice(ThreadHandle::Current().tid());
+  const int nice_before = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  absl::StatusOr<absl::Duration> main_slice;
+  absl::StatusOr<absl::Duration> got;
+  absl::StatusOr<absl::Duration> read_back;
+  int nice_after = 0;
+  std::thread thread([&] {
+    got = RequestShortTimeSlice(absl::Microseconds(100));
+    read_back = CustomTimeSlice(ThreadHandle::Current().tid());
+    nice_after = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  });
+  thread.join();
+  if (absl::IsUnimplemented(got.status())) GTEST_SKIP() << got.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, absl::Microseconds(100));
+  ASSERT_TRUE(read_back.ok()) << read_back.status();
+  EXPECT_EQ(*read_back, absl::Microseconds(100));
+  EXPECT_EQ(nice_after, nice_before);
+  // This thread kept its own (default) slice.
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(*CustomTimeSlice(ThreadHandle::Current().tid()), *before);
 }
 
 }  // namespace
