@@ -146,22 +146,55 @@ bool InVulkanLoader(void* fn) {
   return std::strncmp(slash == nullptr ? info.dli_fname : slash + 1, "libvulkan.so", 12) == 0;
 }
 
-VkGetInstanceProcAddrFn RealGetInstanceProc() {
-  VkGetInstanceProcAddrFn fn = g_vk_get_instance_proc.load(std::memory_order_relaxed);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<VkGetInstanceProcAddrFn>(RealDlsym(RTLD_NEXT, "vkGetInstanceProcAddr"));
-    if (fn != nullptr) fn = Store(g_vk_get_instance_proc, reinterpret_cast<void*>(fn));
-  }
-  return fn;
+}  // namespace
+}  // namespace matrix::agent
+
+// The agent's Vulkan functions (defined below, after dlsym's helpers).
+MATRIX_AGENT_EXPORT matrix::agent::VkVoidFunction vkGetInstanceProcAddr(void* instance,
+                                                                       const char* name);
+MATRIX_AGENT_EXPORT matrix::agent::VkVoidFunction vkGetDeviceProcAddr(void* device,
+                                                                     const char* name);
+MATRIX_AGENT_EXPORT matrix::agent::VkResult vkQueuePresentKHR(void* queue,
+                                                             const void* present_info);
+
+namespace matrix::agent {
+namespace {
+
+// `handle` resolved a Vulkan name to the loader: the loader's three
+// functions, looked up on the same handle, become the real ones (when none is
+// known yet). A loader dlopen'ed with RTLD_LOCAL (SDL, GLFW, volk) is not in
+// the global scope, so RTLD_NEXT cannot find them; and the loader's own
+// references to its exported functions bind to the agent's (first in the
+// global scope): its vkGetInstanceProcAddr hands out the agent's
+// vkGetDeviceProcAddr and vkQueuePresentKHR, which need the real ones.
+// A handle whose scope has the agent first (the global one) gives the
+// agent's own functions, never recorded (they would call themselves).
+void RecordVulkanLoader(void* handle) {
+  auto record = [handle](auto& slot, const char* name, void* ours) {
+    void* fn = RealDlsym(handle, name);
+    if (fn != nullptr && fn != ours) Store(slot, fn);
+  };
+  record(g_vk_get_instance_proc, "vkGetInstanceProcAddr",
+         reinterpret_cast<void*>(&vkGetInstanceProcAddr));
+  record(g_vk_get_device_proc, "vkGetDeviceProcAddr",
+         reinterpret_cast<void*>(&vkGetDeviceProcAddr));
+  record(g_vk_present_export, "vkQueuePresentKHR", reinterpret_cast<void*>(&vkQueuePresentKHR));
 }
 
-VkGetDeviceProcAddrFn RealGetDeviceProc() {
-  VkGetDeviceProcAddrFn fn = g_vk_get_device_proc.load(std::memory_order_relaxed);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<VkGetDeviceProcAddrFn>(RealDlsym(RTLD_NEXT, "vkGetDeviceProcAddr"));
-    if (fn != nullptr) fn = Store(g_vk_get_device_proc, reinterpret_cast<void*>(fn));
+// The loader's `name` for `slot` (null when no loader is loaded): the one
+// recorded, else the next definition after the agent in the global scope,
+// else the loaded libvulkan.so.1's own (a loader dlopen'ed RTLD_LOCAL, whose
+// handle the program looked up through some path other than the agent's
+// dlsym: one dlopen(RTLD_NOLOAD) per call until a loader is found).
+template <typename Fn>
+Fn RealVulkan(std::atomic<Fn>& slot, const char* name) {
+  if (Fn fn = slot.load(std::memory_order_relaxed); fn != nullptr) return fn;
+  if (void* next = RealDlsym(RTLD_NEXT, name)) return Store(slot, next);
+  if (void* loader = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+    RecordVulkanLoader(loader);
+    dlclose(loader);  // RTLD_NOLOAD took a reference; the program keeps its own.
   }
-  return fn;
+  return slot.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -259,12 +292,8 @@ MATRIX_AGENT_EXPORT void* eglGetProcAddress(const char* name) {
 // "vkQueuePresentKHR")). The exported present, for programs that link it:
 // the loader's exported function dispatches on the queue itself.
 MATRIX_AGENT_EXPORT ma::VkResult vkQueuePresentKHR(void* queue, const void* present_info) {
-  ma::VkQueuePresentFn real = ma::g_vk_present_export.load(std::memory_order_relaxed);
-  if (real == nullptr) {
-    real = reinterpret_cast<ma::VkQueuePresentFn>(ma::RealDlsym(RTLD_NEXT, "vkQueuePresentKHR"));
-    ma::g_vk_present_export.store(real, std::memory_order_relaxed);
-  }
-  return ma::Present(real, queue, present_info);
+  return ma::Present(ma::RealVulkan(ma::g_vk_present_export, "vkQueuePresentKHR"), queue,
+                     present_info);
 }
 
 namespace matrix::agent {
@@ -292,10 +321,9 @@ VkVoidFunction WrapPresent(VkQueuePresentFn real) {
 // The loader's answer, except for the three names the agent wraps: the
 // present (each real pointer its wrapper) and the two GetProcAddr functions
 // (the agent's, so the names looked up through them are wrapped too).
-MATRIX_AGENT_EXPORT ma::VkVoidFunction vkGetDeviceProcAddr(void* device, const char* name);
-
 MATRIX_AGENT_EXPORT ma::VkVoidFunction vkGetInstanceProcAddr(void* instance, const char* name) {
-  const ma::VkGetInstanceProcAddrFn real = ma::RealGetInstanceProc();
+  const ma::VkGetInstanceProcAddrFn real =
+      ma::RealVulkan(ma::g_vk_get_instance_proc, "vkGetInstanceProcAddr");
   if (real == nullptr) return nullptr;  // No loader: cannot be called legitimately.
   const ma::VkVoidFunction fn = real(instance, name);
   if (fn == nullptr) return nullptr;
@@ -316,7 +344,8 @@ MATRIX_AGENT_EXPORT ma::VkVoidFunction vkGetInstanceProcAddr(void* instance, con
 }
 
 MATRIX_AGENT_EXPORT ma::VkVoidFunction vkGetDeviceProcAddr(void* device, const char* name) {
-  const ma::VkGetDeviceProcAddrFn real = ma::RealGetDeviceProc();
+  const ma::VkGetDeviceProcAddrFn real =
+      ma::RealVulkan(ma::g_vk_get_device_proc, "vkGetDeviceProcAddr");
   if (real == nullptr) return nullptr;
   const ma::VkVoidFunction fn = real(device, name);
   if (fn == nullptr) return nullptr;
@@ -332,29 +361,23 @@ MATRIX_AGENT_EXPORT ma::VkVoidFunction vkGetDeviceProcAddr(void* device, const c
 
 namespace matrix::agent {
 namespace {
-// dlsym's answer `fn` (non-null) for a Vulkan name it wraps. The agent's own
-// function (a look-up in the global scope) stays, unless no loader is in the
-// global scope (then the program would have found nothing). A function of
-// the loader: the GetProcAddr ones are recorded as real and the agent's
-// returned, the present is wrapped. Anything else (a layer's or a driver's,
-// looked up by the loader itself) is left alone.
-void* VulkanDlsym(VulkanName kind, const char* name, void* fn) {
+// dlsym(`handle`)'s answer `fn` (non-null) for a Vulkan name it wraps. The
+// agent's own function (a look-up in the global scope) stays, unless no
+// loader is in the global scope (then the program would have found nothing).
+// A function of the loader: the loader's functions are recorded as the real
+// ones, the agent's GetProcAddr returned, the present wrapped. Anything else
+// (a layer's or a driver's, looked up by the loader itself) is left alone.
+void* VulkanDlsym(VulkanName kind, void* handle, const char* name, void* fn) {
   void* ours = kind == VulkanName::kQueuePresent ? reinterpret_cast<void*>(&vkQueuePresentKHR)
                : kind == VulkanName::kGetDeviceProcAddr
                    ? reinterpret_cast<void*>(&vkGetDeviceProcAddr)
                    : reinterpret_cast<void*>(&vkGetInstanceProcAddr);
   if (fn == ours) return RealDlsym(RTLD_NEXT, name) == nullptr ? nullptr : ours;
   if (!InVulkanLoader(fn)) return fn;
-  switch (kind) {
-    case VulkanName::kQueuePresent:
-      return reinterpret_cast<void*>(WrapPresent(reinterpret_cast<VkQueuePresentFn>(fn)));
-    case VulkanName::kGetDeviceProcAddr:
-      Store(g_vk_get_device_proc, fn);
-      return ours;
-    default:
-      Store(g_vk_get_instance_proc, fn);
-      return ours;
-  }
+  RecordVulkanLoader(handle);
+  return kind == VulkanName::kQueuePresent
+             ? reinterpret_cast<void*>(WrapPresent(reinterpret_cast<VkQueuePresentFn>(fn)))
+             : ours;
 }
 }  // namespace
 }  // namespace matrix::agent
@@ -371,7 +394,7 @@ MATRIX_AGENT_EXPORT void* dlsym(void* handle, const char* name) {
   if (name[0] != 'g' && name[0] != 'e' && name[0] != 'v') return real(handle, name);
   if (const ma::VulkanName kind = ma::VulkanNameOf(name); kind != ma::VulkanName::kNone) {
     void* fn = real(handle, name);
-    return fn == nullptr ? nullptr : ma::VulkanDlsym(kind, name, fn);
+    return fn == nullptr ? nullptr : ma::VulkanDlsym(kind, handle, name, fn);
   }
   if (ma::IsSwapName(name)) {
     void* fn = real(handle, name);
