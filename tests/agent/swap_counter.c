@@ -147,7 +147,8 @@ static VkVoid CountedDeviceProc(void* device, const char* name) {
 }
 
 __attribute__((destructor)) static void PrintTotal(void) {
-  if (atomic_load(&g_swaps) > 0) fprintf(stderr, "swap-counter: total %ld\n", atomic_load(&g_swaps));
+  const long swaps = atomic_load(&g_swaps);
+  if (swaps > 0) fprintf(stderr, "swap-counter: total %ld\n", swaps);
 }
 
 static Dlsym RealDlsym(void) {

@@ -107,8 +107,8 @@ TEST(VulkanTest, VkcubePresentsAreFramesAndStartupEndsAtTheFirstPresent) {
   EXPECT_EQ(startups, 1) << run.err;
   // The startup ends at the end of the first frame, when the first present
   // returns: never before the counter saw it enter (both measured from the
-  // same /proc start time; 5 ms for rounding), within 150 ms after (the
-  // first present lasted 11-15 ms here). The first poll (the X connection,
+  // same /proc start time; 5 ms for rounding), within 150 ms after (it
+  // ended 7-41 ms after here). The first poll (the X connection,
   // where the startup ends when the presents are not seen) comes about 60 ms
   // before the first present here: lavapipe builds the device, swapchain and
   // pipeline between them.

@@ -38,13 +38,14 @@ static VkSwapchainKHR g_swapchain;
 static VkFence g_fence;
 static atomic_long g_presents;
 
-#define CHECK(call)                                            \
-  do {                                                         \
-    VkResult result_ = (call);                                 \
-    if (result_ != VK_SUCCESS) {                               \
-      fprintf(stderr, "vulkan_target: %s: %d\n", #call, result_); \
-      return 3;                                                \
-    }                                                          \
+// Returns 3 from the calling function, with a line, when `call` fails.
+#define CHECK(call)                                                 \
+  do {                                                              \
+    VkResult result_ = (call);                                      \
+    if (result_ != VK_SUCCESS) {                                    \
+      fprintf(stderr, "vulkan_target: %s: %d\n", #call, result_);  \
+      return 3;                                                     \
+    }                                                               \
   } while (0)
 
 static void SleepMs(long ms) {
