@@ -12,6 +12,9 @@ PACKAGES += qt6-base-dev
 # tests/agent renderer_e2e_test: Qt Quick (qml runtime), GTK 4, an SDL 2 GL game
 PACKAGES += qml-qt6 qml6-module-qtquick qml6-module-qtquick-window qml6-module-qtqml-workerscript
 PACKAGES += gtk-4-examples chromium-bsu
+# tests/agent vulkan_e2e_test: vkcube on Mesa's software Vulkan driver (lavapipe),
+# and vulkan_target (built with the Vulkan and XCB headers, links neither Vulkan nor GL).
+PACKAGES += vulkan-tools mesa-vulkan-drivers libvulkan-dev libxcb1-dev
 # matrix-report html: the browser test (tests/tools, label browser).
 PACKAGES += chromium
 # The timeline e2e test checks the exported trace with node (tests/e2e/timeline_check.js).

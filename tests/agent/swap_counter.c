@@ -7,14 +7,19 @@
 // eglSwapBuffersWithDamage{EXT,KHR}) it returns a counting wrapper around the
 // library's function, which the agent then records as the real function. So
 // every swap the program makes, through the agent's symbol or its dlsym
-// interposer, passes the counter once. It prints about once a second, from
-// its first swap on:
+// interposer, passes the counter once. Vulkan presents count as swaps: for
+// vkGetInstanceProcAddr and vkGetDeviceProcAddr (the agent's real ones) it
+// returns counting look-ups that wrap vkQueuePresentKHR (the first device's:
+// the programs of the tests create one). It prints about once a second, from
+// its first swap on, and at exit:
 //   swap-counter: first swap at <ms> ms since process start
 //   swap-counter: <swaps after the first> swaps in <seconds since the first> s
+//   swap-counter: total <swaps>
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -24,10 +29,15 @@ typedef void (*GlxSwap)(void*, unsigned long);
 typedef unsigned (*EglSwap)(void*, void*);
 typedef unsigned (*EglSwapDamage)(void*, void*, const int*, int);
 typedef void* (*Dlsym)(void*, const char*);
+typedef void (*VkVoid)(void);
+typedef VkVoid (*VkGetProc)(void*, const char*);  // Instance or device look-up.
+typedef int32_t (*VkPresent)(void*, const void*);
 
 static GlxSwap g_glx;
 static EglSwap g_egl;
 static EglSwapDamage g_damage_ext, g_damage_khr;
+static VkGetProc g_vk_instance_proc, g_vk_device_proc;
+static VkPresent g_vk_present;
 static atomic_long g_swaps, g_first_ns, g_next_print_ns;
 
 static long NowNs(void) {
@@ -93,6 +103,54 @@ static unsigned CountedDamageKhr(void* d, void* s, const int* r, int n) {
   return g_damage_khr(d, s, r, n);
 }
 
+static int32_t CountedPresent(void* queue, const void* info) {
+  Count();
+  return g_vk_present(queue, info);
+}
+
+static VkVoid CountedInstanceProc(void* instance, const char* name);
+static VkVoid CountedDeviceProc(void* device, const char* name);
+
+static Dlsym RealDlsym(void);
+
+// `fn`, the real function named `name` (non-null): the counting one for the
+// three Vulkan names, else `fn`. The loader hands out its exported functions
+// through the global scope, where the agent's come first: those are replaced
+// by the loader's own (the next definition after this library).
+static VkVoid WrapVulkan(const char* name, VkVoid fn) {
+  if ((void*)fn == RealDlsym()(RTLD_DEFAULT, name)) {
+    VkVoid next = (VkVoid)RealDlsym()(RTLD_NEXT, name);
+    if (next != NULL) fn = next;
+  }
+  if (strcmp(name, "vkQueuePresentKHR") == 0) {
+    if (g_vk_present == NULL) g_vk_present = (VkPresent)fn;
+    return (VkVoid)&CountedPresent;
+  }
+  if (strcmp(name, "vkGetDeviceProcAddr") == 0) {
+    if (g_vk_device_proc == NULL) g_vk_device_proc = (VkGetProc)fn;
+    return (VkVoid)&CountedDeviceProc;
+  }
+  if (strcmp(name, "vkGetInstanceProcAddr") == 0) {
+    if (g_vk_instance_proc == NULL) g_vk_instance_proc = (VkGetProc)fn;
+    return (VkVoid)&CountedInstanceProc;
+  }
+  return fn;
+}
+
+static VkVoid CountedInstanceProc(void* instance, const char* name) {
+  VkVoid fn = g_vk_instance_proc(instance, name);
+  return fn == NULL ? NULL : WrapVulkan(name, fn);
+}
+static VkVoid CountedDeviceProc(void* device, const char* name) {
+  VkVoid fn = g_vk_device_proc(device, name);
+  return fn == NULL ? NULL : WrapVulkan(name, fn);
+}
+
+__attribute__((destructor)) static void PrintTotal(void) {
+  const long swaps = atomic_load(&g_swaps);
+  if (swaps > 0) fprintf(stderr, "swap-counter: total %ld\n", swaps);
+}
+
 static Dlsym RealDlsym(void) {
   static Dlsym real;
   if (real == NULL) real = (Dlsym)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
@@ -120,6 +178,7 @@ void* counter_dlsym(void* handle, const char* name) {
     if (g_damage_khr == NULL) g_damage_khr = (EglSwapDamage)fn;
     return (void*)&CountedDamageKhr;
   }
+  if (strncmp(name, "vk", 2) == 0) return (void*)WrapVulkan(name, (VkVoid)fn);
   return fn;
 }
 // Both versions glibc defines: programs bind dlsym@GLIBC_2.2.5 or

@@ -7,9 +7,10 @@
 // one dispatch; a swap ends a frame (and its dispatch) and begins the next
 // iteration. Other threads' calls pass straight to the real function (a swap
 // there is counted, and the main thread's next dispatch end marks the frame;
-// swaps looked up at run time are wrapped too: present_hooks.h). In GTK 3
-// programs every mapped toplevel's GdkFrameClock marks frames too, and the
-// focused (else newest) window's title names the scene. The cold start is
+// swaps looked up at run time, and Vulkan presents, are wrapped too:
+// present_hooks.h). In GTK 3 programs every mapped toplevel's GdkFrameClock
+// marks frames too, and the focused (else newest) window's title names the
+// scene. The cold start is
 // reported from process start to the first frame (programs that draw) or to
 // the first blocking wait (the others).
 //

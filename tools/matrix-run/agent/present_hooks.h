@@ -11,6 +11,18 @@
 // swap name they record the real function (RecordRealSwap) and return the
 // agent's wrapper; every other name gets the real answer.
 //
+// Vulkan presents (vkQueuePresentKHR) are frames too. Programs link the
+// loader's vkQueuePresentKHR, or get a pointer from vkGetDeviceProcAddr or
+// vkGetInstanceProcAddr (vkcube: vkGetInstanceProcAddr(instance,
+// "vkGetDeviceProcAddr"), then vkGetDeviceProcAddr(device,
+// "vkQueuePresentKHR")), or look those up with dlsym on a dlopen'ed
+// libvulkan (SDL, GLFW, volk). present_hooks.cc exports the three functions
+// and answers the three names through dlsym: the GetProcAddr ones return the
+// agent's, which pass every other name to the loader, and each distinct
+// vkQueuePresentKHR pointer the loader hands out (one per driver and layer
+// chain) gets a wrapper of its own that calls exactly it (a fixed table of 8).
+// The agent declares the few Vulkan types it needs itself: it links no Vulkan.
+//
 // Presents on another thread (Qt Quick's threaded render loop swaps on its
 // render thread) must not touch the monitors, whose single producer is the
 // main thread. They only count: CountOffThreadPresent() is one relaxed atomic
@@ -45,11 +57,11 @@ void* RecordRealSwap(const char* name, void* real);
 void* RecordDamageSwap(const char* name, void* real);
 
 // A renderer library whose programs draw is loaded (GTK 4, SDL 2, Qt Quick 5
-// or 6, libEGL, libvulkan): the program registers as a frame source, so its
+// or 6, the Vulkan loader libvulkan.so.1): the program registers as a frame source, so its
 // startup ends at its first presented frame. Main thread, once per session.
 bool RendererLoaded();
 
-// A swap on a thread other than the main thread while monitoring: one
+// A swap or present on a thread other than the main thread while monitoring: one
 // relaxed atomic increment.
 void CountOffThreadPresent();
 // The main thread: how many off-thread presents happened since its last
