@@ -5,8 +5,10 @@
 // 76 keys, in time order as the sink writes them; each command's output must
 // count them all.
 //
-// Label `slow`: the file is written in a few seconds, but each run parses it
-// all (~5 s per run in a RelWithDebInfo build).
+// Label `slow`: the file is written in a fraction of a second, but each run
+// parses it all, `export` twice (12 to 45 s per run on a shared 2-core
+// machine, about 2 min in all). docs/performance.md quotes the numbers it
+// prints.
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -15,8 +15,9 @@
 // record, the same one the BlockCanary JSON issue of that block gives (see
 // RecordFromBlockLog()).
 //
-// A line that is not an issue is recorded in `malformed` with its file and
-// line number and skipped; the rest of the file is still read. A writer
+// A line that is not an issue is skipped and counted with its file and line
+// number (ReadStats::malformed_files keeps each file's count and first;
+// ReadResult::malformed lists them all); the rest of the file is still read. A writer
 // killed mid-line leaves a torn line, to which the next writer's first line
 // may be glued: that line is malformed, but an issue glued after the torn
 // part is still read (with the torn line's number). Blank lines are ignored.
