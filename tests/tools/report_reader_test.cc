@@ -444,5 +444,18 @@ TEST(IssuesByTimeTest, StopsAtWhatTheScanCountedShouldAFileGrow) {
   EXPECT_THAT(keys, ElementsAre("a1"));
 }
 
+TEST(IssuesByTimeTest, AFileHeldBeforeItIsOverwrittenIsStillWritten) {
+  ScratchDir dir("hold");
+  const std::string a = dir.Write("a.jsonl", {Line(FrameIssue("a1", 50, kBaseTimeMs)),
+                                              Line(FrameIssue("a2", 50, kBaseTimeMs + 2))});
+  const std::string b = dir.Write("b.jsonl", {Line(FrameIssue("b1", 50, kBaseTimeMs + 1))});
+  IssuesByTime issues = IssuesByTime::Scan({dir.path()}, nullptr, {}, {});
+  issues.HoldFile(dir.path() + "/./a.jsonl");
+  std::ofstream(a, std::ios::trunc) << "";  // As export -o a.jsonl does.
+  std::vector<std::string> keys;
+  issues.ForEach([&](const IssueRecord& r) { keys.push_back(r.key); });
+  EXPECT_THAT(keys, ElementsAre("a1", "b1", "a2"));
+}
+
 }  // namespace
 }  // namespace matrix::report

@@ -282,6 +282,7 @@ int RunExport(const CommandLine& cl, const ReadOptions& read_options,
               std::ostream& err) {
   IssuesByTime issues = IssuesByTime::Scan(cl.inputs, &in, read_options, cl.filter);
   if (!ReportRead(issues.stats(), cl, err)) return kExitNoInput;
+  if (!cl.output.empty()) issues.HoldFile(cl.output);
   return WriteOutput(
       cl,
       [&](std::ostream& stream) {

@@ -470,6 +470,29 @@ IssuesByTime IssuesByTime::Scan(const std::vector<std::string>& inputs,
   return issues;
 }
 
+void IssuesByTime::Hold(File& file) {
+  if (file.regular) {
+    ReadQuietly(file.name, options_, [&](IssueRecord& record) {
+      if (static_cast<int64_t>(file.held.size()) < file.selected && filter_.Matches(record)) {
+        file.held.push_back(std::move(record));
+      }
+    });
+    file.regular = false;
+  }
+  // Stable: equal times keep read order.
+  std::stable_sort(file.held.begin(), file.held.end(),
+                   [](const IssueRecord& a, const IssueRecord& b) {
+                     return a.time_ms() < b.time_ms();
+                   });
+}
+
+void IssuesByTime::HoldFile(const std::string& path) {
+  for (std::unique_ptr<File>& file : files_) {
+    std::error_code ec;
+    if (file->regular && fs::equivalent(path, file->name, ec)) Hold(*file);
+  }
+}
+
 void IssuesByTime::ForEach(absl::FunctionRef<void(const IssueRecord&)> visit) {
   // Moves `file`'s next selected issue into `current`; false at its end.
   auto advance = [&](File& file) {
@@ -486,18 +509,8 @@ void IssuesByTime::ForEach(absl::FunctionRef<void(const IssueRecord&)> visit) {
     return false;
   };
   for (std::unique_ptr<File>& file : files_) {
-    if (file->regular && !file->in_order) {
-      ReadQuietly(file->name, options_, [&](IssueRecord& record) {
-        if (static_cast<int64_t>(file->held.size()) < file->selected && filter_.Matches(record)) {
-          file->held.push_back(std::move(record));
-        }
-      });
-    }
     if (!file->regular || !file->in_order) {
-      std::stable_sort(file->held.begin(), file->held.end(),
-                       [](const IssueRecord& a, const IssueRecord& b) {
-                         return a.time_ms() < b.time_ms();
-                       });
+      Hold(*file);
       continue;
     }
     file->stream.open(file->name, std::ios::in | std::ios::binary);

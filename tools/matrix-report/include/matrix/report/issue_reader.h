@@ -231,12 +231,19 @@ class IssuesByTime {
   const ReadStats& stats() const { return stats_; }
   // How many issues the filter selects.
   int64_t selected() const { return selected_; }
+  // Reads now and holds in memory the selected issues of the input file that
+  // is `path`, if any: an export about to overwrite one of its inputs (say
+  // `-o reports/anr.jsonl reports/`) still writes what Scan() read.
+  void HoldFile(const std::string& path);
   // Calls `visit` with each selected issue, in time order. Call once.
   void ForEach(absl::FunctionRef<void(const IssueRecord&)> visit);
 
  private:
   // A file holding selected issues, in read order.
   struct File;
+
+  // Reads `file`'s selected issues into File::held, in time order.
+  void Hold(File& file);
 
   IssuesByTime(const ReadOptions& options, const IssueFilter& filter);
 
