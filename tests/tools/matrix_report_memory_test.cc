@@ -225,7 +225,8 @@ int64_t CountLines(const std::string& path) {
 }
 
 // Runs the binary on `file` and checks its exit status and peak RSS.
-RunResult RunOnFile(std::vector<std::string> args, const std::string& file, const std::string& dir) {
+RunResult RunOnFile(std::vector<std::string> args, const std::string& file,
+                    const std::string& dir) {
   args.push_back(file);
   RunResult run = RunBinary(args, dir);
   EXPECT_EQ(run.code, 0) << run.err;

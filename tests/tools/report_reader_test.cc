@@ -354,8 +354,8 @@ TEST(ReadIssueInputsTest, ABlockCanaryFileReadBeforeItsIssueFileIsStillLeftOut) 
   ScratchDir dir("text-first");
   const absl::TimeZone zone = absl::LocalTimeZone();
   const BlockInfo block = SampleBlock(kBaseTimeMs, "app::Decode()");
-  const std::string log =
-      dir.Write("looper-2025-11-21_10-00-00.000.log", {FormatBlockLog(block, block.time_end, zone)});
+  const std::string log = dir.Write("looper-2025-11-21_10-00-00.000.log",
+                                    {FormatBlockLog(block, block.time_end, zone)});
   const std::string issues = dir.Write(
       "issues.jsonl", {Line(FrameIssue("A", 50, kBaseTimeMs)), Line(PluginIssue(block, log))});
   ReadResult result = ReadIssueInputs({log, issues}, nullptr);
@@ -372,13 +372,14 @@ TEST(ForEachIssueTest, StreamsWhatReadIssueInputsKeeps) {
   dir.Write("issues.1.jsonl", {good, "garbage", "{}", good});
   dir.Write("issues.jsonl", {good, good.substr(0, 30)});
   std::vector<std::string> malformed;
-  std::vector<std::pair<int64_t, int64_t>> read;  // Sequence and line.
+  using SequenceAndLine = std::pair<int64_t, int64_t>;
+  std::vector<SequenceAndLine> read;
   const ReadStats stats = ForEachIssue(
       {dir.path(), dir.path() + "/missing.jsonl"}, nullptr, {},
       [&](IssueRecord& r) { read.emplace_back(r.sequence, r.source.line); },
       [&](const MalformedLine& bad) { malformed.push_back(absl::StrCat(bad.where.line)); });
-  EXPECT_THAT(read, ElementsAre(std::pair<int64_t, int64_t>{0, 1}, std::pair<int64_t, int64_t>{1, 4},
-                                std::pair<int64_t, int64_t>{2, 1}));
+  EXPECT_THAT(read,
+              ElementsAre(SequenceAndLine{0, 1}, SequenceAndLine{1, 4}, SequenceAndLine{2, 1}));
   EXPECT_THAT(malformed, ElementsAre("2", "3", "2"));
   EXPECT_EQ(stats.lines, 6);
   EXPECT_EQ(stats.malformed_lines, 3);
@@ -431,7 +432,8 @@ TEST(IssuesByTimeTest, MergesFilesInTimeOrderAsSelectIssuesSortsThem) {
 
   IssueFilter filter;
   filter.since_ms = kBaseTimeMs + 20;
-  EXPECT_THAT(KeysByTime({a, b, c}, nullptr, filter), ElementsAre("a2", "b1", "c3", "b2", "a3", "c1"));
+  EXPECT_THAT(KeysByTime({a, b, c}, nullptr, filter),
+              ElementsAre("a2", "b1", "c3", "b2", "a3", "c1"));
 }
 
 TEST(IssuesByTimeTest, StopsAtWhatTheScanCountedShouldAFileGrow) {

@@ -286,7 +286,8 @@ std::vector<ReadStep> PlanReads(const std::vector<std::string>& inputs,
   for (const std::string& input : inputs) {
     if (input == "-") {
       if (stdin_stream == nullptr) {
-        steps.push_back({.file = "", .is_stdin = false, .error = "-: standard input is not available"});
+        steps.push_back(
+            {.file = "", .is_stdin = false, .error = "-: standard input is not available"});
       } else if (seen.insert(kStdinName).second) {
         steps.push_back({.file = "", .is_stdin = true, .error = ""});
       }
@@ -337,12 +338,17 @@ bool ReadQuietly(const std::string& path, const ReadOptions& options,
   return true;
 }
 
-// The blocks of BlockCanary text files that a JSON-lines file also holds,
-// found before the read so that a text file is left out wherever it comes.
-// Empty (and nothing read twice) when no regular file is a text file.
-absl::flat_hash_set<BlockIdentity> TextBlocksInIssueFiles(const std::vector<ReadStep>& steps,
-                                                          const ReadOptions& options) {
-  absl::flat_hash_set<BlockIdentity> text_blocks;
+// The blocks of the BlockCanary text files among the regular files, and
+// those of them that a JSON-lines file also holds: found before the read, so
+// that a text file is left out wherever it comes. Nothing is read twice when
+// no regular file is a text file.
+struct TextBlocks {
+  absl::flat_hash_set<BlockIdentity> all;
+  absl::flat_hash_set<BlockIdentity> duplicated;
+};
+
+TextBlocks FindTextBlocks(const std::vector<ReadStep>& steps, const ReadOptions& options) {
+  TextBlocks blocks;
   std::vector<const std::string*> issue_files;
   for (const ReadStep& step : steps) {
     if (step.file.empty()) continue;
@@ -351,19 +357,18 @@ absl::flat_hash_set<BlockIdentity> TextBlocksInIssueFiles(const std::vector<Read
       continue;
     }
     ReadQuietly(step.file, options, [&](IssueRecord& record) {
-      if (IsTextFileBlock(record)) text_blocks.insert(IdentityOf(record.issue));
+      if (IsTextFileBlock(record)) blocks.all.insert(IdentityOf(record.issue));
     });
   }
-  absl::flat_hash_set<BlockIdentity> duplicated;
-  if (text_blocks.empty()) return duplicated;
+  if (blocks.all.empty()) return blocks;
   for (const std::string* file : issue_files) {
     ReadQuietly(*file, options, [&](IssueRecord& record) {
-      if (IsJsonLinesBlock(record) && text_blocks.contains(IdentityOf(record.issue))) {
-        duplicated.insert(IdentityOf(record.issue));
+      if (IsJsonLinesBlock(record) && blocks.all.contains(IdentityOf(record.issue))) {
+        blocks.duplicated.insert(IdentityOf(record.issue));
       }
     });
   }
-  return duplicated;
+  return blocks;
 }
 
 }  // namespace
@@ -374,8 +379,8 @@ ReadStats ForEachIssue(const std::vector<std::string>& inputs, std::istream* std
                        const MalformedCallback& on_malformed) {
   ReadStats stats;
   const std::vector<ReadStep> steps = PlanReads(inputs, stdin_stream);
-  // Grows only with blocks that are also in a text file.
-  absl::flat_hash_set<BlockIdentity> duplicated = TextBlocksInIssueFiles(steps, options);
+  // Grows with the text files, not with the issues.
+  TextBlocks text_blocks = FindTextBlocks(steps, options);
   int64_t sequence = 0;
   auto read = [&](std::istream& in, const std::string& name) {
     // Standard input and pipes were not scanned before the read.
@@ -383,12 +388,13 @@ ReadStats ForEachIssue(const std::vector<std::string>& inputs, std::istream* std
     IssueStreamReader reader(in, name, options, &stats, on_malformed);
     IssueRecord record;
     while (reader.Next(record)) {
-      if (IsTextFileBlock(record) && duplicated.contains(IdentityOf(record.issue))) {
+      if (IsTextFileBlock(record) && text_blocks.duplicated.contains(IdentityOf(record.issue))) {
         ++stats.duplicate_blocks;
         continue;
       }
-      if (IsJsonLinesBlock(record) && !scanned) {
-        duplicated.insert(IdentityOf(record.issue));
+      if (IsJsonLinesBlock(record) && !scanned &&
+          text_blocks.all.contains(IdentityOf(record.issue))) {
+        text_blocks.duplicated.insert(IdentityOf(record.issue));
       }
       record.sequence = sequence++;
       visit(record);

@@ -192,9 +192,9 @@ absl::StatusOr<IssueRecord> RecordFromBlockLog(absl::string_view text, SourceLoc
 // once, from the JSON-lines file, wherever the two come in the read order:
 // the text files' blocks are identified first (they are small files) and,
 // only when there are some, the JSON-lines files are scanned for those
-// blocks before the read. Standard input and pipes can be read only once:
-// their JSON-lines blocks dedupe only text files read after them, and a text
-// file read from one is not deduped.
+// blocks before the read. Standard input and pipes can be read only once, so
+// they are not scanned: their JSON-lines blocks leave out only text files
+// read after them, and a text file read from one is always kept.
 ReadStats ForEachIssue(const std::vector<std::string>& inputs, std::istream* stdin_stream,
                        const ReadOptions& options,
                        absl::FunctionRef<void(IssueRecord&)> visit,
