@@ -1,6 +1,7 @@
 // GroupIssues: one group per tag + detail + key with counts, first/last
 // seen, worst and median, scenes; ordered by count, then worst.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,67 @@ TEST(GroupIssuesTest, IssuesWithoutMetricGroupAfterThoseWithOne) {
   EXPECT_EQ(groups[1].key, "no-metric");
   EXPECT_EQ(groups[1].metric_count, 0);
   EXPECT_FALSE(groups[1].metric.present());
+}
+
+TEST(MetricStatsTest, MedianAndWorstFromCountsAsMedianGivesThem) {
+  for (const std::vector<double>& values :
+       std::vector<std::vector<double>>{{5, 1, 3}, {4, 1, 3, 2}, {7}, {2, 2, 9, 9}, {1, 2, 2, 3}}) {
+    MetricStats stats;
+    Metric metric{.name = "cost_ms", .unit = "ms", .value = 0, .higher_is_worse = true};
+    for (size_t i = 0; i < values.size(); ++i) {
+      metric.value = values[i];
+      stats.Add(metric, {0, static_cast<int64_t>(i)});
+    }
+    std::vector<double> copy = values;
+    EXPECT_DOUBLE_EQ(stats.median(), Median(copy));
+    EXPECT_DOUBLE_EQ(stats.worst(), *std::max_element(values.begin(), values.end()));
+    EXPECT_EQ(stats.count(), static_cast<int64_t>(values.size()));
+  }
+  EXPECT_FALSE(MetricStats().metric().present());
+}
+
+TEST(IssueGrouperTest, AddedInAnyOrderGivesTheGroupsOfTheOrderedIssues) {
+  // A group mixing report kinds takes the earliest issue's kind and metric.
+  std::vector<IssueRecord> records = {
+      Parsed(EvilMethodIssue("app::A()", 700, kBaseTimeMs + 2000)),
+      Parsed(AnrIssue("app::B()", proto::ANR, 5000, kBaseTimeMs + 1000)),
+      Parsed(EvilMethodIssue("app::A()", 900, kBaseTimeMs)),
+      Parsed(FrameIssue("Gallery", 50, kBaseTimeMs + 500)),
+      Parsed(FrameIssue("Gallery", 40, kBaseTimeMs + 3000)),
+  };
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].sequence = static_cast<int64_t>(i);
+    records[i].source.line = static_cast<int64_t>(i) + 1;
+  }
+  std::vector<const IssueRecord*> ordered = Pointers(records);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const IssueRecord* a, const IssueRecord* b) {
+    return a->time_ms() < b->time_ms();
+  });
+  const std::vector<IssueGroup> expected = GroupIssues(ordered);
+
+  IssueGrouper grouper(/*keep_sources=*/true);
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    grouper.Add(*it, {it->time_ms(), it->sequence});
+  }
+  const std::vector<IssueGroup> groups = std::move(grouper).Finish();
+  ASSERT_EQ(groups.size(), expected.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    SCOPED_TRACE(groups[i].key);
+    EXPECT_EQ(groups[i].key, expected[i].key);
+    EXPECT_EQ(groups[i].kind, expected[i].kind);
+    EXPECT_EQ(groups[i].count, expected[i].count);
+    EXPECT_EQ(groups[i].first_seen_ms, expected[i].first_seen_ms);
+    EXPECT_EQ(groups[i].last_seen_ms, expected[i].last_seen_ms);
+    EXPECT_EQ(groups[i].metric.name, expected[i].metric.name);
+    EXPECT_DOUBLE_EQ(groups[i].worst, expected[i].worst);
+    EXPECT_DOUBLE_EQ(groups[i].median, expected[i].median);
+    EXPECT_EQ(groups[i].scenes, expected[i].scenes);
+    ASSERT_EQ(groups[i].sources.size(), expected[i].sources.size());
+    for (size_t j = 0; j < groups[i].sources.size(); ++j) {
+      EXPECT_EQ(groups[i].sources[j].line, expected[i].sources[j].line);
+    }
+    EXPECT_TRUE(groups[i].issues.empty());  // Only GroupIssues keeps them.
+  }
 }
 
 }  // namespace

@@ -2,16 +2,20 @@
 // lines reported with file and line and skipped, torn lines, BlockCanary
 // text files, unreadable inputs.
 
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "matrix/core/issue.h"
 #include "matrix/plugins/block_canary_info.h"
+#include "matrix/report/issue_filter.h"
 #include "matrix/report/issue_reader.h"
 #include "report_test_util.h"
 
@@ -342,6 +346,117 @@ TEST(ReadIssueInputsTest, ABlockInBothAnIssueFileAndItsBlockCanaryFileIsReadOnce
   ReadResult both = ReadIssueInputs({other_dir.path()}, nullptr);
   EXPECT_EQ(both.records.size(), 2u);
   EXPECT_EQ(both.duplicate_blocks, 0);
+}
+
+TEST(ReadIssueInputsTest, ABlockCanaryFileReadBeforeItsIssueFileIsStillLeftOut) {
+  // matrix-report blockcanary/ . names the text file first: the issue files
+  // are scanned for its block before the read.
+  ScratchDir dir("text-first");
+  const absl::TimeZone zone = absl::LocalTimeZone();
+  const BlockInfo block = SampleBlock(kBaseTimeMs, "app::Decode()");
+  const std::string log = dir.Write("looper-2025-11-21_10-00-00.000.log",
+                                    {FormatBlockLog(block, block.time_end, zone)});
+  const std::string issues = dir.Write(
+      "issues.jsonl", {Line(FrameIssue("A", 50, kBaseTimeMs)), Line(PluginIssue(block, log))});
+  ReadResult result = ReadIssueInputs({log, issues}, nullptr);
+  ASSERT_EQ(result.records.size(), 2u);
+  EXPECT_EQ(result.records[0].key, "A");
+  EXPECT_EQ(result.records[0].sequence, 0);
+  EXPECT_EQ(result.records[1].source.line, 2);
+  EXPECT_EQ(result.duplicate_blocks, 1);
+}
+
+TEST(ForEachIssueTest, StreamsWhatReadIssueInputsKeeps) {
+  ScratchDir dir("stream");
+  const std::string good = Line(AnrIssue("app::A()", proto::ANR, 5000, kBaseTimeMs));
+  dir.Write("issues.1.jsonl", {good, "garbage", "{}", good});
+  dir.Write("issues.jsonl", {good, good.substr(0, 30)});
+  std::vector<std::string> malformed;
+  using SequenceAndLine = std::pair<int64_t, int64_t>;
+  std::vector<SequenceAndLine> read;
+  const ReadStats stats = ForEachIssue(
+      {dir.path(), dir.path() + "/missing.jsonl"}, nullptr, {},
+      [&](IssueRecord& r) { read.emplace_back(r.sequence, r.source.line); },
+      [&](const MalformedLine& bad) { malformed.push_back(absl::StrCat(bad.where.line)); });
+  EXPECT_THAT(read,
+              ElementsAre(SequenceAndLine{0, 1}, SequenceAndLine{1, 4}, SequenceAndLine{2, 1}));
+  EXPECT_THAT(malformed, ElementsAre("2", "3", "2"));
+  EXPECT_EQ(stats.lines, 6);
+  EXPECT_EQ(stats.malformed_lines, 3);
+  // One entry per file: the count and the first.
+  ASSERT_EQ(stats.malformed_files.size(), 2u);
+  EXPECT_EQ(stats.malformed_files[0].count, 2);
+  EXPECT_EQ(stats.malformed_files[0].first.where.line, 2);
+  EXPECT_EQ(stats.malformed_files[1].count, 1);
+  EXPECT_EQ(stats.malformed_files[1].first.where.file, dir.path() + "/issues.jsonl");
+  ASSERT_EQ(stats.errors.size(), 1u);
+  EXPECT_THAT(stats.errors[0], HasSubstr("missing.jsonl"));
+}
+
+// The keys IssuesByTime gives, in order.
+std::vector<std::string> KeysByTime(const std::vector<std::string>& inputs, std::istream* in,
+                                    const IssueFilter& filter = {}) {
+  IssuesByTime issues = IssuesByTime::Scan(inputs, in, {}, filter);
+  std::vector<std::string> keys;
+  int64_t sequence = 0;
+  issues.ForEach([&](const IssueRecord& r) {
+    EXPECT_EQ(r.sequence, sequence++);
+    keys.push_back(r.key);
+  });
+  EXPECT_EQ(static_cast<int64_t>(keys.size()), issues.selected());
+  return keys;
+}
+
+TEST(IssuesByTimeTest, MergesFilesInTimeOrderAsSelectIssuesSortsThem) {
+  ScratchDir dir("merge");
+  // Each sink file in time order; equal times keep read order.
+  const std::string a = dir.Write("a.jsonl", {Line(FrameIssue("a1", 50, kBaseTimeMs)),
+                                              Line(FrameIssue("a2", 50, kBaseTimeMs + 20)),
+                                              Line(FrameIssue("a3", 50, kBaseTimeMs + 40))});
+  const std::string b = dir.Write("b.jsonl", {Line(FrameIssue("b1", 50, kBaseTimeMs + 20)),
+                                              "garbage",
+                                              Line(FrameIssue("b2", 50, kBaseTimeMs + 30))});
+  // The clock went back: this file is sorted in memory.
+  const std::string c = dir.Write("c.jsonl", {Line(FrameIssue("c1", 50, kBaseTimeMs + 50)),
+                                              Line(FrameIssue("c2", 50, kBaseTimeMs + 10)),
+                                              Line(FrameIssue("c3", 50, kBaseTimeMs + 20))});
+  std::istringstream in(Line(FrameIssue("s1", 50, kBaseTimeMs + 35)) + "\n" +
+                        Line(FrameIssue("s0", 50, kBaseTimeMs + 5)) + "\n");
+  const std::vector<std::string> keys = KeysByTime({a, "-", b, c}, &in);
+  EXPECT_THAT(keys, ElementsAre("a1", "s0", "c2", "a2", "b1", "c3", "b2", "s1", "a3", "c1"));
+
+  ReadResult all = ReadIssueInputs({a, b, c}, nullptr);
+  std::vector<std::string> selected;
+  for (const IssueRecord* r : SelectIssues(all.records, {})) selected.push_back(r->key);
+  EXPECT_EQ(KeysByTime({a, b, c}, nullptr), selected);
+
+  IssueFilter filter;
+  filter.since_ms = kBaseTimeMs + 20;
+  EXPECT_THAT(KeysByTime({a, b, c}, nullptr, filter),
+              ElementsAre("a2", "b1", "c3", "b2", "a3", "c1"));
+}
+
+TEST(IssuesByTimeTest, StopsAtWhatTheScanCountedShouldAFileGrow) {
+  ScratchDir dir("grow");
+  const std::string a = dir.Write("a.jsonl", {Line(FrameIssue("a1", 50, kBaseTimeMs))});
+  IssuesByTime issues = IssuesByTime::Scan({a}, nullptr, {}, {});
+  std::ofstream(a, std::ios::app) << Line(FrameIssue("a2", 50, kBaseTimeMs + 1)) << "\n";
+  std::vector<std::string> keys;
+  issues.ForEach([&](const IssueRecord& r) { keys.push_back(r.key); });
+  EXPECT_THAT(keys, ElementsAre("a1"));
+}
+
+TEST(IssuesByTimeTest, AFileHeldBeforeItIsOverwrittenIsStillWritten) {
+  ScratchDir dir("hold");
+  const std::string a = dir.Write("a.jsonl", {Line(FrameIssue("a1", 50, kBaseTimeMs)),
+                                              Line(FrameIssue("a2", 50, kBaseTimeMs + 2))});
+  const std::string b = dir.Write("b.jsonl", {Line(FrameIssue("b1", 50, kBaseTimeMs + 1))});
+  IssuesByTime issues = IssuesByTime::Scan({dir.path()}, nullptr, {}, {});
+  issues.HoldFile(dir.path() + "/./a.jsonl");
+  std::ofstream(a, std::ios::trunc) << "";  // As export -o a.jsonl does.
+  std::vector<std::string> keys;
+  issues.ForEach([&](const IssueRecord& r) { keys.push_back(r.key); });
+  EXPECT_THAT(keys, ElementsAre("a1", "b1", "a2"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -157,23 +158,181 @@ std::optional<Command> CommandNamed(absl::string_view name) {
 absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 // Warns once per file that had malformed lines: how many, and the first.
-void ReportMalformed(const ReadResult& read, std::ostream& err) {
-  size_t i = 0;
-  while (i < read.malformed.size()) {
-    const MalformedLine& first = read.malformed[i];
-    size_t end = i;
-    while (end < read.malformed.size() && read.malformed[end].where.file == first.where.file) {
-      ++end;
-    }
-    const size_t count = end - i;
+void ReportMalformed(const ReadStats& read, std::ostream& err) {
+  for (const MalformedFile& file : read.malformed_files) {
+    const MalformedLine& first = file.first;
+    const int64_t count = file.count;
     err << "matrix-report: " << first.where.file << ": skipped " << count
         << (count == 1 ? " malformed line" : " malformed lines");
     if (first.where.line > 0) {
       err << (count == 1 ? " at line " : ", the first at line ") << first.where.line;
     }
     err << ": " << first.reason << "\n";
-    i = end;
   }
+}
+
+// Reports what could not be read to `err`. False when nothing could be read
+// (the caller exits with kExitNoInput).
+bool ReportRead(const ReadStats& read, const CommandLine& cl, std::ostream& err) {
+  for (const std::string& error : read.errors) err << "matrix-report: " << error << "\n";
+  ReportMalformed(read, err);
+  if (read.duplicate_blocks > 0) {
+    err << "matrix-report: " << read.duplicate_blocks
+        << (read.duplicate_blocks == 1 ? " block was" : " blocks were")
+        << " read both from an issue file and from its BlockCanary file; counted once\n";
+  }
+  if (read.files.empty()) {
+    err << "matrix-report: no input: nothing could be read from "
+        << (cl.inputs.size() == 1 ? cl.inputs[0] : "the inputs given") << "\n";
+    return false;
+  }
+  return true;
+}
+
+// "(3 more groups; drop --limit to see them)".
+std::string MoreText(size_t more, absl::string_view what) {
+  return absl::StrCat("\n(", more, " more ", what, more == 1 ? "" : "s", "; drop --limit to see ",
+                      more == 1 ? "it" : "them", ")\n");
+}
+
+// Writes the output to `cl.output` (then says on `err` what `write` returned
+// it wrote) or to `out`.
+int WriteOutput(const CommandLine& cl, absl::FunctionRef<std::string(std::ostream&)> write,
+                std::ostream& out, std::ostream& err, int status) {
+  if (cl.output.empty()) {
+    write(out);
+    out.flush();
+    return status;
+  }
+  std::ofstream file(cl.output, std::ios::out | std::ios::trunc | std::ios::binary);
+  std::string what;
+  if (file.is_open()) {
+    what = write(file);
+    file.flush();
+  }
+  if (!file) {
+    err << "matrix-report: cannot write " << cl.output << ": " << std::strerror(errno) << "\n";
+    return kExitNoInput;
+  }
+  err << "matrix-report: wrote " << what << " to " << cl.output << "\n";
+  return status;
+}
+
+std::string Counted(int64_t n, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+// Where a streamed issue goes in the views' order (SelectIssues').
+IssueOrder OrderOf(const IssueRecord& record) { return {record.time_ms(), record.sequence}; }
+
+int RunSummary(const CommandLine& cl, const ReadOptions& read_options,
+               const RenderOptions& options, std::istream& in, std::ostream& out,
+               std::ostream& err) {
+  IssueSummary summary;
+  const ReadStats read = ForEachIssue(cl.inputs, &in, read_options, [&](IssueRecord& record) {
+    summary.AddRead(record);
+    if (cl.filter.Matches(record)) summary.AddSelected(record, OrderOf(record));
+  });
+  if (!ReportRead(read, cl, err)) return kExitNoInput;
+  out << summary.Render(read, !cl.filter.empty(), options);
+  out.flush();
+  return read.errors.empty() ? kExitOk : kExitNoInput;
+}
+
+// `group` and `export --grouped`.
+int RunGroups(const CommandLine& cl, const ReadOptions& read_options,
+              const RenderOptions& options, std::istream& in, std::ostream& out,
+              std::ostream& err) {
+  // Only the JSON export lists each issue's source.
+  const bool json = cl.command == Command::kExport && cl.format != ExportFormat::kCsv;
+  IssueGrouper grouper(/*keep_sources=*/json);
+  int64_t selected = 0;
+  const ReadStats read = ForEachIssue(cl.inputs, &in, read_options, [&](IssueRecord& record) {
+    if (!cl.filter.Matches(record)) return;
+    ++selected;
+    grouper.Add(record, OrderOf(record));
+  });
+  if (!ReportRead(read, cl, err)) return kExitNoInput;
+  const int status = read.errors.empty() ? kExitOk : kExitNoInput;
+  std::vector<IssueGroup> groups = std::move(grouper).Finish();
+  if (cl.command == Command::kExport) {
+    return WriteOutput(
+        cl,
+        [&](std::ostream& stream) {
+          stream << (json ? ExportGroupsJson(groups, options.time_zone)
+                          : ExportGroupsCsv(groups, options.time_zone));
+          return absl::StrCat(Counted(static_cast<int64_t>(groups.size()), "group", "groups"),
+                              " of ", Counted(selected, "issue", "issues"));
+        },
+        out, err, status);
+  }
+  const size_t all = groups.size();
+  if (cl.limit.has_value() && groups.size() > static_cast<size_t>(*cl.limit)) {
+    groups.resize(static_cast<size_t>(*cl.limit));
+  }
+  out << RenderGroups(groups, options);
+  if (groups.size() < all) out << MoreText(all - groups.size(), "group");
+  out.flush();
+  return status;
+}
+
+// `export` of issues: written as they are merged in time order.
+int RunExport(const CommandLine& cl, const ReadOptions& read_options,
+              const RenderOptions& options, std::istream& in, std::ostream& out,
+              std::ostream& err) {
+  IssuesByTime issues = IssuesByTime::Scan(cl.inputs, &in, read_options, cl.filter);
+  if (!ReportRead(issues.stats(), cl, err)) return kExitNoInput;
+  if (!cl.output.empty()) issues.HoldFile(cl.output);
+  return WriteOutput(
+      cl,
+      [&](std::ostream& stream) {
+        ExportWriter writer(cl.format, options.time_zone, stream);
+        issues.ForEach([&](const IssueRecord& record) { writer.Add(record); });
+        writer.Finish();
+        return Counted(writer.written(), "issue", "issues");
+      },
+      out, err, issues.stats().errors.empty() ? kExitOk : kExitNoInput);
+}
+
+// `show`, `html` and `timeline`: they need all the selected issues at once.
+int RunOnAllIssues(const CommandLine& cl, const ReadOptions& read_options,
+                   const RenderOptions& options, std::istream& in, std::ostream& out,
+                   std::ostream& err) {
+  const ReadResult read = ReadIssueInputs(cl.inputs, &in, read_options);
+  if (!ReportRead(read, cl, err)) return kExitNoInput;
+  const int status = read.errors.empty() ? kExitOk : kExitNoInput;
+  std::vector<const IssueRecord*> selected = SelectIssues(read.records, cl.filter);
+  const bool filtered = !cl.filter.empty();
+  if (cl.command == Command::kTimeline) {
+    return RunTimelineCommand(selected, cl.output, out, err, status);
+  }
+  if (cl.command == Command::kHtml) {
+    return WriteOutput(
+        cl,
+        [&](std::ostream& stream) {
+          stream << RenderHtmlReport(read, selected, filtered,
+                                     {.time_zone = options.time_zone, .full_paths = cl.full_paths});
+          return absl::StrCat("an HTML report of ",
+                              Counted(static_cast<int64_t>(selected.size()), "issue", "issues"));
+        },
+        out, err, status);
+  }
+  // show
+  if (cl.newest_first) std::reverse(selected.begin(), selected.end());
+  const size_t all = selected.size();
+  if (cl.limit.has_value() && selected.size() > static_cast<size_t>(*cl.limit)) {
+    selected.resize(static_cast<size_t>(*cl.limit));
+  }
+  std::string text;
+  if (selected.empty()) text = filtered ? "no issues match the filters\n" : "no issues\n";
+  for (size_t i = 0; i < selected.size(); ++i) {
+    if (i > 0) text += "\n";
+    text += RenderIssue(*selected[i], options);
+  }
+  if (selected.size() < all) text += MoreText(all - selected.size(), "issue");
+  out << text;
+  out.flush();
+  return status;
 }
 
 }  // namespace
@@ -344,104 +503,26 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
   }
   if (cl.inputs.empty()) cl.inputs.push_back(kDefaultInput);
 
-  const ReadResult read =
-      ReadIssueInputs(cl.inputs, &in, {.block_log_time_zone = env.local_zone});
-  for (const std::string& error : read.errors) err << "matrix-report: " << error << "\n";
-  ReportMalformed(read, err);
-  if (read.duplicate_blocks > 0) {
-    err << "matrix-report: " << read.duplicate_blocks
-        << (read.duplicate_blocks == 1 ? " block was" : " blocks were")
-        << " read both from an issue file and from its BlockCanary file; counted once\n";
-  }
-  if (read.files.empty()) {
-    err << "matrix-report: no input: nothing could be read from "
-        << (cl.inputs.size() == 1 ? cl.inputs[0] : "the inputs given") << "\n";
-    return kExitNoInput;
-  }
-  const int status = read.errors.empty() ? kExitOk : kExitNoInput;
-
+  const ReadOptions read_options{.block_log_time_zone = env.local_zone};
   RenderOptions options;
   options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
   options.full_paths = cl.full_paths;
-  std::vector<const IssueRecord*> selected = SelectIssues(read.records, cl.filter);
-  const bool filtered = !cl.filter.empty();
-
-  std::string text;
+  // summary, group and export read one issue at a time and keep what they
+  // print, so their memory does not grow with the input.
   switch (cl.command) {
     case Command::kSummary:
-      text = RenderSummary(read, selected, filtered, options);
-      break;
-    case Command::kGroup: {
-      std::vector<IssueGroup> groups = GroupIssues(selected);
-      const size_t all = groups.size();
-      if (cl.limit.has_value() && groups.size() > static_cast<size_t>(*cl.limit)) {
-        groups.resize(static_cast<size_t>(*cl.limit));
-      }
-      text = RenderGroups(groups, options);
-      if (groups.size() < all) {
-        const size_t more = all - groups.size();
-        absl::StrAppend(&text, "\n(", more, more == 1 ? " more group" : " more groups",
-                        "; drop --limit to see ", more == 1 ? "it" : "them", ")\n");
-      }
-      break;
-    }
-    case Command::kShow: {
-      if (cl.newest_first) std::reverse(selected.begin(), selected.end());
-      const size_t all = selected.size();
-      if (cl.limit.has_value() && selected.size() > static_cast<size_t>(*cl.limit)) {
-        selected.resize(static_cast<size_t>(*cl.limit));
-      }
-      if (selected.empty()) text = filtered ? "no issues match the filters\n" : "no issues\n";
-      for (size_t i = 0; i < selected.size(); ++i) {
-        if (i > 0) text += "\n";
-        text += RenderIssue(*selected[i], options);
-      }
-      if (selected.size() < all) {
-        const size_t more = all - selected.size();
-        absl::StrAppend(&text, "\n(", more, more == 1 ? " more issue" : " more issues",
-                        "; drop --limit to see ", more == 1 ? "it" : "them", ")\n");
-      }
-      break;
-    }
-    case Command::kTimeline:
-      return RunTimelineCommand(selected, cl.output, out, err, status);
+      return RunSummary(cl, read_options, options, in, out, err);
+    case Command::kGroup:
+      return RunGroups(cl, read_options, options, in, out, err);
+    case Command::kExport:
+      return cl.grouped ? RunGroups(cl, read_options, options, in, out, err)
+                        : RunExport(cl, read_options, options, in, out, err);
+    case Command::kShow:
     case Command::kHtml:
-    case Command::kExport: {
-      std::string what = absl::StrCat(selected.size(), selected.size() == 1 ? " issue" : " issues");
-      if (cl.command == Command::kHtml) {
-        what = absl::StrCat("an HTML report of ", what);
-        text = RenderHtmlReport(read, selected, filtered,
-                                {.time_zone = options.time_zone, .full_paths = cl.full_paths});
-      } else if (cl.grouped) {
-        const std::vector<IssueGroup> groups = GroupIssues(selected);
-        what = absl::StrCat(groups.size(), groups.size() == 1 ? " group" : " groups", " of ", what);
-        text = cl.format == ExportFormat::kCsv ? ExportGroupsCsv(groups, options.time_zone)
-                                               : ExportGroupsJson(groups, options.time_zone);
-      } else if (cl.format == ExportFormat::kCsv) {
-        text = ExportCsv(selected, options.time_zone);
-      } else if (cl.format == ExportFormat::kJson) {
-        text = ExportJson(selected);
-      } else {
-        text = ExportJsonLines(selected);
-      }
-      if (!cl.output.empty()) {
-        std::ofstream file(cl.output, std::ios::out | std::ios::trunc | std::ios::binary);
-        file << text;
-        file.flush();
-        if (!file) {
-          err << "matrix-report: cannot write " << cl.output << ": " << std::strerror(errno)
-              << "\n";
-          return kExitNoInput;
-        }
-        err << "matrix-report: wrote " << what << " to " << cl.output << "\n";
-        return status;
-      }
+    case Command::kTimeline:
       break;
-    }
   }
-  out << text;
-  out.flush();
-  return status;
+  return RunOnAllIssues(cl, read_options, options, in, out, err);
 }
 
 }  // namespace matrix::report

@@ -1,5 +1,6 @@
 #include "matrix/report/export.h"
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,20 +40,58 @@ std::string JsonNameCounts(const std::vector<NameCount>& counts) {
 
 }  // namespace
 
-std::string ExportCsv(const std::vector<const IssueRecord*>& records, absl::TimeZone tz) {
-  std::string out;
-  AppendCsvRow(out, {"time", "time_ms", "tag", "detail", "key", "scene", "process", "pid", "kind",
-                     "metric", "value", "unit", "file", "line"});
-  for (const IssueRecord* r : records) {
-    const bool has_metric = r->metric.present();
-    AppendCsvRow(
-        out,
-        {FormatTimeMsRfc3339(r->time_ms(), tz), absl::StrCat(r->time_ms()), r->tag(), r->detail,
-         r->key, r->scene, r->process(), absl::StrCat(r->pid()), r->kind, r->metric.name,
-         has_metric ? FormatNumber(r->metric.value, kValuePrecision) : "", r->metric.unit,
-         r->source.file, r->source.line > 0 ? absl::StrCat(r->source.line) : ""});
+ExportWriter::ExportWriter(ExportFormat format, absl::TimeZone tz, std::ostream& out)
+    : format_(format), tz_(tz), out_(out) {
+  if (format_ != ExportFormat::kCsv) return;
+  std::string header;
+  AppendCsvRow(header, {"time", "time_ms", "tag", "detail", "key", "scene", "process", "pid",
+                        "kind", "metric", "value", "unit", "file", "line"});
+  out_ << header;
+}
+
+void ExportWriter::Add(const IssueRecord& r) {
+  std::string text;
+  switch (format_) {
+    case ExportFormat::kCsv: {
+      const bool has_metric = r.metric.present();
+      AppendCsvRow(text, {FormatTimeMsRfc3339(r.time_ms(), tz_), absl::StrCat(r.time_ms()),
+                          r.tag(), r.detail, r.key, r.scene, r.process(), absl::StrCat(r.pid()),
+                          r.kind, r.metric.name,
+                          has_metric ? FormatNumber(r.metric.value, kValuePrecision) : "",
+                          r.metric.unit, r.source.file,
+                          r.source.line > 0 ? absl::StrCat(r.source.line) : ""});
+      break;
+    }
+    case ExportFormat::kJson:
+      text = absl::StrCat(written_ == 0 ? "[\n" : ",\n", RecordToJson(r));
+      break;
+    case ExportFormat::kJsonLines:
+      text = absl::StrCat(RecordToJson(r), "\n");
+      break;
   }
-  return out;
+  out_ << text;
+  ++written_;
+}
+
+void ExportWriter::Finish() {
+  if (format_ == ExportFormat::kJson) out_ << (written_ == 0 ? "[]\n" : "\n]\n");
+}
+
+namespace {
+
+std::string Export(ExportFormat format, const std::vector<const IssueRecord*>& records,
+                   absl::TimeZone tz) {
+  std::ostringstream out;
+  ExportWriter writer(format, tz, out);
+  for (const IssueRecord* r : records) writer.Add(*r);
+  writer.Finish();
+  return std::move(out).str();
+}
+
+}  // namespace
+
+std::string ExportCsv(const std::vector<const IssueRecord*>& records, absl::TimeZone tz) {
+  return Export(ExportFormat::kCsv, records, tz);
 }
 
 std::string ExportGroupsCsv(const std::vector<IssueGroup>& groups, absl::TimeZone tz) {
@@ -75,21 +114,11 @@ std::string ExportGroupsCsv(const std::vector<IssueGroup>& groups, absl::TimeZon
 }
 
 std::string ExportJson(const std::vector<const IssueRecord*>& records) {
-  if (records.empty()) return "[]\n";
-  std::string out = "[\n";
-  bool first = true;
-  for (const IssueRecord* r : records) {
-    absl::StrAppend(&out, first ? "" : ",\n", RecordToJson(*r));
-    first = false;
-  }
-  out += "\n]\n";
-  return out;
+  return Export(ExportFormat::kJson, records, absl::UTCTimeZone());
 }
 
 std::string ExportJsonLines(const std::vector<const IssueRecord*>& records) {
-  std::string out;
-  for (const IssueRecord* r : records) absl::StrAppend(&out, RecordToJson(*r), "\n");
-  return out;
+  return Export(ExportFormat::kJsonLines, records, absl::UTCTimeZone());
 }
 
 std::string ExportGroupsJson(const std::vector<IssueGroup>& groups, absl::TimeZone tz) {
@@ -106,10 +135,10 @@ std::string ExportGroupsJson(const std::vector<IssueGroup>& groups, absl::TimeZo
           ",\"median\":", FormatNumber(g.median, kValuePrecision), "}");
     }
     std::vector<std::string> sources;
-    for (const IssueRecord* r : g.issues) {
-      sources.push_back(JsonQuote(r->source.line > 0
-                                      ? absl::StrCat(r->source.file, ":", r->source.line)
-                                      : r->source.file));
+    sources.reserve(g.sources.size());
+    for (const IssueSource& s : g.sources) {
+      sources.push_back(
+          JsonQuote(s.line > 0 ? absl::StrCat(*s.file, ":", s.line) : std::string(*s.file)));
     }
     absl::StrAppend(&out, first ? "" : ",\n", "{\"tag\":", JsonQuote(g.tag),
                     ",\"detail\":", JsonQuote(g.detail), ",\"key\":", JsonQuote(g.key),

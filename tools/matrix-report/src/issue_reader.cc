@@ -160,56 +160,97 @@ absl::StatusOr<IssueRecord> RecordFromBlockLog(absl::string_view text, SourceLoc
   return RecordFromIssue(std::move(issue), std::move(source));
 }
 
-void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& result,
-                     const ReadOptions& options) {
-  result.files.push_back(name);
-  // Leading blank lines are skipped (and counted) to see what the file is.
-  int64_t number = 0;
-  for (int c = in.peek(); c != std::char_traits<char>::eof() &&
-                          absl::ascii_isspace(static_cast<unsigned char>(c));
-       c = in.peek()) {
-    if (in.get() == '\n') ++number;
-  }
-  if (in.peek() == kBlockLogStart) {
-    const std::string text(std::istreambuf_iterator<char>(in), {});
-    if (in.bad()) {
-      result.errors.push_back(absl::StrCat(name, ": read error"));
-      return;
+IssueStreamReader::IssueStreamReader(std::istream& in, std::string name,
+                                     const ReadOptions& options, ReadStats* stats,
+                                     MalformedCallback on_malformed)
+    : in_(in),
+      name_(std::move(name)),
+      options_(options),
+      stats_(stats),
+      on_malformed_(std::move(on_malformed)) {
+  if (stats_ != nullptr) stats_->files.push_back(name_);
+}
+
+void IssueStreamReader::Malformed(int64_t line, absl::string_view reason) {
+  const MalformedLine malformed{{name_, line}, std::string(reason)};
+  if (stats_ != nullptr) {
+    ++stats_->malformed_lines;
+    if (stats_->malformed_files.empty() ||
+        stats_->malformed_files.back().first.where.file != name_) {
+      stats_->malformed_files.push_back({malformed, 0});
     }
-    ++result.lines;
-    absl::StatusOr<IssueRecord> record =
-        RecordFromBlockLog(text, {name, 0}, options.block_log_time_zone);
-    if (!record.ok()) {
-      result.malformed.push_back({{name, 0}, std::string(record.status().message())});
-      return;
-    }
-    record->sequence = static_cast<int64_t>(result.records.size());
-    result.records.push_back(*std::move(record));
-    return;
+    ++stats_->malformed_files.back().count;
   }
-  std::string line;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (absl::StripAsciiWhitespace(line).empty()) continue;
-    ++result.lines;
-    absl::StatusOr<IssueRecord> record = ParseIssueLine(line, {name, number});
-    if (!record.ok()) {
-      result.malformed.push_back({{name, number}, std::string(record.status().message())});
+  if (on_malformed_) on_malformed_(malformed);
+}
+
+bool IssueStreamReader::ReadBlockLog(IssueRecord& record) {
+  done_ = true;
+  const std::string text(std::istreambuf_iterator<char>(in_), {});
+  if (in_.bad()) {
+    if (stats_ != nullptr) stats_->errors.push_back(absl::StrCat(name_, ": read error"));
+    return false;
+  }
+  if (stats_ != nullptr) ++stats_->lines;
+  absl::StatusOr<IssueRecord> parsed =
+      RecordFromBlockLog(text, {name_, 0}, options_.block_log_time_zone);
+  if (!parsed.ok()) {
+    Malformed(0, parsed.status().message());
+    return false;
+  }
+  record = *std::move(parsed);
+  record.sequence = sequence_++;
+  return true;
+}
+
+bool IssueStreamReader::Next(IssueRecord& record) {
+  if (done_) return false;
+  if (!started_) {
+    started_ = true;
+    // Leading blank lines are skipped (and counted) to see what the file is.
+    for (int c = in_.peek(); c != std::char_traits<char>::eof() &&
+                             absl::ascii_isspace(static_cast<unsigned char>(c));
+         c = in_.peek()) {
+      if (in_.get() == '\n') ++number_;
+    }
+    if (in_.peek() == kBlockLogStart) return ReadBlockLog(record);
+  }
+  while (std::getline(in_, line_)) {
+    ++number_;
+    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+    if (absl::StripAsciiWhitespace(line_).empty()) continue;
+    if (stats_ != nullptr) ++stats_->lines;
+    absl::StatusOr<IssueRecord> parsed = ParseIssueLine(line_, {name_, number_});
+    if (!parsed.ok()) {
+      Malformed(number_, parsed.status().message());
       // A torn line (its writer was killed mid-write) may have the next
       // writer's first issue glued on after it: read that one.
-      for (size_t start = line.find(kIssueStart, 1); start != std::string::npos;
-           start = line.find(kIssueStart, start + 1)) {
-        record = ParseIssueLine(absl::string_view(line).substr(start), {name, number});
-        if (record.ok()) break;
+      for (size_t start = line_.find(kIssueStart, 1); start != std::string::npos;
+           start = line_.find(kIssueStart, start + 1)) {
+        parsed = ParseIssueLine(absl::string_view(line_).substr(start), {name_, number_});
+        if (parsed.ok()) break;
       }
-      if (!record.ok()) continue;
+      if (!parsed.ok()) continue;
     }
-    record->sequence = static_cast<int64_t>(result.records.size());
-    result.records.push_back(*std::move(record));
+    record = *std::move(parsed);
+    record.sequence = sequence_++;
+    return true;
   }
-  if (in.bad()) {
-    result.errors.push_back(absl::StrCat(name, ": read error after line ", number));
+  done_ = true;
+  if (in_.bad() && stats_ != nullptr) {
+    stats_->errors.push_back(absl::StrCat(name_, ": read error after line ", number_));
+  }
+  return false;
+}
+
+void ReadIssueStream(std::istream& in, const std::string& name, ReadResult& result,
+                     const ReadOptions& options) {
+  IssueStreamReader reader(in, name, options, &result,
+                           [&](const MalformedLine& bad) { result.malformed.push_back(bad); });
+  IssueRecord record;
+  while (reader.Next(record)) {
+    record.sequence = static_cast<int64_t>(result.records.size());
+    result.records.push_back(std::move(record));
   }
 }
 
@@ -222,64 +263,293 @@ BlockIdentity IdentityOf(const proto::Issue& issue) {
   return {issue.pid(), issue.block().time_start_ms(), issue.block().time_end_ms()};
 }
 
-// Leaves out the BlockCanary text files' copies of blocks that a JSON-lines
-// file also holds (naming both matrix-reports/ and matrix-reports/blockcanary/
-// would count each block twice), and numbers the records again.
-void RemoveDuplicateBlocks(ReadResult& result) {
-  absl::flat_hash_set<BlockIdentity> json_blocks;
-  for (const IssueRecord& record : result.records) {
-    // Text files' records have line 0; JSON lines are numbered from 1.
-    if (record.issue.has_block() && record.source.line > 0) {
-      json_blocks.insert(IdentityOf(record.issue));
-    }
-  }
-  if (json_blocks.empty()) return;
-  const size_t before = result.records.size();
-  std::erase_if(result.records, [&](const IssueRecord& record) {
-    return record.issue.has_block() && record.source.line == 0 &&
-           json_blocks.contains(IdentityOf(record.issue));
-  });
-  result.duplicate_blocks += static_cast<int64_t>(before - result.records.size());
-  for (size_t i = 0; i < result.records.size(); ++i) {
-    result.records[i].sequence = static_cast<int64_t>(i);
-  }
+// Text files' records have line 0; JSON lines are numbered from 1.
+bool IsTextFileBlock(const IssueRecord& record) {
+  return record.issue.has_block() && record.source.line == 0;
+}
+bool IsJsonLinesBlock(const IssueRecord& record) {
+  return record.issue.has_block() && record.source.line > 0;
 }
 
-}  // namespace
+// One thing to do, in input order: read a file or standard input, or report
+// an input that cannot be read.
+struct ReadStep {
+  std::string file;  // Empty for an error or standard input.
+  bool is_stdin = false;
+  std::string error;
+};
 
-ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream* stdin_stream,
-                           const ReadOptions& options) {
-  ReadResult result;
+std::vector<ReadStep> PlanReads(const std::vector<std::string>& inputs,
+                                std::istream* stdin_stream) {
+  std::vector<ReadStep> steps;
   absl::flat_hash_set<std::string> seen;
   for (const std::string& input : inputs) {
     if (input == "-") {
       if (stdin_stream == nullptr) {
-        result.errors.push_back("-: standard input is not available");
-        continue;
+        steps.push_back(
+            {.file = "", .is_stdin = false, .error = "-: standard input is not available"});
+      } else if (seen.insert(kStdinName).second) {
+        steps.push_back({.file = "", .is_stdin = true, .error = ""});
       }
-      if (!seen.insert(kStdinName).second) continue;
-      ReadIssueStream(*stdin_stream, kStdinName, result, options);
       continue;
     }
     absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
     if (!files.ok()) {
-      result.errors.push_back(std::string(files.status().message()));
+      steps.push_back(
+          {.file = "", .is_stdin = false, .error = std::string(files.status().message())});
       continue;
     }
     for (const std::string& file : *files) {
       std::error_code ec;
       fs::path canonical = fs::weakly_canonical(file, ec);
-      if (!seen.insert(ec ? file : canonical.string()).second) continue;
-      std::ifstream stream(file, std::ios::in | std::ios::binary);
-      if (!stream.is_open()) {
-        result.errors.push_back(absl::StrCat(file, ": ", std::strerror(errno)));
-        continue;
+      if (seen.insert(ec ? file : canonical.string()).second) {
+        steps.push_back({.file = file, .is_stdin = false, .error = ""});
       }
-      ReadIssueStream(stream, file, result, options);
     }
   }
-  RemoveDuplicateBlocks(result);
+  return steps;
+}
+
+bool IsRegularFile(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+// Whether the regular file `path` is a BlockCanary text file (its first
+// non-blank character is '*'). Pipes are not peeked: that would eat them.
+bool IsBlockLogFile(const std::string& path) {
+  if (!IsRegularFile(path)) return false;
+  std::ifstream in(path, std::ios::in | std::ios::binary);
+  for (int c = in.get(); c != std::char_traits<char>::eof(); c = in.get()) {
+    if (!absl::ascii_isspace(static_cast<unsigned char>(c))) return c == kBlockLogStart;
+  }
+  return false;
+}
+
+// Reads the regular file `path` without stats, calling `visit` with each
+// issue; false when it cannot be opened.
+bool ReadQuietly(const std::string& path, const ReadOptions& options,
+                 absl::FunctionRef<void(IssueRecord&)> visit) {
+  std::ifstream in(path, std::ios::in | std::ios::binary);
+  if (!in.is_open()) return false;
+  IssueStreamReader reader(in, path, options, /*stats=*/nullptr);
+  IssueRecord record;
+  while (reader.Next(record)) visit(record);
+  return true;
+}
+
+// The blocks of the BlockCanary text files among the regular files, and
+// those of them that a JSON-lines file also holds: found before the read, so
+// that a text file is left out wherever it comes. Nothing is read twice when
+// no regular file is a text file.
+struct TextBlocks {
+  absl::flat_hash_set<BlockIdentity> all;
+  absl::flat_hash_set<BlockIdentity> duplicated;
+};
+
+TextBlocks FindTextBlocks(const std::vector<ReadStep>& steps, const ReadOptions& options) {
+  TextBlocks blocks;
+  std::vector<const std::string*> issue_files;
+  for (const ReadStep& step : steps) {
+    if (step.file.empty()) continue;
+    if (!IsBlockLogFile(step.file)) {
+      if (IsRegularFile(step.file)) issue_files.push_back(&step.file);
+      continue;
+    }
+    ReadQuietly(step.file, options, [&](IssueRecord& record) {
+      if (IsTextFileBlock(record)) blocks.all.insert(IdentityOf(record.issue));
+    });
+  }
+  if (blocks.all.empty()) return blocks;
+  for (const std::string* file : issue_files) {
+    ReadQuietly(*file, options, [&](IssueRecord& record) {
+      if (IsJsonLinesBlock(record) && blocks.all.contains(IdentityOf(record.issue))) {
+        blocks.duplicated.insert(IdentityOf(record.issue));
+      }
+    });
+  }
+  return blocks;
+}
+
+}  // namespace
+
+ReadStats ForEachIssue(const std::vector<std::string>& inputs, std::istream* stdin_stream,
+                       const ReadOptions& options,
+                       absl::FunctionRef<void(IssueRecord&)> visit,
+                       const MalformedCallback& on_malformed) {
+  ReadStats stats;
+  const std::vector<ReadStep> steps = PlanReads(inputs, stdin_stream);
+  // Grows with the text files, not with the issues.
+  TextBlocks text_blocks = FindTextBlocks(steps, options);
+  int64_t sequence = 0;
+  auto read = [&](std::istream& in, const std::string& name) {
+    // Standard input and pipes were not scanned before the read.
+    const bool scanned = name != kStdinName && IsRegularFile(name);
+    IssueStreamReader reader(in, name, options, &stats, on_malformed);
+    IssueRecord record;
+    while (reader.Next(record)) {
+      if (IsTextFileBlock(record) && text_blocks.duplicated.contains(IdentityOf(record.issue))) {
+        ++stats.duplicate_blocks;
+        continue;
+      }
+      if (IsJsonLinesBlock(record) && !scanned &&
+          text_blocks.all.contains(IdentityOf(record.issue))) {
+        text_blocks.duplicated.insert(IdentityOf(record.issue));
+      }
+      record.sequence = sequence++;
+      visit(record);
+    }
+  };
+  for (const ReadStep& step : steps) {
+    if (!step.error.empty()) {
+      stats.errors.push_back(step.error);
+    } else if (step.is_stdin) {
+      read(*stdin_stream, kStdinName);
+    } else {
+      std::ifstream stream(step.file, std::ios::in | std::ios::binary);
+      if (!stream.is_open()) {
+        stats.errors.push_back(absl::StrCat(step.file, ": ", std::strerror(errno)));
+        continue;
+      }
+      read(stream, step.file);
+    }
+  }
+  return stats;
+}
+
+ReadResult ReadIssueInputs(const std::vector<std::string>& inputs, std::istream* stdin_stream,
+                           const ReadOptions& options) {
+  ReadResult result;
+  static_cast<ReadStats&>(result) = ForEachIssue(
+      inputs, stdin_stream, options,
+      [&](IssueRecord& record) { result.records.push_back(std::move(record)); },
+      [&](const MalformedLine& bad) { result.malformed.push_back(bad); });
   return result;
+}
+
+struct IssuesByTime::File {
+  std::string name;
+  // Regular files are read again by ForEach(); the others are held.
+  bool regular = false;
+  bool in_order = true;
+  int64_t last_time_ms = 0;
+  // How many issues of the file the filter selects: ForEach() reads no
+  // more, should the file have grown since Scan().
+  int64_t selected = 0;
+  // The selected issues when the file is held in memory, in time order.
+  std::vector<IssueRecord> held;
+  size_t next_held = 0;
+  std::ifstream stream;
+  std::unique_ptr<IssueStreamReader> reader;
+  int64_t taken = 0;
+  // The file's next issue in the merge.
+  IssueRecord current;
+};
+
+IssuesByTime::IssuesByTime(const ReadOptions& options, const IssueFilter& filter)
+    : options_(options), filter_(filter) {}
+IssuesByTime::IssuesByTime(IssuesByTime&&) noexcept = default;
+IssuesByTime& IssuesByTime::operator=(IssuesByTime&&) noexcept = default;
+IssuesByTime::~IssuesByTime() = default;
+
+IssuesByTime IssuesByTime::Scan(const std::vector<std::string>& inputs,
+                                std::istream* stdin_stream, const ReadOptions& options,
+                                const IssueFilter& filter) {
+  IssuesByTime issues(options, filter);
+  issues.stats_ = ForEachIssue(inputs, stdin_stream, options, [&](IssueRecord& record) {
+    if (!filter.Matches(record)) return;
+    ++issues.selected_;
+    // A file is read in one go, so its issues are adjacent.
+    if (issues.files_.empty() || issues.files_.back()->name != record.source.file) {
+      auto file = std::make_unique<File>();
+      file->name = record.source.file;
+      file->regular = file->name != kStdinName && IsRegularFile(file->name);
+      file->last_time_ms = record.time_ms();
+      issues.files_.push_back(std::move(file));
+    }
+    File& file = *issues.files_.back();
+    ++file.selected;
+    if (record.time_ms() < file.last_time_ms) file.in_order = false;
+    file.last_time_ms = record.time_ms();
+    if (!file.regular) file.held.push_back(std::move(record));
+  });
+  return issues;
+}
+
+void IssuesByTime::Hold(File& file) {
+  if (file.regular) {
+    ReadQuietly(file.name, options_, [&](IssueRecord& record) {
+      if (static_cast<int64_t>(file.held.size()) < file.selected && filter_.Matches(record)) {
+        file.held.push_back(std::move(record));
+      }
+    });
+    file.regular = false;
+  }
+  // Stable: equal times keep read order.
+  std::stable_sort(file.held.begin(), file.held.end(),
+                   [](const IssueRecord& a, const IssueRecord& b) {
+                     return a.time_ms() < b.time_ms();
+                   });
+}
+
+void IssuesByTime::HoldFile(const std::string& path) {
+  for (std::unique_ptr<File>& file : files_) {
+    std::error_code ec;
+    if (file->regular && fs::equivalent(path, file->name, ec)) Hold(*file);
+  }
+}
+
+void IssuesByTime::ForEach(absl::FunctionRef<void(const IssueRecord&)> visit) {
+  // Moves `file`'s next selected issue into `current`; false at its end.
+  auto advance = [&](File& file) {
+    if (file.reader == nullptr) {
+      if (file.next_held == file.held.size()) return false;
+      file.current = std::move(file.held[file.next_held++]);
+      return true;
+    }
+    while (file.taken < file.selected && file.reader->Next(file.current)) {
+      if (!filter_.Matches(file.current)) continue;
+      ++file.taken;
+      return true;
+    }
+    return false;
+  };
+  for (std::unique_ptr<File>& file : files_) {
+    if (!file->regular || !file->in_order) {
+      Hold(*file);
+      continue;
+    }
+    file->stream.open(file->name, std::ios::in | std::ios::binary);
+    file->reader = std::make_unique<IssueStreamReader>(file->stream, file->name, options_,
+                                                       /*stats=*/nullptr);
+  }
+  // The files by their next issue's time, then read order (SelectIssues'
+  // order): a min-heap of file indexes.
+  auto later = [&](size_t a, size_t b) {
+    const int64_t ta = files_[a]->current.time_ms();
+    const int64_t tb = files_[b]->current.time_ms();
+    return ta != tb ? ta > tb : a > b;
+  };
+  std::vector<size_t> heap;
+  for (size_t i = 0; i < files_.size(); ++i) {
+    if (advance(*files_[i])) heap.push_back(i);
+  }
+  std::make_heap(heap.begin(), heap.end(), later);
+  int64_t sequence = 0;
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    File& file = *files_[heap.back()];
+    file.current.sequence = sequence++;
+    visit(file.current);
+    if (advance(file)) {
+      std::push_heap(heap.begin(), heap.end(), later);
+    } else {
+      heap.pop_back();
+      file.held = {};
+      file.reader.reset();
+      file.stream.close();
+    }
+  }
 }
 
 }  // namespace matrix::report

@@ -89,19 +89,6 @@ std::string CountList(const std::vector<NameCount>& counts, size_t max_listed = 
   return out;
 }
 
-std::vector<NameCount> CountNames(const std::vector<std::string>& names) {
-  absl::flat_hash_map<std::string, int64_t> counts;
-  for (const std::string& name : names) {
-    if (!name.empty()) ++counts[name];
-  }
-  std::vector<NameCount> out;
-  for (const auto& [name, count] : counts) out.push_back({name, count});
-  std::sort(out.begin(), out.end(), [](const NameCount& a, const NameCount& b) {
-    return a.count != b.count ? a.count > b.count : a.name < b.name;
-  });
-  return out;
-}
-
 template <typename Frames>
 std::string StackFramesText(const Frames& frames, int indent, const RenderOptions& options) {
   std::string out;
@@ -795,22 +782,8 @@ std::string RenderGroups(const std::vector<IssueGroup>& groups, const RenderOpti
 
 namespace {
 
-// What the sinks' rotation dropped: each line carries its sink's counts so
-// far (SinkDrops, cumulative), so the largest per process is its total.
 // "4120 fps, 3 slow_method (rotated out by their own kind)", or "".
-std::string SinkDropsText(const ReadResult& read) {
-  absl::flat_hash_map<std::string, proto::SinkDrops> by_process;
-  for (const IssueRecord& r : read.records) {
-    if (!r.issue.has_sink_dropped()) continue;
-    const proto::SinkDrops& d = r.issue.sink_dropped();
-    proto::SinkDrops& max = by_process[absl::StrCat(r.process(), "/", r.pid())];
-    max.set_hang(std::max(max.hang(), d.hang()));
-    max.set_fps(std::max(max.fps(), d.fps()));
-    max.set_slow_method(std::max(max.slow_method(), d.slow_method()));
-    max.set_startup(std::max(max.startup(), d.startup()));
-    max.set_block(std::max(max.block(), d.block()));
-    max.set_other(std::max(max.other(), d.other()));
-  }
+std::string SinkDropsText(const absl::flat_hash_map<std::string, proto::SinkDrops>& by_process) {
   proto::SinkDrops total;
   for (const auto& [process, d] : by_process) {
     total.set_hang(total.hang() + d.hang());
@@ -836,116 +809,137 @@ std::string SinkDropsText(const ReadResult& read) {
 
 }  // namespace
 
-std::string RenderSummary(const ReadResult& read, const std::vector<const IssueRecord*>& selected,
-                          bool filtered, const RenderOptions& options) {
+// One row per tag/detail: issues, distinct keys, worst and median metric.
+struct IssueSummary::Row {
+  std::string name;
+  int64_t issues = 0;
+  absl::flat_hash_set<std::string> keys;
+  MetricStats metric;
+};
+
+IssueSummary::IssueSummary() = default;
+IssueSummary::~IssueSummary() = default;
+
+void IssueSummary::AddRead(const IssueRecord& r) {
+  ++total_;
+  if (!r.issue.has_sink_dropped()) return;
+  // Each line carries its sink's counts so far (SinkDrops, cumulative), so
+  // the largest per process is its total.
+  const proto::SinkDrops& d = r.issue.sink_dropped();
+  proto::SinkDrops& max = drops_by_process_[absl::StrCat(r.process(), "/", r.pid())];
+  max.set_hang(std::max(max.hang(), d.hang()));
+  max.set_fps(std::max(max.fps(), d.fps()));
+  max.set_slow_method(std::max(max.slow_method(), d.slow_method()));
+  max.set_startup(std::max(max.startup(), d.startup()));
+  max.set_block(std::max(max.block(), d.block()));
+  max.set_other(std::max(max.other(), d.other()));
+}
+
+void IssueSummary::AddSelected(const IssueRecord& r, IssueOrder order) {
+  if (selected_ == 0) first_ms_ = last_ms_ = r.time_ms();
+  ++selected_;
+  if (r.has_unknown_fields) ++with_unknown_;
+  if (r.kind_unknown_to_build) unknown_kinds_.Add(r.kind);
+  first_ms_ = std::min(first_ms_, r.time_ms());
+  last_ms_ = std::max(last_ms_, r.time_ms());
+  processes_.Add(r.ProcessLabel());
+  scenes_.Add(r.scene);
+  std::string name = r.TagDetail();
+  auto [it, inserted] = row_index_.try_emplace(name, rows_.size());
+  if (inserted) {
+    rows_.push_back(std::make_unique<Row>());
+    rows_.back()->name = std::move(name);
+  }
+  Row& row = *rows_[it->second];
+  ++row.issues;
+  row.keys.insert(r.key);
+  row.metric.Add(r.metric, order);
+}
+
+std::string IssueSummary::Render(const ReadStats& stats, bool filtered,
+                                 const RenderOptions& options) const {
   std::string out;
-  const size_t total = read.records.size();
   std::string files = absl::StrJoin(
-      read.files.begin(),
-      read.files.begin() + static_cast<std::ptrdiff_t>(std::min(read.files.size(), kMaxListed)),
+      stats.files.begin(),
+      stats.files.begin() + static_cast<std::ptrdiff_t>(std::min(stats.files.size(), kMaxListed)),
       ", ");
-  if (read.files.size() > kMaxListed)
-    absl::StrAppend(&files, " and ", read.files.size() - kMaxListed, " more");
-  std::string issues = filtered ? absl::StrCat(selected.size(), " of ", total, " match the filters")
-                                : absl::StrCat(total);
-  absl::StrAppend(&issues, " (", read.files.size(), read.files.size() == 1 ? " file" : " files",
-                  read.files.empty() ? "" : ": ", files, ")");
+  if (stats.files.size() > kMaxListed)
+    absl::StrAppend(&files, " and ", stats.files.size() - kMaxListed, " more");
+  std::string issues = filtered ? absl::StrCat(selected_, " of ", total_, " match the filters")
+                                : absl::StrCat(total_);
+  absl::StrAppend(&issues, " (", stats.files.size(), stats.files.size() == 1 ? " file" : " files",
+                  stats.files.empty() ? "" : ": ", files, ")");
   AddField(out, "issues", issues);
-  std::string lines = absl::StrCat(read.lines, " read, ", read.malformed.size(), " malformed");
-  if (!read.malformed.empty()) absl::StrAppend(&lines, " (skipped; see stderr)");
+  std::string lines =
+      absl::StrCat(stats.lines, " read, ", stats.malformed_lines, " malformed");
+  if (stats.malformed_lines > 0) absl::StrAppend(&lines, " (skipped; see stderr)");
   AddField(out, "lines", lines);
-  if (!read.errors.empty()) {
+  if (!stats.errors.empty()) {
     AddField(out, "unreadable",
-             absl::StrCat(read.errors.size(), read.errors.size() == 1 ? " input" : " inputs",
+             absl::StrCat(stats.errors.size(), stats.errors.size() == 1 ? " input" : " inputs",
                           " (listed on stderr)"));
   }
-  int64_t with_unknown = 0;
-  std::vector<std::string> unknown_kinds;
-  for (const IssueRecord* r : selected) {
-    if (r->has_unknown_fields) ++with_unknown;
-    if (r->kind_unknown_to_build) unknown_kinds.push_back(r->kind);
-  }
-  if (with_unknown > 0) {
-    std::string text = absl::StrCat(with_unknown, with_unknown == 1 ? " issue has" : " issues have",
-                                    " fields this build does not know");
-    if (!unknown_kinds.empty()) {
-      absl::StrAppend(&text, "; report kinds: ", CountList(CountNames(unknown_kinds)),
+  if (with_unknown_ > 0) {
+    std::string text =
+        absl::StrCat(with_unknown_, with_unknown_ == 1 ? " issue has" : " issues have",
+                     " fields this build does not know");
+    if (std::vector<NameCount> kinds = unknown_kinds_.Sorted(); !kinds.empty()) {
+      absl::StrAppend(&text, "; report kinds: ", CountList(kinds),
                       " (grouped by their key, shown as raw fields)");
     }
     AddField(out, "unknown", text);
   }
-  if (std::string dropped = SinkDropsText(read); !dropped.empty()) {
+  if (std::string dropped = SinkDropsText(drops_by_process_); !dropped.empty()) {
     AddField(out, "dropped", dropped);
   }
-  if (selected.empty()) return out;
+  if (selected_ == 0) return out;
 
-  int64_t first = selected.front()->time_ms();
-  int64_t last = first;
-  std::vector<std::string> processes;
-  std::vector<std::string> scenes;
-  for (const IssueRecord* r : selected) {
-    first = std::min(first, r->time_ms());
-    last = std::max(last, r->time_ms());
-    processes.push_back(r->ProcessLabel());
-    scenes.push_back(r->scene);
-  }
-  AddField(
-      out, "time",
-      absl::StrCat(FormatTimeMs(first, options.time_zone), " .. ",
-                   FormatTimeMs(last, options.time_zone), " ", ZoneName(last, options.time_zone),
-                   " (", FormatDurationMs(DifferenceMs(last, first)), ")"));
-  if (std::vector<NameCount> counts = CountNames(processes); !counts.empty()) {
+  AddField(out, "time",
+           absl::StrCat(FormatTimeMs(first_ms_, options.time_zone), " .. ",
+                        FormatTimeMs(last_ms_, options.time_zone), " ",
+                        ZoneName(last_ms_, options.time_zone), " (",
+                        FormatDurationMs(DifferenceMs(last_ms_, first_ms_)), ")"));
+  if (std::vector<NameCount> counts = processes_.Sorted(); !counts.empty()) {
     AddField(out, "processes", CountList(counts));
   }
-  if (std::vector<NameCount> counts = CountNames(scenes); !counts.empty()) {
+  if (std::vector<NameCount> counts = scenes_.Sorted(); !counts.empty()) {
     AddField(out, "scenes", CountList(counts, 8));
   }
 
-  // One row per tag/detail: issues, distinct keys, worst and median metric.
-  struct Row {
-    std::string name;
-    int64_t issues = 0;
-    absl::flat_hash_set<std::string> keys;
-    Metric metric;
-    std::vector<double> values;
-    double worst = 0;
-  };
-  std::vector<Row> rows;
-  absl::flat_hash_map<std::string, size_t> index;
-  for (const IssueRecord* r : selected) {
-    auto [it, inserted] = index.try_emplace(r->TagDetail(), rows.size());
-    if (inserted) {
-      rows.emplace_back();
-      rows.back().name = r->TagDetail();
-    }
-    Row& row = rows[it->second];
-    ++row.issues;
-    row.keys.insert(r->key);
-    if (!r->metric.present()) continue;
-    if (!row.metric.present()) row.metric = r->metric;
-    if (r->metric.name != row.metric.name) continue;
-    if (row.values.empty() || row.metric.Worse(r->metric.value, row.worst))
-      row.worst = r->metric.value;
-    row.values.push_back(r->metric.value);
-  }
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return a.issues != b.issues ? a.issues > b.issues : a.name < b.name;
+  std::vector<const Row*> rows;
+  rows.reserve(rows_.size());
+  for (const std::unique_ptr<Row>& row : rows_) rows.push_back(row.get());
+  std::sort(rows.begin(), rows.end(), [](const Row* a, const Row* b) {
+    return a->issues != b->issues ? a->issues > b->issues : a->name < b->name;
   });
   size_t width = 10;
-  for (const Row& row : rows) width = std::max(width, row.name.size());
+  for (const Row* row : rows) width = std::max(width, row->name.size());
   absl::StrAppendFormat(&out, "\n%-*s  %6s  %6s  %-12s  %s\n", static_cast<int>(width),
                         "tag/detail", "issues", "groups", "worst", "median");
-  for (Row& row : rows) {
+  for (const Row* row : rows) {
     std::string worst = "-";
     std::string median = "-";
-    if (!row.values.empty()) {
-      worst = MetricValue(row.metric, row.worst);
-      median = MetricValue(row.metric, Median(row.values));
+    if (row->metric.count() > 0) {
+      worst = MetricValue(row->metric.metric(), row->metric.worst());
+      median = MetricValue(row->metric.metric(), row->metric.median());
     }
-    absl::StrAppendFormat(&out, "%-*s  %6d  %6d  %-12s  %s\n", static_cast<int>(width), row.name,
-                          row.issues, row.keys.size(), worst, median);
+    absl::StrAppendFormat(&out, "%-*s  %6d  %6d  %-12s  %s\n", static_cast<int>(width),
+                          row->name, row->issues, row->keys.size(), worst, median);
   }
   return out;
+}
+
+std::string RenderSummary(const ReadResult& read, const std::vector<const IssueRecord*>& selected,
+                          bool filtered, const RenderOptions& options) {
+  IssueSummary summary;
+  for (const IssueRecord& r : read.records) summary.AddRead(r);
+  for (size_t i = 0; i < selected.size(); ++i) {
+    summary.AddSelected(*selected[i], {0, static_cast<int64_t>(i)});
+  }
+  // A ReadResult lists its malformed lines.
+  ReadStats stats = read;
+  stats.malformed_lines = static_cast<int64_t>(read.malformed.size());
+  return summary.Render(stats, filtered, options);
 }
 
 }  // namespace matrix::report

@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "matrix/report/export.h"
 #include "matrix/report/issue_filter.h"
 
 namespace matrix::report {
@@ -43,7 +44,6 @@ inline constexpr int kExitUsage = 2;
 inline constexpr char kDefaultInput[] = "./matrix-reports";
 
 enum class Command { kSummary, kGroup, kShow, kExport, kHtml, kTimeline };
-enum class ExportFormat { kCsv, kJson, kJsonLines };
 
 struct CommandLine {
   Command command = Command::kSummary;

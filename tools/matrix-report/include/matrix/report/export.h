@@ -15,6 +15,13 @@
 //
 //   std::string csv = matrix::report::ExportCsv(selected, absl::UTCTimeZone());
 //
+// ExportWriter writes the same issue exports one issue at a time, as they are
+// read, so an export of any size holds one issue at a time:
+//
+//   ExportWriter writer(ExportFormat::kCsv, absl::UTCTimeZone(), std::cout);
+//   issues.ForEach([&](const IssueRecord& r) { writer.Add(r); });
+//   writer.Finish();
+//
 // CSV follows RFC 4180 (CRLF line ends are not used: lines end in "\n";
 // fields with commas, quotes or line breaks are quoted). Times are RFC 3339
 // in the given zone, next to the raw ms since the epoch.
@@ -24,6 +31,8 @@
 #ifndef MATRIX_REPORT_EXPORT_H_
 #define MATRIX_REPORT_EXPORT_H_
 
+#include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,6 +41,29 @@
 #include "matrix/report/issue_record.h"
 
 namespace matrix::report {
+
+enum class ExportFormat { kCsv, kJson, kJsonLines };
+
+// ExportWriter
+//
+// Writes issues to `out` as they are added: CSV rows (the header first),
+// elements of a JSON array, or JSON lines. `out` must outlive the writer.
+class ExportWriter {
+ public:
+  ExportWriter(ExportFormat format, absl::TimeZone tz, std::ostream& out);
+
+  void Add(const IssueRecord& record);
+  // Ends the output (closes the JSON array). Call once, after the last Add().
+  void Finish();
+
+  int64_t written() const { return written_; }
+
+ private:
+  const ExportFormat format_;
+  const absl::TimeZone tz_;
+  std::ostream& out_;
+  int64_t written_ = 0;
+};
 
 // Columns: time,time_ms,tag,detail,key,scene,process,pid,kind,metric,value,
 // unit,file,line.

@@ -27,14 +27,18 @@
 #ifndef MATRIX_REPORT_TEXT_RENDER_H_
 #define MATRIX_REPORT_TEXT_RENDER_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/repeated_ptr_field.h"
 #include "google/protobuf/struct.pb.h"
 #include "matrix/proto/common.pb.h"
+#include "matrix/proto/issue.pb.h"
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/issue_record.h"
@@ -48,9 +52,55 @@ struct RenderOptions {
   bool full_paths = false;
 };
 
-// `read` tells what was read (files, lines, malformed, errors); `selected`
-// are the issues left after the filters (all of `read.records` when
-// `filtered` is false).
+// IssueSummary
+//
+// The summary, folded one issue at a time: it keeps counts (per tag/detail
+// row its distinct keys and metric values; processes, scenes), not the
+// issues, so a streaming read summarizes a file of any size.
+//
+//   IssueSummary summary;
+//   ReadStats stats = ForEachIssue(inputs, &std::cin, {}, [&](IssueRecord& r) {
+//     summary.AddRead(r);
+//     if (filter.Matches(r)) summary.AddSelected(r, {r.time_ms(), r.sequence});
+//   });
+//   std::cout << summary.Render(stats, !filter.empty(), options);
+class IssueSummary {
+ public:
+  IssueSummary();
+  ~IssueSummary();
+  IssueSummary(const IssueSummary&) = delete;
+  IssueSummary& operator=(const IssueSummary&) = delete;
+
+  // Every issue read: the total, and what the sinks dropped (`sink_dropped`).
+  void AddRead(const IssueRecord& record);
+  // An issue the filters selected, at `order` (which issue's metric a row
+  // takes, as in IssueGrouper).
+  void AddSelected(const IssueRecord& record, IssueOrder order);
+
+  // `stats` tells what was read (files, lines, malformed, errors);
+  // `filtered` whether the selected issues are not all of them.
+  std::string Render(const ReadStats& stats, bool filtered, const RenderOptions& options) const;
+
+ private:
+  struct Row;
+
+  int64_t total_ = 0;
+  int64_t selected_ = 0;
+  int64_t first_ms_ = 0;
+  int64_t last_ms_ = 0;
+  int64_t with_unknown_ = 0;
+  NameCounter unknown_kinds_;
+  NameCounter processes_;
+  NameCounter scenes_;
+  absl::flat_hash_map<std::string, proto::SinkDrops> drops_by_process_;
+  std::vector<std::unique_ptr<Row>> rows_;
+  absl::flat_hash_map<std::string, size_t> row_index_;
+};
+
+// The summary of a whole read (IssueSummary over its records): `read` tells
+// what was read (files, lines, malformed, errors); `selected` are the issues
+// left after the filters (all of `read.records` when `filtered` is false),
+// in order.
 std::string RenderSummary(const ReadResult& read, const std::vector<const IssueRecord*>& selected,
                           bool filtered, const RenderOptions& options);
 
