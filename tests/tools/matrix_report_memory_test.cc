@@ -1,5 +1,5 @@
 // matrix-report's memory does not grow with its input: the built binary runs
-// `summary`, `group` and `export` on a ~256 MB issue file as a child process,
+// `summary`, `group` and `export` on a ~128 MB issue file as a child process,
 // and its peak RSS (wait4's ru_maxrss) must stay far below the file's size.
 // The file holds ANRs, slow methods, FPS reports and BlockCanary blocks over
 // 76 keys, in time order as the sink writes them; each command's output must
@@ -52,7 +52,7 @@ const std::string kBinary = std::getenv("MATRIX_REPORT_MEMORY_TEST_BINARY") != n
 
 // The file's size, and the bound on the tool's peak RSS: a quarter of the
 // file (the loading reader needed more than the file's size).
-constexpr int64_t kFileBytes = int64_t{256} << 20;
+constexpr int64_t kFileBytes = int64_t{128} << 20;  // Half the 256 MiB measured in docs/performance.md: CI time.
 constexpr int64_t kMaxRssBytes = int64_t{64} << 20;
 
 // Keys per kind: the groups are 37 ANR + 23 slow methods + 5 FPS scenes + 11
@@ -238,7 +238,7 @@ RunResult RunOnFile(std::vector<std::string> args, const std::string& file,
 
 // One test, not one per command: the file is written once (gtest cases are
 // separate ctest tests, each its own process).
-TEST(MatrixReportMemoryTest, SummaryGroupAndExportStayUnder64MbOnA256MbFile) {
+TEST(MatrixReportMemoryTest, SummaryGroupAndExportStayUnder64MbOnA128MbFile) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
                                        "/matrix-report-memory-", getpid());
