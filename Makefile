@@ -23,6 +23,8 @@ PACKAGES += nodejs
 PACKAGES += libdw-dev
 # tests/agent tk_program_e2e_test: a tkinter program (Tcl/Tk waits without poll).
 PACKAGES += python3-tk
+# tests/agent frozen_frame_e2e_test: a GTK 4 program of ours (agent_gtk4_target).
+PACKAGES += libgtk-4-dev
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -10,6 +10,8 @@
 //                     (the render thread presents; the main thread stalls)
 //   Gtk3FrameClock    a GTK 3 program of ours (agent_gtk_target), a tick
 //                     callback animation frozen 3 s by a busy timeout
+//   Gtk4FrameClock    the same in GTK 4 (agent_gtk4_target), which draws
+//                     through EGL via libepoxy
 //   GlSwapLoop        a program of ours presenting through a dlopen'ed GL
 //                     library (present_target stall, no display), frozen 3 s
 // Each run must give exactly one FROZEN frame, of the stall's length in
@@ -93,6 +95,18 @@ TEST(FrozenFrameTest, Gtk3FrameClock) {
   const Frozen f = RunAndCount("gtk3", {GTK_TARGET_PATH, "2500", "0", "3000"});
   EXPECT_EQ(f.frozen_frames, 1);
   EXPECT_NEAR(f.frozen_dropped, 180, 9);
+}
+
+// GTK 4 presents through EGL (libepoxy) on its frame clock: a 3 s stall,
+// 180 vsyncs.
+TEST(FrozenFrameTest, Gtk4FrameClock) {
+#ifdef GTK4_TARGET_PATH
+  const Frozen f = RunAndCount("gtk4", {GTK4_TARGET_PATH, "2500", "3000"});
+  EXPECT_EQ(f.frozen_frames, 1);
+  EXPECT_NEAR(f.frozen_dropped, 180, 9);
+#else
+  GTEST_SKIP() << "agent_gtk4_target not built (libgtk-4-dev: make deps)";
+#endif
 }
 
 TEST(FrozenFrameTest, GlSwapLoop) {
