@@ -18,8 +18,10 @@
 //   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
 //                             an event loop that waits without poll (issue 17,
 //                             item 1), KIND: cond (pthread_cond_wait), sem
-//                             (sem_wait), eventfd (read of an eventfd), pace
-//                             (nanosleep every 10 ms, no events). After one
+//                             (sem_wait), eventfd (read of an eventfd), futex
+//                             (std::atomic<uint32_t>::wait: syscall(SYS_futex)
+//                             in libstdc++), pace (nanosleep every 10 ms, no
+//                             events). After one
 //                             poll (a toolkit's round trip: the agent starts)
 //                             and 6 quick events, it sits idle IDLE ms, then
 //                             handles a busy event of LAG ms, one of ANR ms
@@ -194,6 +196,10 @@ class EventQueue {
     pthread_cond_signal(&cond_);
     pthread_mutex_unlock(&mutex_);
     if (kind_ == "sem") sem_post(&sem_);
+    if (kind_ == "futex") {
+      posted_.fetch_add(1);
+      posted_.notify_one();
+    }
     if (kind_ == "eventfd") {
       const uint64_t one = 1;
       if (write(eventfd_, &one, sizeof(one)) != sizeof(one)) std::exit(3);
@@ -209,6 +215,10 @@ class EventQueue {
       } else if (kind_ == "eventfd") {
         uint64_t count = 0;
         if (read(eventfd_, &count, sizeof(count)) != sizeof(count)) std::exit(3);
+      } else if (kind_ == "futex") {
+        // Waits in the kernel while nothing new was posted.
+        posted_.wait(taken_);
+        taken_ = posted_.load();
       }
       pthread_mutex_lock(&mutex_);
       if (kind_ == "cond") {
@@ -235,6 +245,8 @@ class EventQueue {
   int eventfd_ = -1;
   std::deque<Event> events_;
   std::atomic<int> handled_{0};
+  std::atomic<uint32_t> posted_{0};  // futex: events posted so far.
+  uint32_t taken_ = 0;               // futex: the count the loop last saw.
 };
 
 int RunWaitLoop(const std::string& kind, const std::vector<Step>& steps) {
@@ -255,7 +267,7 @@ int RunWaitLoop(const std::string& kind, const std::vector<Step>& steps) {
       due = NowMs() + steps[next].delay_ms;
     }
   }
-  if (kind != "cond" && kind != "sem" && kind != "eventfd") return 2;
+  if (kind != "cond" && kind != "sem" && kind != "eventfd" && kind != "futex") return 2;
   EventQueue queue(kind);
   std::thread producer([&] {
     int handled = 0;

@@ -302,7 +302,7 @@ TEST(MatrixRunTest, LoopWithoutPollIsMonitoredFromItsLearnedWait) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, LoopWaitTest,
-                         ::testing::Values("cond", "sem", "eventfd", "pace"),
+                         ::testing::Values("cond", "sem", "eventfd", "futex", "pace"),
                          [](const auto& info) { return std::string(info.param); });
 
 // A bad variable given to the agent directly: one line, the program runs

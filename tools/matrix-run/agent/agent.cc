@@ -16,15 +16,16 @@
 //
 // Loops that wait in anything else (issue 17, item 1): the agent also
 // interposes pthread_cond_{,timed,clock}wait (the GLIBC_2.3.2 versions,
-// agent.map), sem_{,timed,clock}wait, nanosleep, clock_nanosleep, usleep and
-// read. On the main thread such a wait is the loop's own wait (a dispatch
+// agent.map), sem_{,timed,clock}wait, nanosleep, clock_nanosleep, usleep,
+// read and futex waits made through syscall() (C++20 std::atomic<T>::wait).
+// On the main thread such a wait is the loop's own wait (a dispatch
 // boundary, like poll) only when its call site (return address and stack
 // depth, plus the fd for read) was learned as such by LoopWaitSites: its
 // waits blocked three times more than they did not, with no shallower
 // boundary between (loop_wait_sites.h has the whole rule). Every other wait is work,
 // timed inside the dispatch: a sleep in a slow handler still gives its ANR.
 // Tcl/Tk (tkinter), condition-variable and semaphore queues, nanosleep frame
-// pacing and eventfd loops are covered so.
+// pacing, eventfd and futex loops are covered so.
 //
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
@@ -50,6 +51,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -62,6 +64,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +108,8 @@ using SemClockWaitFn = int (*)(sem_t*, clockid_t, const struct timespec*);
 using NanosleepFn = int (*)(const struct timespec*, struct timespec*);
 using ClockNanosleepFn = int (*)(clockid_t, int, const struct timespec*, struct timespec*);
 using UsleepFn = int (*)(useconds_t);
+// syscall(2): glibc's takes the number and six register-sized arguments.
+using SyscallFn = long (*)(long, long, long, long, long, long, long);
 using ReadFn = ssize_t (*)(int, void*, size_t);
 using ReadChkFn = ssize_t (*)(int, void*, size_t, size_t);
 using SwapFn = void (*)(void*, unsigned long);
@@ -153,6 +158,7 @@ std::atomic<SemClockWaitFn> g_sem_clockwait{nullptr};
 std::atomic<NanosleepFn> g_nanosleep{nullptr};
 std::atomic<ClockNanosleepFn> g_clock_nanosleep{nullptr};
 std::atomic<UsleepFn> g_usleep{nullptr};
+std::atomic<SyscallFn> g_syscall{nullptr};
 std::atomic<ReadFn> g_read{nullptr};
 std::atomic<ReadChkFn> g_read_chk{nullptr};
 std::atomic<SwapFn> g_glx_swap{nullptr};
@@ -736,6 +742,7 @@ __attribute__((constructor)) void AgentInit() {
   Resolve(g_nanosleep, "nanosleep");
   Resolve(g_clock_nanosleep, "clock_nanosleep");
   Resolve(g_usleep, "usleep");
+  Resolve(g_syscall, "syscall");
   Resolve(g_read, "read");
   Resolve(g_read_chk, "__read_chk");
   Resolve(g_glx_swap, "glXSwapBuffers");
@@ -932,6 +939,28 @@ MATRIX_AGENT_EXPORT int usleep(useconds_t usec) {
   const ma::UsleepFn real = ma::Resolve(ma::g_usleep, "usleep");
   if (!ma::MainThreadWatched()) return real(usec);
   return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount, [&] { return real(usec); });
+}
+
+// A futex wait through syscall(SYS_futex, ...): what C++20's
+// std::atomic<T>::wait does in libstdc++, and loops built on raw futexes.
+// glibc's own waits (mutexes, condition variables, semaphores) make the
+// system call inline and never come here. Every other system call passes
+// through after one comparison.
+MATRIX_AGENT_EXPORT long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  // glibc's syscall() reads six arguments whatever the call: so do we.
+  long a[6];
+  for (long& arg : a) arg = va_arg(ap, long);
+  va_end(ap);
+  const ma::SyscallFn real = ma::Resolve(ma::g_syscall, "syscall");
+  const int command = static_cast<int>(a[1]) & FUTEX_CMD_MASK;
+  if (number != SYS_futex || (command != FUTEX_WAIT && command != FUTEX_WAIT_BITSET) ||
+      !ma::MainThreadWatched()) {
+    return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+  }
+  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+                      [&] { return real(number, a[0], a[1], a[2], a[3], a[4], a[5]); });
 }
 
 MATRIX_AGENT_EXPORT ssize_t read(int fd, void* buf, size_t count) {
