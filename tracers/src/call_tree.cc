@@ -80,8 +80,9 @@ class Builder {
  private:
   static constexpr int kRoot = 0;
 
-  static bool Mergeable(const RawCall& a, const RawCall& b) {
-    return a.kind != MethodKind::kDispatch && a.kind == b.kind && a.address == b.address;
+  // Whether a call of `kind` at `address` repeats `a` (dispatches never do).
+  static bool Repeats(const RawCall& a, MethodKind kind, uintptr_t address) {
+    return a.kind != MethodKind::kDispatch && a.kind == kind && a.address == address;
   }
 
   // A stack entry below kNone is a dropped call: -2 - its index in
@@ -126,8 +127,7 @@ void Builder::Open(MethodKind kind, uintptr_t address, int64_t t) {
   if (!phantoms_.empty() || Full()) {
     const int parent = InnermostKept();
     const int last = calls_[parent].last_child;
-    if (phantoms_.empty() && last != kNone && kind != MethodKind::kDispatch &&
-        calls_[last].kind == kind && calls_[last].address == address) {
+    if (phantoms_.empty() && last != kNone && Repeats(calls_[last], kind, address)) {
       // A repeat of the finished call before it: fold it in and reopen.
       RawCall& call = calls_[last];
       call.folded_ns += std::max<int64_t>(0, call.end_ns - call.open_ns);
@@ -162,10 +162,10 @@ void Builder::Close(MethodKind kind, uintptr_t address, int64_t t) {
   const int kept = static_cast<int>(stack_.size() - phantoms_.size());
   for (int k = static_cast<int>(stack_.size()) - 1; k >= 0; --k) {
     const int entry = stack_[k];
-    const bool match = IsPhantom(entry)
-                           ? phantoms_[static_cast<size_t>(-2 - entry)] == std::make_pair(kind, address)
-                           : calls_[entry].kind == kind && calls_[entry].address == address;
-    if (!match) continue;
+    const std::pair<MethodKind, uintptr_t> open =
+        IsPhantom(entry) ? phantoms_[static_cast<size_t>(-2 - entry)]
+                         : std::make_pair(calls_[entry].kind, calls_[entry].address);
+    if (open != std::make_pair(kind, address)) continue;
     for (int j = std::min(static_cast<int>(stack_.size()), kept) - 1; j > k; --j) {
       CloseAsUnwound(stack_[j], t);
     }
@@ -286,7 +286,7 @@ void Builder::MergeAdjacentChildren(int parent) {
   int prev = kNone;
   for (int c = calls_[parent].first_child; c != kNone;) {
     const int next = calls_[c].next_sibling;
-    if (prev != kNone && Mergeable(calls_[prev], calls_[c])) {
+    if (prev != kNone && Repeats(calls_[prev], calls_[c].kind, calls_[c].address)) {
       MergeInto(prev, c);
       calls_[prev].next_sibling = next;
       if (calls_[parent].last_child == c) calls_[parent].last_child = prev;
