@@ -41,6 +41,9 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn) {
   for (const char* m : kSystemModules) {
     if (base.starts_with(m)) return true;
   }
+  // The CPython interpreter (python3.11 executable, libpython): its Python
+  // frames (module "[python]") are the program's code, its native ones not.
+  if (base.starts_with("python3") || base.starts_with("libpython")) return true;
   if (fn.empty()) return false;
   // matrix-cpp's own runtime and the C++ standard library.
   return fn.starts_with("matrix::") || fn.starts_with("std::") || fn.starts_with("absl::") ||

@@ -70,6 +70,7 @@ struct Slot {
   bool exact_top_pc = false;
   int64_t captured_at_ns = 0;
   uintptr_t pcs[kSlotCapacity] = {};
+  RawPythonStack python;  // python_frames.h
 };
 
 Slot g_slots[kSlotCount];
@@ -196,6 +197,7 @@ void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
                                          std::memory_order_acquire, std::memory_order_relaxed)) {
     slot.tid = GetTid();
     UnwindIntoSlot(&slot, InterruptedPc(ucontext));
+    CapturePythonStack(slot.tid, &slot.python);
     slot.captured_at_ns = MonotonicNow().ToNanoseconds();
     slot.state.store(MakeState(generation, kDone), std::memory_order_release);
     slot.futex.fetch_add(1, std::memory_order_release);
@@ -223,6 +225,7 @@ void CopyOut(const Slot& slot, RawStack* out) {
   out->exact_top_pc = slot.exact_top_pc;
   out->captured_at = TimeTicks::FromNanoseconds(slot.captured_at_ns);
   std::copy_n(slot.pcs + slot.first, depth, out->pcs.begin());
+  out->python = slot.python;
 }
 
 void ResetStack(RawStack* out, pid_t tid) {
@@ -231,6 +234,8 @@ void ResetStack(RawStack* out, pid_t tid) {
   out->truncated = false;
   out->exact_top_pc = false;
   out->captured_at = TimeTicks();
+  out->python.depth = 0;
+  out->python.error = PythonReadError::kNoRuntime;
 }
 
 // Why a thread did not answer, for the error message.
@@ -289,6 +294,7 @@ absl::Status StackCapturer::InstallLocked(int signal_number) {
   (void)GetTid();
   (void)getpid();
   (void)MonotonicNow();
+  RefreshPythonRuntime();
 
   if (sigaction(signal_number, nullptr, &g_previous_action) != 0) {
     return absl::InternalError(absl::StrCat("sigaction(", signal_number, "): ", strerror(errno)));
@@ -320,6 +326,7 @@ ABSL_ATTRIBUTE_NOINLINE void StackCapturer::CaptureCurrentThread(RawStack* out,
   out->exact_top_pc = false;
   out->captured_at = MonotonicNow();
   std::copy_n(pcs + first, depth, out->pcs.begin());
+  CapturePythonStack(out->tid, &out->python);
 }
 
 ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::Capture(const ThreadHandle& thread,
@@ -367,6 +374,7 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::CaptureInternal(pid_t tid, R
 absl::Status StackCapturer::CaptureOtherThreadLocked(pid_t tid, RawStack* out,
                                                      absl::Duration timeout) {
   ResetStack(out, tid);
+  RefreshPythonRuntime();  // Python may have been loaded since Install().
   const int signal_number = signal_.load(std::memory_order_relaxed);
   if (!HandlerIsInstalled(signal_number)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -509,6 +517,10 @@ SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
                              });
     result.frames.erase(result.frames.begin(), user);
   }
+  if (const PythonRuntimeInfo* python = CurrentPythonRuntime();
+      python != nullptr && stack.python.depth > 0) {
+    InterleavePythonFrames(*python, stack.python, &result.frames);
+  }
   return result;
 }
 
@@ -519,7 +531,10 @@ std::string SymbolizedStack::ToString() const {
     const SymbolInfo& symbol = frame.symbol;
     std::string module = symbol.module.substr(symbol.module.rfind('/') + 1);
     absl::StrAppendFormat(&text, "#%-2d 0x%016x ", i, frame.pc);
-    if (!symbol.function.empty() && !module.empty()) {
+    if (symbol.module == kPythonFrameModule) {  // "qualname ([python])"
+      absl::StrAppend(&text, symbol.function.empty() ? "??" : symbol.function, " (",
+                      kPythonFrameModule, ")\n");
+    } else if (!symbol.function.empty() && !module.empty()) {
       absl::StrAppendFormat(&text, "%s+0x%x (%s)\n", symbol.function, symbol.function_offset,
                             module);
     } else if (!symbol.function.empty()) {

@@ -1,0 +1,502 @@
+#include "matrix/trace/python_frames.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "matrix/core/tick_clock.h"
+#include "matrix/trace/stack_capture.h"
+
+namespace matrix {
+namespace {
+
+// ---------------------------------------------------------------------------
+// CPython 3.11, x86-64 (LP64) struct offsets. From the 3.11 headers
+// (Include/internal/pycore_runtime.h, pycore_interp.h, pycore_frame.h,
+// Include/cpython/pystate.h, code.h, bytesobject.h, unicodeobject.h), checked
+// against Debian 12's python3.11-dev 3.11.2 with offsetof() (see
+// tests/tracers/python_frames_test.cc, which re-checks them when the headers
+// are installed). They did not change within 3.11.x.
+// ---------------------------------------------------------------------------
+namespace py311 {
+// _PyRuntimeState
+constexpr size_t kRuntimeInterpretersHead = 40;  // interpreters.head
+// PyInterpreterState
+constexpr size_t kInterpNext = 0;
+constexpr size_t kInterpThreadsHead = 16;  // threads.head
+// PyThreadState
+constexpr size_t kThreadNext = 8;
+constexpr size_t kThreadInterp = 16;
+constexpr size_t kThreadCFrame = 56;
+constexpr size_t kThreadNativeThreadId = 160;
+constexpr size_t kThreadReadSize = 168;
+// _PyCFrame
+constexpr size_t kCFrameCurrentFrame = 8;
+// _PyInterpreterFrame
+constexpr size_t kFrameCode = 32;        // f_code
+constexpr size_t kFramePrevious = 48;    // previous
+constexpr size_t kFramePrevInstr = 56;   // prev_instr
+constexpr size_t kFrameIsEntry = 68;     // is_entry (bool)
+constexpr size_t kFrameOwner = 69;       // owner (char)
+constexpr size_t kFrameReadSize = 72;
+// PyObject / PyVarObject
+constexpr size_t kObjectType = 8;  // ob_type
+constexpr size_t kVarSize = 16;    // ob_size
+// PyCodeObject (ob_size is the number of 2-byte code units)
+constexpr size_t kCodeFirstLineNo = 72;
+constexpr size_t kCodeFilename = 112;
+constexpr size_t kCodeQualname = 128;
+constexpr size_t kCodeLinetable = 136;
+constexpr size_t kCodeFirstTraceable = 168;
+constexpr size_t kCodeCodeAdaptive = 184;  // co_code_adaptive: the instructions
+constexpr size_t kCodeReadSize = 192;
+// PyBytesObject
+constexpr size_t kBytesData = 32;  // ob_sval
+// PyASCIIObject / PyCompactUnicodeObject
+constexpr size_t kUnicodeLength = 16;
+constexpr size_t kUnicodeState = 32;  // interned:2 kind:3 compact:1 ascii:1 ready:1
+constexpr size_t kUnicodeAsciiData = 48;    // sizeof(PyASCIIObject)
+constexpr size_t kUnicodeCompactData = 72;  // sizeof(PyCompactUnicodeObject)
+}  // namespace py311
+
+// Bounds on the walks (each step is one process_vm_readv).
+constexpr int kMaxInterpreters = 16;
+constexpr int kMaxThreadStates = 256;
+constexpr int64_t kMaxCodeUnits = int64_t{1} << 24;
+constexpr int64_t kMaxLineTable = int64_t{1} << 20;
+constexpr int kMaxLine = 1 << 24;
+constexpr int64_t kMaxQualname = 1024;
+constexpr int64_t kMaxFilename = 4096;
+
+// A user-space, 8-aligned, non-null pointer (x86-64 / aarch64 48-bit user space).
+bool PlausiblePointer(uintptr_t p) {
+  return p >= 4096 && p < (uintptr_t{1} << 47) && (p & 7) == 0;
+}
+
+template <typename T>
+T Field(const unsigned char* buffer, size_t offset) {
+  T value;
+  memcpy(&value, buffer + offset, sizeof(T));
+  return value;
+}
+
+// process_vm_readv on our own pid: EFAULT, not SIGSEGV, for unmapped memory.
+class Reader {
+ public:
+  Reader() : pid_(getpid()) {}
+  bool Read(uintptr_t address, void* out, size_t size) const {
+    if (size == 0) return true;
+    if (address == 0 || address + size < address) return false;
+    iovec local{out, size};
+    iovec remote{reinterpret_cast<void*>(address), size};
+    const int saved_errno = errno;
+    ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+    errno = saved_errno;
+    return n == static_cast<ssize_t>(size);
+  }
+  bool ReadPointer(uintptr_t address, uintptr_t* out) const {
+    return Read(address, out, sizeof(*out));
+  }
+
+ private:
+  pid_t pid_;
+};
+
+PythonReadError Fail(RawPythonStack* out, PythonReadError error) {
+  out->depth = 0;
+  out->truncated = false;
+  out->error = error;
+  return error;
+}
+
+// Appends the UTF-8 encoding of `c` to `out`.
+void AppendUtf8(uint32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out->push_back(static_cast<char>(0xc0 | (c >> 6)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out->push_back(static_cast<char>(0xe0 | (c >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else if (c < 0x110000) {
+    out->push_back(static_cast<char>(0xf0 | (c >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else {
+    out->append("\xef\xbf\xbd");  // U+FFFD
+  }
+}
+
+// A compact str object (code objects' names and file names always are).
+absl::StatusOr<std::string> ReadUnicode(const Reader& reader, const PythonRuntimeInfo& runtime,
+                                        uintptr_t address, int64_t max_length) {
+  if (!PlausiblePointer(address)) return absl::DataLossError("bad str pointer");
+  unsigned char header[py311::kUnicodeAsciiData];
+  if (!reader.Read(address, header, sizeof(header))) return absl::DataLossError("str unreadable");
+  if (Field<uintptr_t>(header, py311::kObjectType) != runtime.unicode_type) {
+    return absl::DataLossError("not a str");
+  }
+  const int64_t length = Field<int64_t>(header, py311::kUnicodeLength);
+  if (length < 0 || length > max_length) return absl::DataLossError("str length out of range");
+  const uint32_t state = Field<uint32_t>(header, py311::kUnicodeState);
+  const uint32_t kind = (state >> 2) & 7;
+  const bool compact = ((state >> 5) & 1) != 0;
+  const bool ascii = ((state >> 6) & 1) != 0;
+  if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1)) {
+    return absl::DataLossError("not a compact str");
+  }
+  const uintptr_t data = address + (ascii ? py311::kUnicodeAsciiData : py311::kUnicodeCompactData);
+  std::string raw(static_cast<size_t>(length) * kind, '\0');
+  if (!reader.Read(data, raw.data(), raw.size())) return absl::DataLossError("str unreadable");
+  if (ascii) return raw;
+  std::string utf8;
+  utf8.reserve(raw.size());
+  for (int64_t i = 0; i < length; ++i) {
+    uint32_t c = 0;
+    const auto* p = reinterpret_cast<const unsigned char*>(raw.data()) + i * kind;
+    if (kind == 1) c = p[0];
+    if (kind == 2) c = Field<uint16_t>(p, 0);
+    if (kind == 4) c = Field<uint32_t>(p, 0);
+    AppendUtf8(c, &utf8);
+  }
+  return utf8;
+}
+
+absl::StatusOr<std::string> ReadBytes(const Reader& reader, const PythonRuntimeInfo& runtime,
+                                      uintptr_t address, int64_t max_size) {
+  if (!PlausiblePointer(address)) return absl::DataLossError("bad bytes pointer");
+  unsigned char header[py311::kBytesData];
+  if (!reader.Read(address, header, sizeof(header))) {
+    return absl::DataLossError("bytes unreadable");
+  }
+  if (Field<uintptr_t>(header, py311::kObjectType) != runtime.bytes_type) {
+    return absl::DataLossError("not a bytes object");
+  }
+  const int64_t size = Field<int64_t>(header, py311::kVarSize);
+  if (size < 0 || size > max_size) return absl::DataLossError("bytes size out of range");
+  std::string data(static_cast<size_t>(size), '\0');
+  if (!reader.Read(address + py311::kBytesData, data.data(), data.size())) {
+    return absl::DataLossError("bytes unreadable");
+  }
+  return data;
+}
+
+bool IsEvalFrame(const StackFrame& frame) {
+  return absl::StartsWith(frame.symbol.function, "_PyEval_EvalFrameDefault");
+}
+
+// Python frames to StackFrames (placeholders for frames that fail
+// validation; incomplete frames dropped).
+void AppendResolved(const PythonRuntimeInfo& runtime, const RawPythonFrame* begin,
+                    const RawPythonFrame* end, std::vector<StackFrame>* out) {
+  for (const RawPythonFrame* raw = begin; raw != end; ++raw) {
+    StackFrame frame;
+    frame.pc = raw->code;
+    frame.symbol.module = kPythonFrameModule;
+    absl::StatusOr<PythonFrameInfo> info = ResolvePythonFrame(runtime, *raw);
+    if (info.ok()) {
+      if (info->incomplete) continue;
+      frame.symbol.function = std::move(info->qualname);
+      frame.symbol.file = std::move(info->file);
+      frame.symbol.line = info->line;
+      frame.symbol.function_offset = raw->instr > 0 ? static_cast<uintptr_t>(raw->instr) * 2 : 0;
+    }
+    out->push_back(std::move(frame));
+  }
+}
+
+// The process-wide runtime: written once (before `g_current` publishes it).
+PythonRuntimeInfo g_runtime;
+std::atomic<const PythonRuntimeInfo*> g_current{nullptr};
+std::atomic<int64_t> g_last_refresh_ns{INT64_MIN};
+
+}  // namespace
+
+const char* PythonReadErrorName(PythonReadError error) {
+  switch (error) {
+    case PythonReadError::kNone: return "ok";
+    case PythonReadError::kNoRuntime: return "no supported Python runtime";
+    case PythonReadError::kNoThreadState: return "no Python thread state for the thread";
+    case PythonReadError::kFault: return "unreadable memory";
+    case PythonReadError::kBadPointer: return "invalid pointer or field";
+    case PythonReadError::kCycle: return "the frame chain loops";
+  }
+  return "?";
+}
+
+namespace internal {
+bool SafeRead(uintptr_t address, void* out, size_t size) {
+  return Reader().Read(address, out, size);
+}
+}  // namespace internal
+
+absl::Status DetectPythonRuntime(PythonRuntimeInfo* out) {
+  void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+  void* code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+  void* unicode_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+  void* bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
+  if (runtime == nullptr || code_type == nullptr || unicode_type == nullptr ||
+      bytes_type == nullptr) {
+    return absl::NotFoundError("no CPython in the process (_PyRuntime not found)");
+  }
+  // Py_Version (PY_VERSION_HEX) is exported since 3.11; older versions
+  // lack it and are not supported anyway.
+  const void* version = dlsym(RTLD_DEFAULT, "Py_Version");
+  uint32_t hex = 0;
+  if (version == nullptr || !internal::SafeRead(reinterpret_cast<uintptr_t>(version), &hex,
+                                                sizeof(hex))) {
+    return absl::UnimplementedError("CPython older than 3.11 (no Py_Version)");
+  }
+#if !defined(__x86_64__)
+  return absl::UnimplementedError("Python frames are read on x86-64 only");
+#endif
+  if ((hex >> 16) != 0x030b) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "CPython %d.%d: only 3.11's frame layout is known", hex >> 24, (hex >> 16) & 0xff));
+  }
+  out->runtime = reinterpret_cast<uintptr_t>(runtime);
+  out->code_type = reinterpret_cast<uintptr_t>(code_type);
+  out->unicode_type = reinterpret_cast<uintptr_t>(unicode_type);
+  out->bytes_type = reinterpret_cast<uintptr_t>(bytes_type);
+  out->version_hex = hex;
+  return absl::OkStatus();
+}
+
+const PythonRuntimeInfo* CurrentPythonRuntime() {
+  return g_current.load(std::memory_order_acquire);
+}
+
+void RefreshPythonRuntime() {
+  static absl::Mutex mu(absl::kConstInit);
+  if (g_current.load(std::memory_order_acquire) != nullptr) return;
+  const int64_t now = MonotonicNow().ToNanoseconds();
+  const int64_t last = g_last_refresh_ns.load(std::memory_order_relaxed);
+  if (last != INT64_MIN && now - last < 1'000'000'000) return;
+  absl::MutexLock lock(&mu);
+  if (g_current.load(std::memory_order_acquire) != nullptr) return;
+  g_last_refresh_ns.store(now, std::memory_order_relaxed);
+  PythonRuntimeInfo found;
+  if (!DetectPythonRuntime(&found).ok()) return;
+  g_runtime = found;
+  g_current.store(&g_runtime, std::memory_order_release);
+}
+
+void CapturePythonStack(pid_t tid, RawPythonStack* out) {
+  const PythonRuntimeInfo* runtime = CurrentPythonRuntime();
+  if (runtime == nullptr) {
+    Fail(out, PythonReadError::kNoRuntime);
+    return;
+  }
+  ReadPythonStack(*runtime, tid, out);
+}
+
+PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
+                                RawPythonStack* out) {
+  if (runtime.runtime == 0 || runtime.code_type == 0) {
+    return Fail(out, PythonReadError::kNoRuntime);
+  }
+  const Reader reader;
+  // Find the thread's PyThreadState: interpreters -> threads, matched on
+  // native_thread_id. These lists change under HEAD_LOCK, which we do not
+  // take: a torn read gives a bad pointer (caught) or misses the thread.
+  uintptr_t interp = 0;
+  if (!reader.ReadPointer(runtime.runtime + py311::kRuntimeInterpretersHead, &interp)) {
+    return Fail(out, PythonReadError::kFault);
+  }
+  uintptr_t cframe = 0;
+  bool found = false;
+  for (int i = 0; i < kMaxInterpreters && interp != 0 && !found; ++i) {
+    if (!PlausiblePointer(interp)) return Fail(out, PythonReadError::kBadPointer);
+    unsigned char interp_fields[24];
+    if (!reader.Read(interp, interp_fields, sizeof(interp_fields))) {
+      return Fail(out, PythonReadError::kFault);
+    }
+    uintptr_t thread = Field<uintptr_t>(interp_fields, py311::kInterpThreadsHead);
+    for (int t = 0; t < kMaxThreadStates && thread != 0; ++t) {
+      if (!PlausiblePointer(thread)) return Fail(out, PythonReadError::kBadPointer);
+      unsigned char fields[py311::kThreadReadSize];
+      if (!reader.Read(thread, fields, sizeof(fields))) return Fail(out, PythonReadError::kFault);
+      if (Field<uintptr_t>(fields, py311::kThreadInterp) != interp) {
+        return Fail(out, PythonReadError::kBadPointer);
+      }
+      if (Field<uint64_t>(fields, py311::kThreadNativeThreadId) == static_cast<uint64_t>(tid)) {
+        cframe = Field<uintptr_t>(fields, py311::kThreadCFrame);
+        found = true;
+        break;
+      }
+      thread = Field<uintptr_t>(fields, py311::kThreadNext);
+    }
+    interp = Field<uintptr_t>(interp_fields, py311::kInterpNext);
+  }
+  if (!found) return Fail(out, PythonReadError::kNoThreadState);
+  if (!PlausiblePointer(cframe)) return Fail(out, PythonReadError::kBadPointer);
+  uintptr_t frame = 0;
+  if (!reader.ReadPointer(cframe + py311::kCFrameCurrentFrame, &frame)) {
+    return Fail(out, PythonReadError::kFault);
+  }
+  uintptr_t seen[kMaxPythonFrames];
+  int depth = 0;
+  bool truncated = false;
+  while (frame != 0) {
+    if (depth == kMaxPythonFrames) {
+      truncated = true;
+      break;
+    }
+    if (!PlausiblePointer(frame)) return Fail(out, PythonReadError::kBadPointer);
+    for (int i = 0; i < depth; ++i) {
+      if (seen[i] == frame) return Fail(out, PythonReadError::kCycle);
+    }
+    seen[depth] = frame;
+    unsigned char fields[py311::kFrameReadSize];
+    if (!reader.Read(frame, fields, sizeof(fields))) return Fail(out, PythonReadError::kFault);
+    const uintptr_t code = Field<uintptr_t>(fields, py311::kFrameCode);
+    const uintptr_t prev_instr = Field<uintptr_t>(fields, py311::kFramePrevInstr);
+    const uint8_t is_entry = fields[py311::kFrameIsEntry];
+    const uint8_t owner = fields[py311::kFrameOwner];
+    if (!PlausiblePointer(code) || is_entry > 1 || owner > 2) {
+      return Fail(out, PythonReadError::kBadPointer);
+    }
+    // prev_instr points into the code object's own instructions (or one
+    // unit before them, for a frame that has not started).
+    const int64_t offset = static_cast<int64_t>(prev_instr) -
+                           static_cast<int64_t>(code + py311::kCodeCodeAdaptive);
+    if (offset < -2 || offset >= 2 * kMaxCodeUnits || (offset & 1) != 0) {
+      return Fail(out, PythonReadError::kBadPointer);
+    }
+    RawPythonFrame& raw = out->frames[static_cast<size_t>(depth++)];
+    raw.code = code;
+    raw.instr = static_cast<int32_t>(offset / 2);
+    raw.is_entry = is_entry;
+    raw.owner = owner;
+    frame = Field<uintptr_t>(fields, py311::kFramePrevious);
+  }
+  out->depth = depth;
+  out->truncated = truncated;
+  out->error = PythonReadError::kNone;
+  return PythonReadError::kNone;
+}
+
+int LineFromLocationTable(const uint8_t* table, size_t size, int first_line, int instr) {
+  if (instr < 0) return first_line;
+  int64_t line = first_line;
+  int64_t address = 0;
+  size_t i = 0;
+  // Reads a varint (6-bit chunks, 0x40 = more) at `at`; false past the end.
+  auto varint = [&](size_t at, uint32_t* value) {
+    uint32_t result = 0;
+    for (int shift = 0; at < size && shift <= 30; shift += 6, ++at) {
+      result |= static_cast<uint32_t>(table[at] & 63) << shift;
+      if ((table[at] & 64) == 0) {
+        *value = result;
+        return true;
+      }
+    }
+    return false;
+  };
+  while (i < size) {
+    const uint8_t first = table[i];
+    if ((first & 0x80) == 0) return -1;  // Not the start of an entry.
+    const int code = (first >> 3) & 15;
+    const int length = (first & 7) + 1;  // Code units covered.
+    int64_t delta = 0;
+    bool has_line = true;
+    if (code == 15) {  // PY_CODE_LOCATION_INFO_NONE
+      has_line = false;
+    } else if (code == 13 || code == 14) {  // NO_COLUMNS, LONG: signed varint delta
+      uint32_t value = 0;
+      if (!varint(i + 1, &value)) return -1;
+      delta = (value & 1) != 0 ? -static_cast<int64_t>(value >> 1)
+                               : static_cast<int64_t>(value >> 1);
+    } else if (code >= 10) {  // ONE_LINE0..2
+      delta = code - 10;
+    }  // SHORT0..9: same line.
+    line += delta;
+    if (line < 0 || line > kMaxLine) return -1;
+    if (instr < address + length) return has_line ? static_cast<int>(line) : -1;
+    address += length;
+    do {
+      ++i;
+    } while (i < size && (table[i] & 0x80) == 0);
+  }
+  return -1;
+}
+
+absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runtime,
+                                                   const RawPythonFrame& frame) {
+  const Reader reader;
+  if (!PlausiblePointer(frame.code)) return absl::DataLossError("bad code pointer");
+  unsigned char code[py311::kCodeReadSize];
+  if (!reader.Read(frame.code, code, sizeof(code))) {
+    return absl::DataLossError("code object unreadable");
+  }
+  if (Field<uintptr_t>(code, py311::kObjectType) != runtime.code_type) {
+    return absl::DataLossError("not a code object (freed or reused)");
+  }
+  const int64_t units = Field<int64_t>(code, py311::kVarSize);
+  const int first_line = Field<int32_t>(code, py311::kCodeFirstLineNo);
+  const int first_traceable = Field<int32_t>(code, py311::kCodeFirstTraceable);
+  if (units <= 0 || units > kMaxCodeUnits || first_line < 0 || first_line > kMaxLine ||
+      first_traceable < 0 || first_traceable > units || frame.instr < -1 ||
+      frame.instr >= units) {
+    return absl::DataLossError("code object fields out of range");
+  }
+  PythonFrameInfo info;
+  info.first_line = first_line;
+  // pycore_frame.h's _PyFrame_IsIncomplete().
+  info.incomplete = frame.owner != 1 && frame.instr < first_traceable;
+  absl::StatusOr<std::string> qualname =
+      ReadUnicode(reader, runtime, Field<uintptr_t>(code, py311::kCodeQualname), kMaxQualname);
+  if (!qualname.ok()) return qualname.status();
+  absl::StatusOr<std::string> file =
+      ReadUnicode(reader, runtime, Field<uintptr_t>(code, py311::kCodeFilename), kMaxFilename);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<std::string> table =
+      ReadBytes(reader, runtime, Field<uintptr_t>(code, py311::kCodeLinetable), kMaxLineTable);
+  if (!table.ok()) return table.status();
+  // Re-check the type: the object may have been freed while we read it.
+  uintptr_t type = 0;
+  if (!reader.ReadPointer(frame.code + py311::kObjectType, &type) || type != runtime.code_type) {
+    return absl::DataLossError("code object freed while reading");
+  }
+  info.qualname = *std::move(qualname);
+  info.file = *std::move(file);
+  const int line = LineFromLocationTable(reinterpret_cast<const uint8_t*>(table->data()),
+                                         table->size(), first_line, frame.instr);
+  info.line = line > 0 ? line : 0;
+  return info;
+}
+
+void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
+                            std::vector<StackFrame>* frames) {
+  if (python.depth <= 0) return;
+  std::vector<StackFrame> merged;
+  merged.reserve(frames->size() + static_cast<size_t>(python.depth));
+  const RawPythonFrame* next = python.frames.data();
+  const RawPythonFrame* const end = python.frames.data() + python.depth;
+  for (StackFrame& native : *frames) {
+    if (next != end && IsEvalFrame(native)) {
+      // This eval loop runs the frames up to and including the next entry frame.
+      const RawPythonFrame* run_end = next;
+      while (run_end != end && run_end->is_entry == 0) ++run_end;
+      if (run_end != end) ++run_end;
+      AppendResolved(runtime, next, run_end, &merged);
+      next = run_end;
+    }
+    merged.push_back(std::move(native));
+  }
+  AppendResolved(runtime, next, end, &merged);
+  *frames = std::move(merged);
+}
+
+}  // namespace matrix
