@@ -1,0 +1,93 @@
+// Python frames in a real CPython 3.11 program (tests/agent/python_target.py,
+// an asyncio loop, no GUI) under matrix-run: the ANR stack names the Python
+// function that hangs, with its file and line, interleaved with the native
+// frames (each run of Python frames before the _PyEval_EvalFrameDefault frame
+// that executes it), and the key is that function on every run. Debian 12's
+// /usr/bin/python3.11; skipped without it.
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "agent_test_util.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3.11";
+constexpr char kPythonModule[] = "[python]";  // matrix::kPythonFrameModule
+
+// The 1-based line of `path` containing `marker`, 0 if none.
+int LineOf(const std::string& path, const std::string& marker) {
+  std::ifstream in(path);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (absl::StrContains(line, marker)) return number;
+  }
+  return 0;
+}
+
+// The index of the first frame named `function` at or after `from`, -1 if none.
+int Find(const matrix::proto::ThreadStack& stack, const std::string& function, int from = 0) {
+  for (int i = from; i < stack.frames_size(); ++i) {
+    if (stack.frames(i).function() == function) return i;
+  }
+  return -1;
+}
+
+TEST(PythonProgramTest, AnrStackNamesTheHangingPythonFunction) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing";
+  const int hang_line = LineOf(PYTHON_TARGET_PATH, "# HANG_LINE");
+  ASSERT_GT(hang_line, 0);
+  std::vector<std::string> keys;
+  for (int run_index = 0; run_index < 2; ++run_index) {
+    const std::string dir =
+        agent_test::NewReportDir("python-" + std::to_string(run_index));
+    const agent_test::RunResult run = agent_test::Run(
+        {MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1000", "--lag", "800", "--", kPython,
+         PYTHON_TARGET_PATH, "300", "2000"});
+    ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+    std::vector<matrix::report::IssueRecord> anrs;
+    for (auto& record : agent_test::ReadIssues(dir)) {
+      if (record.TagDetail() == "Trace_EvilMethod/ANR") anrs.push_back(std::move(record));
+    }
+    ASSERT_EQ(anrs.size(), 1u) << run.err;
+    const auto& anr = anrs[0].issue.anr();
+    const auto& stack = anr.thread_stack();
+    const std::string text = agent_test::StackText(anrs[0]);
+
+    // hang_here, called by Worker.handle, called by busy_callback, then the
+    // native eval loop frame that runs them; the asyncio loop and the
+    // script's <module> further out.
+    const int hang = Find(stack, "hang_here");
+    ASSERT_GE(hang, 0) << text;
+    const auto& top = stack.frames(hang);
+    EXPECT_EQ(top.module(), kPythonModule);
+    EXPECT_EQ(top.file(), PYTHON_TARGET_PATH);
+    EXPECT_EQ(top.line(), static_cast<uint32_t>(hang_line)) << text;
+    ASSERT_EQ(Find(stack, "Worker.handle"), hang + 1) << text;
+    EXPECT_EQ(stack.frames(hang + 1).line(),
+              static_cast<uint32_t>(LineOf(PYTHON_TARGET_PATH, "        hang_here(ms)")));
+    ASSERT_EQ(Find(stack, "busy_callback"), hang + 2) << text;
+    EXPECT_TRUE(absl::StartsWith(stack.frames(hang + 3).function(), "_PyEval_EvalFrameDefault"))
+        << text;
+    const int run_forever = Find(stack, "BaseEventLoop.run_forever", hang + 3);
+    ASSERT_GT(run_forever, hang + 3) << text;
+    EXPECT_TRUE(absl::StartsWith(stack.frames(run_forever).file(), "/usr/lib/python3.11/"));
+    const int module = Find(stack, "<module>", run_forever);
+    ASSERT_GT(module, run_forever) << text;
+    EXPECT_EQ(stack.frames(module).line(),
+              static_cast<uint32_t>(LineOf(PYTHON_TARGET_PATH, "loop.run_forever()")));
+    EXPECT_GT(Find(stack, "Py_RunMain", module), module) << text;  // Native frames kept.
+
+    EXPECT_EQ(anr.stack_key(), "hang_here") << text;
+    keys.push_back(anrs[0].key);
+  }
+  EXPECT_EQ(keys[0], keys[1]);
+  EXPECT_EQ(keys[0], "hang_here");
+}
+
+}  // namespace
