@@ -11,7 +11,10 @@
 // (reported at its end), whose timeline shows the 6 s callback's dispatch
 // whole: about 6 s. Margins: 1 s on a loaded machine.
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,16 @@ int64_t StartOf(const std::string& out, const std::string& name) {
   const size_t at = out.find("start " + name + " ");
   if (at == std::string::npos) return -1;
   return std::atoll(out.c_str() + at + 7 + name.size());
+}
+
+// The 1-based line of `path` containing `marker`, 0 if none.
+int LineOf(const std::string& path, const std::string& marker) {
+  std::ifstream in(path);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find(marker) != std::string::npos) return number;
+  }
+  return 0;
 }
 
 TEST(TkProgramTest, IdleWindowIsNotAHangAndABusyCallbackIsOneAnr) {
@@ -72,6 +85,56 @@ TEST(TkProgramTest, IdleWindowIsNotAHangAndABusyCallbackIsOneAnr) {
   }
   EXPECT_GE(longest_us, 6'000'000) << run.err;
   EXPECT_LT(longest_us, 7'000'000) << run.err;
+}
+
+// Python frames (python_frames.h) in the ANR and the LAG of Debian 12's
+// CPython 3.11 (/usr/bin/python3.11): both name tk_target.py's spin() at its
+// loop's line, called by the callback that hangs, and the key is spin on
+// two runs. Short thresholds: ANR 1 s into a 1.5 s callback, LAG 0.8 s.
+TEST(TkProgramTest, AnrAndLagStacksNameThePythonFunctions) {
+  constexpr char kPython311[] = "/usr/bin/python3.11";
+  if (access(kPython311, X_OK) != 0) GTEST_SKIP() << kPython311 << " missing";
+  const int spin_line = LineOf(TK_TARGET_PATH, "# SPIN_LINE");
+  ASSERT_GT(spin_line, 0);
+  std::vector<std::string> keys;
+  for (int run_index = 0; run_index < 2; ++run_index) {
+    const std::string dir = agent_test::NewReportDir("tk-python-" + std::to_string(run_index));
+    const agent_test::RunResult run =
+        agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1000", "--lag", "500",
+                         "--", kPython311, TK_TARGET_PATH, "500", "1500", "800"});
+    if (run.exit_code() == 3) GTEST_SKIP() << "tkinter missing for " << kPython311;
+    ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+    std::vector<matrix::report::IssueRecord> anrs, lags;
+    for (auto& record : agent_test::ReadIssues(dir)) {
+      if (record.TagDetail() == "Trace_EvilMethod/ANR") anrs.push_back(std::move(record));
+      if (record.TagDetail() == "Trace_EvilMethod/LAG") lags.push_back(std::move(record));
+    }
+    ASSERT_EQ(anrs.size(), 1u) << run.err;
+    ASSERT_EQ(lags.size(), 1u) << run.err;
+    for (const auto* record : {&anrs[0], &lags[0]}) {
+      const auto& stack = record->issue.anr().thread_stack();
+      const std::string text = agent_test::StackText(*record);
+      const char* caller = record == &anrs[0] ? "busy_callback" : "lag_callback";
+      int spin = -1;
+      for (int i = 0; i < stack.frames_size() && spin < 0; ++i) {
+        if (stack.frames(i).function() == "spin") spin = i;
+      }
+      ASSERT_GE(spin, 0) << text;
+      ASSERT_LT(spin + 2, stack.frames_size()) << text;
+      EXPECT_EQ(stack.frames(spin).module(), "[python]");
+      EXPECT_EQ(stack.frames(spin).file(), TK_TARGET_PATH);
+      EXPECT_EQ(stack.frames(spin).line(), static_cast<uint32_t>(spin_line)) << text;
+      EXPECT_EQ(stack.frames(spin + 1).function(), caller) << text;
+      EXPECT_EQ(stack.frames(spin + 1).file(), TK_TARGET_PATH);
+      EXPECT_EQ(stack.frames(spin + 2).function().rfind("_PyEval_EvalFrameDefault", 0), 0u)
+          << text;
+      EXPECT_TRUE(absl::StrContains(text, "Misc.mainloop\n<module>\n")) << text;
+      EXPECT_EQ(record->issue.anr().stack_key(), "spin") << text;
+    }
+    keys.push_back(anrs[0].key);
+  }
+  EXPECT_EQ(keys[0], "spin");
+  EXPECT_EQ(keys[0], keys[1]);
 }
 
 }  // namespace

@@ -26,8 +26,7 @@ def say_start(name):
 
 def spin(ms):
     end = time.monotonic() + ms / 1000.0
-    while time.monotonic() < end:
-        pass
+    while time.monotonic() < end: pass  # SPIN_LINE (one line: the ANR names it)
 
 
 def lag_callback():
