@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -108,6 +109,85 @@ class Reader {
 
  private:
   pid_t pid_;
+};
+
+// Reads through a few cached pages: one process_vm_readv per 4 KiB page
+// instead of one per frame (a thread's frames sit together in its data
+// stack chunks). Only for memory that does not change during the read: the
+// interrupted thread's own frames, read from its signal handler. A page
+// that cannot be read whole is bypassed (exact reads).
+class PageCache {
+ public:
+  static constexpr size_t kPageSize = 4096;
+  static constexpr int kPages = 4;
+
+  bool Read(const Reader& reader, uintptr_t address, void* out, size_t size) {
+    if (size > kPageSize) return reader.Read(address, out, size);
+    auto* dest = static_cast<unsigned char*>(out);
+    while (size > 0) {
+      const uintptr_t page = address & ~(kPageSize - 1);
+      const size_t in_page = std::min(size, static_cast<size_t>(page + kPageSize - address));
+      const unsigned char* data = Page(reader, page);
+      if (data == nullptr) {
+        if (!reader.Read(address, dest, in_page)) return false;
+      } else {
+        memcpy(dest, data + (address - page), in_page);
+      }
+      dest += in_page;
+      address += in_page;
+      size -= in_page;
+    }
+    return true;
+  }
+
+  void Clear() {
+    for (uintptr_t& page : pages_) page = 0;
+  }
+
+ private:
+  const unsigned char* Page(const Reader& reader, uintptr_t page) {
+    for (int i = 0; i < kPages; ++i) {
+      if (pages_[i] == page) return data_[i];
+    }
+    const int victim = next_++ % kPages;
+    pages_[victim] = 0;
+    if (!reader.Read(page, data_[victim], kPageSize)) return nullptr;
+    pages_[victim] = page;
+    return data_[victim];
+  }
+
+  uintptr_t pages_[kPages] = {};
+  unsigned int next_ = 0;
+  unsigned char data_[kPages][kPageSize];
+};
+
+// A pool of caches for concurrent readers (handlers on several threads);
+// a reader that finds none free reads uncached. Async-signal-safe.
+constexpr int kCaches = 4;
+PageCache g_caches[kCaches];
+std::atomic<bool> g_cache_busy[kCaches];
+
+class ScopedPageCache {
+ public:
+  ScopedPageCache() {
+    for (int i = 0; i < kCaches; ++i) {
+      if (!g_cache_busy[i].exchange(true, std::memory_order_acquire)) {
+        index_ = i;
+        g_caches[i].Clear();
+        return;
+      }
+    }
+  }
+  ~ScopedPageCache() {
+    if (index_ >= 0) g_cache_busy[index_].store(false, std::memory_order_release);
+  }
+  bool Read(const Reader& reader, uintptr_t address, void* out, size_t size) {
+    return index_ >= 0 ? g_caches[index_].Read(reader, address, out, size)
+                       : reader.Read(address, out, size);
+  }
+
+ private:
+  int index_ = -1;
 };
 
 PythonReadError Fail(RawPythonStack* out, PythonReadError error) {
@@ -345,6 +425,7 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
   if (!reader.ReadPointer(cframe + py311::kCFrameCurrentFrame, &frame)) {
     return Fail(out, PythonReadError::kFault);
   }
+  ScopedPageCache cache;  // The chain is the calling thread's: it is not changing.
   uintptr_t seen[kMaxPythonFrames];
   int depth = 0;
   bool truncated = false;
@@ -359,7 +440,9 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
     }
     seen[depth] = frame;
     unsigned char fields[py311::kFrameReadSize];
-    if (!reader.Read(frame, fields, sizeof(fields))) return Fail(out, PythonReadError::kFault);
+    if (!cache.Read(reader, frame, fields, sizeof(fields))) {
+      return Fail(out, PythonReadError::kFault);
+    }
     const uintptr_t code = Field<uintptr_t>(fields, py311::kFrameCode);
     const uintptr_t prev_instr = Field<uintptr_t>(fields, py311::kFramePrevInstr);
     const uint8_t is_entry = fields[py311::kFrameIsEntry];
