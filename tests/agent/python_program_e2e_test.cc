@@ -44,11 +44,10 @@ TEST(PythonProgramTest, AnrStackNamesTheHangingPythonFunction) {
   ASSERT_GT(hang_line, 0);
   std::vector<std::string> keys;
   for (int run_index = 0; run_index < 2; ++run_index) {
-    const std::string dir =
-        agent_test::NewReportDir("python-" + std::to_string(run_index));
-    const agent_test::RunResult run = agent_test::Run(
-        {MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1000", "--lag", "800", "--", kPython,
-         PYTHON_TARGET_PATH, "300", "2000"});
+    const std::string dir = agent_test::NewReportDir("python-" + std::to_string(run_index));
+    const agent_test::RunResult run =
+        agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1000", "--lag", "800",
+                         "--", kPython, PYTHON_TARGET_PATH, "300", "2000"});
     ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
     std::vector<matrix::report::IssueRecord> anrs;
     for (auto& record : agent_test::ReadIssues(dir)) {

@@ -44,12 +44,12 @@ pid_t Tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 //       return x
 // and the line of each of its 47 code units (co_positions()).
 constexpr uint8_t kLineTable[] = {
-    0x80, 0x00, 0xd8, 0x0c, 0x0d, 0x80, 0x45, 0xdd, 0x0d, 0x12, 0x90, 0x31, 0x89, 0x58, 0x8c,
-    0x58, 0xf0, 0x00, 0x04, 0x05, 0x17, 0xf0, 0x00, 0x04, 0x05, 0x17, 0x88, 0x01, 0xd8, 0x0b,
-    0x0c, 0x88, 0x71, 0x89, 0x35, 0x90, 0x41, 0x8a, 0x3a, 0x88, 0x3a, 0xd8, 0x0c, 0x11, 0x90,
-    0x51, 0x89, 0x4a, 0x88, 0x45, 0x88, 0x45, 0xe0, 0x0c, 0x11, 0x90, 0x51, 0x89, 0x4a, 0x88,
-    0x45, 0x88, 0x45, 0xe0, 0x08, 0x0d, 0xd8, 0x08, 0x09, 0xf0, 0x05, 0x03, 0x09, 0x06, 0x80,
-    0x41, 0xf0, 0x08, 0x00, 0x0c, 0x0d, 0x80, 0x48};
+    0x80, 0x00, 0xd8, 0x0c, 0x0d, 0x80, 0x45, 0xdd, 0x0d, 0x12, 0x90, 0x31, 0x89, 0x58,
+    0x8c, 0x58, 0xf0, 0x00, 0x04, 0x05, 0x17, 0xf0, 0x00, 0x04, 0x05, 0x17, 0x88, 0x01,
+    0xd8, 0x0b, 0x0c, 0x88, 0x71, 0x89, 0x35, 0x90, 0x41, 0x8a, 0x3a, 0x88, 0x3a, 0xd8,
+    0x0c, 0x11, 0x90, 0x51, 0x89, 0x4a, 0x88, 0x45, 0x88, 0x45, 0xe0, 0x0c, 0x11, 0x90,
+    0x51, 0x89, 0x4a, 0x88, 0x45, 0x88, 0x45, 0xe0, 0x08, 0x0d, 0xd8, 0x08, 0x09, 0xf0,
+    0x05, 0x03, 0x09, 0x06, 0x80, 0x41, 0xf0, 0x08, 0x00, 0x0c, 0x0d, 0x80, 0x48};
 constexpr int kFirstLine = 102;
 constexpr int kLines[] = {102, 103, 103, 104, 104, 104, 104, 104, 104, 104, 104, 104,
                           104, 104, 104, 104, 104, 104, 104, 104, 105, 105, 105, 105,
@@ -69,10 +69,10 @@ class FakePython {
     interp_ = Blob(64);
     tstate_ = Blob(256);
     cframe_ = Blob(32);
-    Put(info_.runtime, 40, interp_);            // interpreters.head
-    Put(interp_, 16, tstate_);                  // threads.head
-    Put(tstate_, 16, interp_);                  // interp
-    Put(tstate_, 56, cframe_);                  // cframe
+    Put(info_.runtime, 40, interp_);                            // interpreters.head
+    Put(interp_, 16, tstate_);                                  // threads.head
+    Put(tstate_, 16, interp_);                                  // interp
+    Put(tstate_, 56, cframe_);                                  // cframe
     Put<uint64_t>(tstate_, 160, static_cast<uint64_t>(Tid()));  // native_thread_id
   }
 
@@ -174,7 +174,8 @@ TEST(LocationTableTest, MalformedTablesGiveMinusOne) {
   std::vector<uint8_t> table(64);
   for (int i = 0; i < 20000; ++i) {
     for (uint8_t& b : table) b = static_cast<uint8_t>(random());
-    int line = LineFromLocationTable(table.data(), table.size(), 1, static_cast<int>(random() % 80));
+    int line =
+        LineFromLocationTable(table.data(), table.size(), 1, static_cast<int>(random() % 80));
     EXPECT_TRUE(line == -1 || (line >= 0 && line <= (1 << 24)));
   }
 }
@@ -241,10 +242,8 @@ TEST(PythonFramesTest, InterleavesRunsBeforeTheirEvalFrames) {
     f.symbol.module = "/usr/bin/python3.11";
     return f;
   };
-  std::vector<StackFrame> frames = {native("time_monotonic"),
-                                    native("_PyEval_EvalFrameDefault"),
-                                    native("PythonCmd"),
-                                    native("_PyEval_EvalFrameDefault.cold"),
+  std::vector<StackFrame> frames = {native("time_monotonic"), native("_PyEval_EvalFrameDefault"),
+                                    native("PythonCmd"), native("_PyEval_EvalFrameDefault.cold"),
                                     native("main")};
   InterleavePythonFrames(py.info(), raw, &frames);
   std::vector<std::string> names;
@@ -384,15 +383,35 @@ TEST(PythonFramesTest, FuzzRandomMemory) {
   auto fill = [&] {
     for (uint64_t& word : soup) {
       switch (random() % 12) {
-        case 0: case 1: case 2: word = base + 8 * (random() % kWords); break;
-        case 3: word = base + random() % (8 * kWords); break;
-        case 4: word = page.address() + 8 * (random() % 512); break;
-        case 5: word = static_cast<uint64_t>(Tid()); break;
-        case 6: word = random() % 4; break;
-        case 7: word = types.code_type; break;
-        case 8: word = random() % 2 == 0 ? types.unicode_type : types.bytes_type; break;
-        case 9: word = 0; break;
-        default: word = random(); break;
+        case 0:
+        case 1:
+        case 2:
+          word = base + 8 * (random() % kWords);
+          break;
+        case 3:
+          word = base + random() % (8 * kWords);
+          break;
+        case 4:
+          word = page.address() + 8 * (random() % 512);
+          break;
+        case 5:
+          word = static_cast<uint64_t>(Tid());
+          break;
+        case 6:
+          word = random() % 4;
+          break;
+        case 7:
+          word = types.code_type;
+          break;
+        case 8:
+          word = random() % 2 == 0 ? types.unicode_type : types.bytes_type;
+          break;
+        case 9:
+          word = 0;
+          break;
+        default:
+          word = random();
+          break;
       }
     }
   };
@@ -440,9 +459,8 @@ TEST(PythonFramesTest, FuzzRandomMemory) {
     if (iteration % 2 == 0) {
       info.runtime = base + 8 * (random() % kWords);
     } else {
-      FakePython::Put<uintptr_t>(py.cframe(), 8, iteration % 4 != 0
-                                                      ? planted_frames[0]
-                                                      : base + 8 * (random() % kWords));
+      FakePython::Put<uintptr_t>(
+          py.cframe(), 8, iteration % 4 != 0 ? planted_frames[0] : base + 8 * (random() % kWords));
     }
     RawPythonStack raw;
     if (ReadPythonStack(info, Tid(), &raw) == PythonReadError::kNone) ++reads;
@@ -473,8 +491,9 @@ TEST(PythonFramesTest, ReadCost) {
   constexpr int kRounds = 2000;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kRounds; ++i) ReadPythonStack(py.info(), Tid(), &raw);
-  const double us = std::chrono::duration<double, std::micro>(
-                        std::chrono::steady_clock::now() - start).count() / kRounds;
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      kRounds;
   ASSERT_EQ(raw.depth, 32);
   std::printf("ReadPythonStack, 32 frames: %.1f us\n", us);
   EXPECT_LT(us, 2000.0);

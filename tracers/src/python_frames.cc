@@ -14,59 +14,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/tick_clock.h"
+#include "matrix/trace/internal/python311_layout.h"
 #include "matrix/trace/stack_capture.h"
 
 namespace matrix {
 namespace {
 
-// ---------------------------------------------------------------------------
-// CPython 3.11, x86-64 (LP64) struct offsets. From the 3.11 headers
-// (Include/internal/pycore_runtime.h, pycore_interp.h, pycore_frame.h,
-// Include/cpython/pystate.h, code.h, bytesobject.h, unicodeobject.h), checked
-// against Debian 12's python3.11-dev 3.11.2 with offsetof() (see
-// tests/tracers/python_frames_test.cc, which re-checks them when the headers
-// are installed). They did not change within 3.11.x.
-// ---------------------------------------------------------------------------
-namespace py311 {
-// _PyRuntimeState
-constexpr size_t kRuntimeInterpretersHead = 40;  // interpreters.head
-// PyInterpreterState
-constexpr size_t kInterpNext = 0;
-constexpr size_t kInterpThreadsHead = 16;  // threads.head
-// PyThreadState
-constexpr size_t kThreadNext = 8;
-constexpr size_t kThreadInterp = 16;
-constexpr size_t kThreadCFrame = 56;
-constexpr size_t kThreadNativeThreadId = 160;
-constexpr size_t kThreadReadSize = 168;
-// _PyCFrame
-constexpr size_t kCFrameCurrentFrame = 8;
-// _PyInterpreterFrame
-constexpr size_t kFrameCode = 32;        // f_code
-constexpr size_t kFramePrevious = 48;    // previous
-constexpr size_t kFramePrevInstr = 56;   // prev_instr
-constexpr size_t kFrameIsEntry = 68;     // is_entry (bool)
-constexpr size_t kFrameOwner = 69;       // owner (char)
-constexpr size_t kFrameReadSize = 72;
-// PyObject / PyVarObject
-constexpr size_t kObjectType = 8;  // ob_type
-constexpr size_t kVarSize = 16;    // ob_size
-// PyCodeObject (ob_size is the number of 2-byte code units)
-constexpr size_t kCodeFirstLineNo = 72;
-constexpr size_t kCodeFilename = 112;
-constexpr size_t kCodeQualname = 128;
-constexpr size_t kCodeLinetable = 136;
-constexpr size_t kCodeFirstTraceable = 168;
-constexpr size_t kCodeCodeAdaptive = 184;  // co_code_adaptive: the instructions
-constexpr size_t kCodeReadSize = 192;
-// PyBytesObject
-constexpr size_t kBytesData = 32;  // ob_sval
-// PyASCIIObject / PyCompactUnicodeObject
-constexpr size_t kUnicodeLength = 16;
-constexpr size_t kUnicodeState = 32;  // interned:2 kind:3 compact:1 ascii:1 ready:1
-constexpr size_t kUnicodeAsciiData = 48;    // sizeof(PyASCIIObject)
-constexpr size_t kUnicodeCompactData = 72;  // sizeof(PyCompactUnicodeObject)
-}  // namespace py311
+// CPython 3.11's struct offsets: matrix/trace/internal/python311_layout.h
+// (kPy311*), checked against Debian 12's python3.11-dev (3.11.2) headers by
+// tests/tracers/python311_layout_check.c.
 
 // Bounds on the walks (each step is one process_vm_readv).
 constexpr int kMaxInterpreters = 16;
@@ -78,9 +34,7 @@ constexpr int64_t kMaxQualname = 1024;
 constexpr int64_t kMaxFilename = 4096;
 
 // A user-space, 8-aligned, non-null pointer (x86-64 / aarch64 48-bit user space).
-bool PlausiblePointer(uintptr_t p) {
-  return p >= 4096 && p < (uintptr_t{1} << 47) && (p & 7) == 0;
-}
+bool PlausiblePointer(uintptr_t p) { return p >= 4096 && p < (uintptr_t{1} << 47) && (p & 7) == 0; }
 
 template <typename T>
 T Field(const unsigned char* buffer, size_t offset) {
@@ -222,21 +176,22 @@ void AppendUtf8(uint32_t c, std::string* out) {
 absl::StatusOr<std::string> ReadUnicode(const Reader& reader, const PythonRuntimeInfo& runtime,
                                         uintptr_t address, int64_t max_length) {
   if (!PlausiblePointer(address)) return absl::DataLossError("bad str pointer");
-  unsigned char header[py311::kUnicodeAsciiData];
+  unsigned char header[internal::kPy311UnicodeAsciiData];
   if (!reader.Read(address, header, sizeof(header))) return absl::DataLossError("str unreadable");
-  if (Field<uintptr_t>(header, py311::kObjectType) != runtime.unicode_type) {
+  if (Field<uintptr_t>(header, internal::kPy311ObjectType) != runtime.unicode_type) {
     return absl::DataLossError("not a str");
   }
-  const int64_t length = Field<int64_t>(header, py311::kUnicodeLength);
+  const int64_t length = Field<int64_t>(header, internal::kPy311UnicodeLength);
   if (length < 0 || length > max_length) return absl::DataLossError("str length out of range");
-  const uint32_t state = Field<uint32_t>(header, py311::kUnicodeState);
+  const uint32_t state = Field<uint32_t>(header, internal::kPy311UnicodeState);
   const uint32_t kind = (state >> 2) & 7;
   const bool compact = ((state >> 5) & 1) != 0;
   const bool ascii = ((state >> 6) & 1) != 0;
   if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1)) {
     return absl::DataLossError("not a compact str");
   }
-  const uintptr_t data = address + (ascii ? py311::kUnicodeAsciiData : py311::kUnicodeCompactData);
+  const uintptr_t data =
+      address + (ascii ? internal::kPy311UnicodeAsciiData : internal::kPy311UnicodeCompactData);
   std::string raw(static_cast<size_t>(length) * kind, '\0');
   if (!reader.Read(data, raw.data(), raw.size())) return absl::DataLossError("str unreadable");
   if (ascii) return raw;
@@ -256,17 +211,17 @@ absl::StatusOr<std::string> ReadUnicode(const Reader& reader, const PythonRuntim
 absl::StatusOr<std::string> ReadBytes(const Reader& reader, const PythonRuntimeInfo& runtime,
                                       uintptr_t address, int64_t max_size) {
   if (!PlausiblePointer(address)) return absl::DataLossError("bad bytes pointer");
-  unsigned char header[py311::kBytesData];
+  unsigned char header[internal::kPy311BytesData];
   if (!reader.Read(address, header, sizeof(header))) {
     return absl::DataLossError("bytes unreadable");
   }
-  if (Field<uintptr_t>(header, py311::kObjectType) != runtime.bytes_type) {
+  if (Field<uintptr_t>(header, internal::kPy311ObjectType) != runtime.bytes_type) {
     return absl::DataLossError("not a bytes object");
   }
-  const int64_t size = Field<int64_t>(header, py311::kVarSize);
+  const int64_t size = Field<int64_t>(header, internal::kPy311VarSize);
   if (size < 0 || size > max_size) return absl::DataLossError("bytes size out of range");
   std::string data(static_cast<size_t>(size), '\0');
-  if (!reader.Read(address + py311::kBytesData, data.data(), data.size())) {
+  if (!reader.Read(address + internal::kPy311BytesData, data.data(), data.size())) {
     return absl::DataLossError("bytes unreadable");
   }
   return data;
@@ -305,12 +260,18 @@ std::atomic<int64_t> g_last_refresh_ns{INT64_MIN};
 
 const char* PythonReadErrorName(PythonReadError error) {
   switch (error) {
-    case PythonReadError::kNone: return "ok";
-    case PythonReadError::kNoRuntime: return "no supported Python runtime";
-    case PythonReadError::kNoThreadState: return "no Python thread state for the thread";
-    case PythonReadError::kFault: return "unreadable memory";
-    case PythonReadError::kBadPointer: return "invalid pointer or field";
-    case PythonReadError::kCycle: return "the frame chain loops";
+    case PythonReadError::kNone:
+      return "ok";
+    case PythonReadError::kNoRuntime:
+      return "no supported Python runtime";
+    case PythonReadError::kNoThreadState:
+      return "no Python thread state for the thread";
+    case PythonReadError::kFault:
+      return "unreadable memory";
+    case PythonReadError::kBadPointer:
+      return "invalid pointer or field";
+    case PythonReadError::kCycle:
+      return "the frame chain loops";
   }
   return "?";
 }
@@ -334,8 +295,8 @@ absl::Status DetectPythonRuntime(PythonRuntimeInfo* out) {
   // lack it and are not supported anyway.
   const void* version = dlsym(RTLD_DEFAULT, "Py_Version");
   uint32_t hex = 0;
-  if (version == nullptr || !internal::SafeRead(reinterpret_cast<uintptr_t>(version), &hex,
-                                                sizeof(hex))) {
+  if (version == nullptr ||
+      !internal::SafeRead(reinterpret_cast<uintptr_t>(version), &hex, sizeof(hex))) {
     return absl::UnimplementedError("CPython older than 3.11 (no Py_Version)");
   }
 #if !defined(__x86_64__)
@@ -381,8 +342,7 @@ void CapturePythonStack(pid_t tid, RawPythonStack* out) {
   ReadPythonStack(*runtime, tid, out);
 }
 
-PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
-                                RawPythonStack* out) {
+PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, RawPythonStack* out) {
   if (runtime.runtime == 0 || runtime.code_type == 0) {
     return Fail(out, PythonReadError::kNoRuntime);
   }
@@ -391,38 +351,39 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
   // native_thread_id. These lists change under HEAD_LOCK, which we do not
   // take: a torn read gives a bad pointer (caught) or misses the thread.
   uintptr_t interp = 0;
-  if (!reader.ReadPointer(runtime.runtime + py311::kRuntimeInterpretersHead, &interp)) {
+  if (!reader.ReadPointer(runtime.runtime + internal::kPy311RuntimeInterpretersHead, &interp)) {
     return Fail(out, PythonReadError::kFault);
   }
   uintptr_t cframe = 0;
   bool found = false;
   for (int i = 0; i < kMaxInterpreters && interp != 0 && !found; ++i) {
     if (!PlausiblePointer(interp)) return Fail(out, PythonReadError::kBadPointer);
-    unsigned char interp_fields[24];
+    unsigned char interp_fields[internal::kPy311InterpReadSize];
     if (!reader.Read(interp, interp_fields, sizeof(interp_fields))) {
       return Fail(out, PythonReadError::kFault);
     }
-    uintptr_t thread = Field<uintptr_t>(interp_fields, py311::kInterpThreadsHead);
+    uintptr_t thread = Field<uintptr_t>(interp_fields, internal::kPy311InterpThreadsHead);
     for (int t = 0; t < kMaxThreadStates && thread != 0; ++t) {
       if (!PlausiblePointer(thread)) return Fail(out, PythonReadError::kBadPointer);
-      unsigned char fields[py311::kThreadReadSize];
+      unsigned char fields[internal::kPy311ThreadReadSize];
       if (!reader.Read(thread, fields, sizeof(fields))) return Fail(out, PythonReadError::kFault);
-      if (Field<uintptr_t>(fields, py311::kThreadInterp) != interp) {
+      if (Field<uintptr_t>(fields, internal::kPy311ThreadInterp) != interp) {
         return Fail(out, PythonReadError::kBadPointer);
       }
-      if (Field<uint64_t>(fields, py311::kThreadNativeThreadId) == static_cast<uint64_t>(tid)) {
-        cframe = Field<uintptr_t>(fields, py311::kThreadCFrame);
+      if (Field<uint64_t>(fields, internal::kPy311ThreadNativeThreadId) ==
+          static_cast<uint64_t>(tid)) {
+        cframe = Field<uintptr_t>(fields, internal::kPy311ThreadCFrame);
         found = true;
         break;
       }
-      thread = Field<uintptr_t>(fields, py311::kThreadNext);
+      thread = Field<uintptr_t>(fields, internal::kPy311ThreadNext);
     }
-    interp = Field<uintptr_t>(interp_fields, py311::kInterpNext);
+    interp = Field<uintptr_t>(interp_fields, internal::kPy311InterpNext);
   }
   if (!found) return Fail(out, PythonReadError::kNoThreadState);
   if (!PlausiblePointer(cframe)) return Fail(out, PythonReadError::kBadPointer);
   uintptr_t frame = 0;
-  if (!reader.ReadPointer(cframe + py311::kCFrameCurrentFrame, &frame)) {
+  if (!reader.ReadPointer(cframe + internal::kPy311CFrameCurrentFrame, &frame)) {
     return Fail(out, PythonReadError::kFault);
   }
   ScopedPageCache cache;  // The chain is the calling thread's: it is not changing.
@@ -439,21 +400,21 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
       if (seen[i] == frame) return Fail(out, PythonReadError::kCycle);
     }
     seen[depth] = frame;
-    unsigned char fields[py311::kFrameReadSize];
+    unsigned char fields[internal::kPy311FrameReadSize];
     if (!cache.Read(reader, frame, fields, sizeof(fields))) {
       return Fail(out, PythonReadError::kFault);
     }
-    const uintptr_t code = Field<uintptr_t>(fields, py311::kFrameCode);
-    const uintptr_t prev_instr = Field<uintptr_t>(fields, py311::kFramePrevInstr);
-    const uint8_t is_entry = fields[py311::kFrameIsEntry];
-    const uint8_t owner = fields[py311::kFrameOwner];
+    const uintptr_t code = Field<uintptr_t>(fields, internal::kPy311FrameCode);
+    const uintptr_t prev_instr = Field<uintptr_t>(fields, internal::kPy311FramePrevInstr);
+    const uint8_t is_entry = fields[internal::kPy311FrameIsEntry];
+    const uint8_t owner = fields[internal::kPy311FrameOwner];
     if (!PlausiblePointer(code) || is_entry > 1 || owner > 2) {
       return Fail(out, PythonReadError::kBadPointer);
     }
     // prev_instr points into the code object's own instructions (or one
     // unit before them, for a frame that has not started).
     const int64_t offset = static_cast<int64_t>(prev_instr) -
-                           static_cast<int64_t>(code + py311::kCodeCodeAdaptive);
+                           static_cast<int64_t>(code + internal::kPy311CodeCodeAdaptive);
     if (offset < -2 || offset >= 2 * kMaxCodeUnits || (offset & 1) != 0) {
       return Fail(out, PythonReadError::kBadPointer);
     }
@@ -462,7 +423,7 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
     raw.instr = static_cast<int32_t>(offset / 2);
     raw.is_entry = is_entry;
     raw.owner = owner;
-    frame = Field<uintptr_t>(fields, py311::kFramePrevious);
+    frame = Field<uintptr_t>(fields, internal::kPy311FramePrevious);
   }
   out->depth = depth;
   out->truncated = truncated;
@@ -499,8 +460,8 @@ int LineFromLocationTable(const uint8_t* table, size_t size, int first_line, int
     } else if (code == 13 || code == 14) {  // NO_COLUMNS, LONG: signed varint delta
       uint32_t value = 0;
       if (!varint(i + 1, &value)) return -1;
-      delta = (value & 1) != 0 ? -static_cast<int64_t>(value >> 1)
-                               : static_cast<int64_t>(value >> 1);
+      delta =
+          (value & 1) != 0 ? -static_cast<int64_t>(value >> 1) : static_cast<int64_t>(value >> 1);
     } else if (code >= 10) {  // ONE_LINE0..2
       delta = code - 10;
     }  // SHORT0..9: same line.
@@ -519,37 +480,37 @@ absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runt
                                                    const RawPythonFrame& frame) {
   const Reader reader;
   if (!PlausiblePointer(frame.code)) return absl::DataLossError("bad code pointer");
-  unsigned char code[py311::kCodeReadSize];
+  unsigned char code[internal::kPy311CodeReadSize];
   if (!reader.Read(frame.code, code, sizeof(code))) {
     return absl::DataLossError("code object unreadable");
   }
-  if (Field<uintptr_t>(code, py311::kObjectType) != runtime.code_type) {
+  if (Field<uintptr_t>(code, internal::kPy311ObjectType) != runtime.code_type) {
     return absl::DataLossError("not a code object (freed or reused)");
   }
-  const int64_t units = Field<int64_t>(code, py311::kVarSize);
-  const int first_line = Field<int32_t>(code, py311::kCodeFirstLineNo);
-  const int first_traceable = Field<int32_t>(code, py311::kCodeFirstTraceable);
+  const int64_t units = Field<int64_t>(code, internal::kPy311VarSize);
+  const int first_line = Field<int32_t>(code, internal::kPy311CodeFirstLineNo);
+  const int first_traceable = Field<int32_t>(code, internal::kPy311CodeFirstTraceable);
   if (units <= 0 || units > kMaxCodeUnits || first_line < 0 || first_line > kMaxLine ||
-      first_traceable < 0 || first_traceable > units || frame.instr < -1 ||
-      frame.instr >= units) {
+      first_traceable < 0 || first_traceable > units || frame.instr < -1 || frame.instr >= units) {
     return absl::DataLossError("code object fields out of range");
   }
   PythonFrameInfo info;
   info.first_line = first_line;
   // pycore_frame.h's _PyFrame_IsIncomplete().
   info.incomplete = frame.owner != 1 && frame.instr < first_traceable;
-  absl::StatusOr<std::string> qualname =
-      ReadUnicode(reader, runtime, Field<uintptr_t>(code, py311::kCodeQualname), kMaxQualname);
+  absl::StatusOr<std::string> qualname = ReadUnicode(
+      reader, runtime, Field<uintptr_t>(code, internal::kPy311CodeQualname), kMaxQualname);
   if (!qualname.ok()) return qualname.status();
-  absl::StatusOr<std::string> file =
-      ReadUnicode(reader, runtime, Field<uintptr_t>(code, py311::kCodeFilename), kMaxFilename);
+  absl::StatusOr<std::string> file = ReadUnicode(
+      reader, runtime, Field<uintptr_t>(code, internal::kPy311CodeFilename), kMaxFilename);
   if (!file.ok()) return file.status();
-  absl::StatusOr<std::string> table =
-      ReadBytes(reader, runtime, Field<uintptr_t>(code, py311::kCodeLinetable), kMaxLineTable);
+  absl::StatusOr<std::string> table = ReadBytes(
+      reader, runtime, Field<uintptr_t>(code, internal::kPy311CodeLinetable), kMaxLineTable);
   if (!table.ok()) return table.status();
   // Re-check the type: the object may have been freed while we read it.
   uintptr_t type = 0;
-  if (!reader.ReadPointer(frame.code + py311::kObjectType, &type) || type != runtime.code_type) {
+  if (!reader.ReadPointer(frame.code + internal::kPy311ObjectType, &type) ||
+      type != runtime.code_type) {
     return absl::DataLossError("code object freed while reading");
   }
   info.qualname = *std::move(qualname);

@@ -295,6 +295,8 @@ absl::Status StackCapturer::InstallLocked(int signal_number) {
   (void)getpid();
   (void)MonotonicNow();
   RefreshPythonRuntime();
+  uintptr_t warm_read = 0;  // process_vm_readv, for the Python frame reader.
+  (void)internal::SafeRead(reinterpret_cast<uintptr_t>(&scratch), &warm_read, sizeof(warm_read));
 
   if (sigaction(signal_number, nullptr, &g_previous_action) != 0) {
     return absl::InternalError(absl::StrCat("sigaction(", signal_number, "): ", strerror(errno)));

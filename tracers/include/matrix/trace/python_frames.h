@@ -68,21 +68,21 @@ inline constexpr int kMaxPythonFrames = 48;
 //
 // One _PyInterpreterFrame as read in the signal handler, unvalidated.
 struct RawPythonFrame {
-  uintptr_t code = 0;     // f_code: a PyCodeObject*, if the memory was what it seemed.
-  int32_t instr = -1;     // prev_instr - co_code_adaptive, in 2-byte code units.
-  uint8_t is_entry = 0;   // The outermost frame its _PyEval_EvalFrameDefault runs.
-  uint8_t owner = 0;      // 0 thread, 1 generator, 2 frame object.
+  uintptr_t code = 0;    // f_code: a PyCodeObject*, if the memory was what it seemed.
+  int32_t instr = -1;    // prev_instr - co_code_adaptive, in 2-byte code units.
+  uint8_t is_entry = 0;  // The outermost frame its _PyEval_EvalFrameDefault runs.
+  uint8_t owner = 0;     // 0 thread, 1 generator, 2 frame object.
 };
 static_assert(sizeof(RawPythonFrame) == 16);
 
 // Why a ReadPythonStack() found no frames.
 enum class PythonReadError : int8_t {
-  kNone = 0,         // Read (depth may be 0: the thread runs no Python code).
-  kNoRuntime,        // No supported CPython in the process.
-  kNoThreadState,    // No PyThreadState for the thread (not a Python thread yet).
-  kFault,            // A read hit unmapped memory (process_vm_readv failed).
-  kBadPointer,       // A pointer or field failed validation (misaligned, out of range).
-  kCycle,            // The chain loops.
+  kNone = 0,       // Read (depth may be 0: the thread runs no Python code).
+  kNoRuntime,      // No supported CPython in the process.
+  kNoThreadState,  // No PyThreadState for the thread (not a Python thread yet).
+  kFault,          // A read hit unmapped memory (process_vm_readv failed).
+  kBadPointer,     // A pointer or field failed validation (misaligned, out of range).
+  kCycle,          // The chain loops.
 };
 
 // A readable name for `error` ("ok", "no runtime", ...).
@@ -136,8 +136,7 @@ void RefreshPythonRuntime();
 // that thread), then follows cframe->current_frame and `previous`. Every
 // read is fault-safe and every field range-checked; any failure leaves
 // depth 0 and says why in `error` (also returned). Async-signal-safe.
-PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid,
-                                RawPythonStack* out);
+PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, RawPythonStack* out);
 
 // CapturePythonStack()
 //
@@ -149,10 +148,10 @@ void CapturePythonStack(pid_t tid, RawPythonStack* out);
 //
 // A resolved Python frame.
 struct PythonFrameInfo {
-  std::string qualname;  // co_qualname, e.g. "Widget.draw" or "<module>".
-  std::string file;      // co_filename.
-  int line = 0;          // From co_linetable at the frame's instruction.
-  int first_line = 0;    // co_firstlineno.
+  std::string qualname;     // co_qualname, e.g. "Widget.draw" or "<module>".
+  std::string file;         // co_filename.
+  int line = 0;             // From co_linetable at the frame's instruction.
+  int first_line = 0;       // co_firstlineno.
   bool incomplete = false;  // Being set up (before its first traceable instruction).
 };
 

@@ -11,7 +11,9 @@
 // not needed) into a preallocated slot, marks the slot done with an atomic
 // store and wakes the capturing thread through a futex. The capturing thread
 // waits with a bounded timeout. A handler that runs after its capture gave up
-// finds the slot no longer waiting for its token and writes nothing. See
+// finds the slot no longer waiting for its token and writes nothing. In a
+// CPython 3.11 process the handler also reads the thread's Python frame
+// chain, which SymbolizeStack() interleaves (python_frames.h). See
 // docs/stacks.md for the design, the cost (30-60 us of wall time and about
 // 6 us of the capturing thread's CPU per capture; about 6 us of the target's
 // CPU for a 40-frame stack) and what the monitored binary needs.
@@ -64,9 +66,10 @@ inline constexpr int kMaxStackFrames = 128;
 // RawStack
 //
 // A captured stack as program counters, innermost frame first, in fixed
-// storage (no allocation, about 1.8 KiB with the Python chain). frames[0] is the exact interrupted
-// instruction when `exact_top_pc` is set (a signal capture); every other
-// entry is a return address, i.e. the instruction after a call.
+// storage (no allocation, about 1.8 KiB with the Python chain). frames[0] is
+// the exact interrupted instruction when `exact_top_pc` is set (a signal
+// capture); every other entry is a return address, i.e. the instruction
+// after a call.
 struct RawStack {
   pid_t tid = 0;              // The thread the stack belongs to.
   int depth = 0;              // Number of valid entries in pcs.
