@@ -23,6 +23,9 @@ PACKAGES += nodejs
 PACKAGES += libdw-dev
 # tests/agent tk_program_e2e_test: a tkinter program (Tcl/Tk waits without poll).
 PACKAGES += python3-tk
+# Python frames (docs/stacks.md): CPython 3.11's headers and libpython for
+# tracers_python311_layout_check and tracers_python_frames_embedded_test.
+PACKAGES += python3.11-dev
 # tests/agent frozen_frame_e2e_test: a GTK 4 program of ours (agent_gtk4_target).
 PACKAGES += libgtk-4-dev
 CLANG_PACKAGES := clang libclang-rt-14-dev
