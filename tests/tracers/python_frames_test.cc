@@ -180,6 +180,32 @@ TEST(LocationTableTest, MalformedTablesGiveMinusOne) {
   }
 }
 
+TEST(PythonFramesTest, OnlyCPython311IsSupported) {
+  EXPECT_TRUE(PythonVersionSupported(0x030b02f0));  // 3.11.2
+  EXPECT_TRUE(PythonVersionSupported(0x030b0af0));  // 3.11.10
+  EXPECT_FALSE(PythonVersionSupported(0x030a0cf0));  // 3.10.12
+  EXPECT_FALSE(PythonVersionSupported(0x030c03f0));  // 3.12.3
+  EXPECT_FALSE(PythonVersionSupported(0x030d00f0));  // 3.13.0
+}
+
+// This test binary has no Python: no runtime, and captures stay native.
+TEST(PythonFramesTest, WithoutPythonStacksStayNative) {
+  PythonRuntimeInfo info;
+  EXPECT_TRUE(absl::IsNotFound(DetectPythonRuntime(&info)));
+  RefreshPythonRuntime();
+  EXPECT_EQ(CurrentPythonRuntime(), nullptr);
+  RawPythonStack raw;
+  CapturePythonStack(Tid(), &raw);
+  EXPECT_EQ(raw.error, PythonReadError::kNoRuntime);
+  EXPECT_EQ(raw.depth, 0);
+  RawStack stack;
+  StackCapturer::CaptureCurrentThread(&stack);
+  EXPECT_GT(stack.depth, 0);
+  EXPECT_EQ(stack.python.depth, 0);
+  SymbolizedStack symbolized = SymbolizeStack(stack);
+  EXPECT_EQ(symbolized.frames.size(), static_cast<size_t>(stack.depth));
+}
+
 TEST(PythonFramesTest, ReadsAndResolvesAChain) {
   FakePython py;
   uintptr_t main_code = py.Code("<module>", "/app/main.py");

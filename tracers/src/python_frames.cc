@@ -282,6 +282,15 @@ bool SafeRead(uintptr_t address, void* out, size_t size) {
 }
 }  // namespace internal
 
+bool PythonVersionSupported(uint32_t version_hex) {
+#if defined(__x86_64__)
+  return (version_hex >> 16) == 0x030b;
+#else
+  (void)version_hex;
+  return false;
+#endif
+}
+
 absl::Status DetectPythonRuntime(PythonRuntimeInfo* out) {
   void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
   void* code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
@@ -299,12 +308,11 @@ absl::Status DetectPythonRuntime(PythonRuntimeInfo* out) {
       !internal::SafeRead(reinterpret_cast<uintptr_t>(version), &hex, sizeof(hex))) {
     return absl::UnimplementedError("CPython older than 3.11 (no Py_Version)");
   }
-#if !defined(__x86_64__)
-  return absl::UnimplementedError("Python frames are read on x86-64 only");
-#endif
-  if ((hex >> 16) != 0x030b) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "CPython %d.%d: only 3.11's frame layout is known", hex >> 24, (hex >> 16) & 0xff));
+  if (!PythonVersionSupported(hex)) {
+    return absl::UnimplementedError(
+        absl::StrFormat("CPython %d.%d on this architecture: only 3.11's x86-64 frame layout "
+                        "is known",
+                        hex >> 24, (hex >> 16) & 0xff));
   }
   out->runtime = reinterpret_cast<uintptr_t>(runtime);
   out->code_type = reinterpret_cast<uintptr_t>(code_type);

@@ -110,6 +110,13 @@ struct PythonRuntimeInfo {
   uint32_t version_hex = 0;    // Py_Version (PY_VERSION_HEX), e.g. 0x030b02f0.
 };
 
+// PythonVersionSupported()
+//
+// Whether the frame layout of the CPython whose Py_Version (PY_VERSION_HEX)
+// is `version_hex` is known on this architecture: 3.11.x on x86-64. Any
+// thread.
+bool PythonVersionSupported(uint32_t version_hex);
+
 // DetectPythonRuntime()
 //
 // Looks the interpreter's symbols up with dlsym(RTLD_DEFAULT) (the python3.11
