@@ -38,8 +38,8 @@ int Find(const matrix::proto::ThreadStack& stack, const std::string& function, i
   return -1;
 }
 
-TEST(PythonProgramTest, AnrStackNamesTheHangingPythonFunction) {
-  if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing";
+// Runs python_target.py twice under `python` and checks both ANRs.
+void CheckHangingFunctionIsNamed(const std::string& python, const std::string& stdlib_dir) {
   const int hang_line = LineOf(PYTHON_TARGET_PATH, "# HANG_LINE");
   ASSERT_GT(hang_line, 0);
   std::vector<std::string> keys;
@@ -47,7 +47,7 @@ TEST(PythonProgramTest, AnrStackNamesTheHangingPythonFunction) {
     const std::string dir = agent_test::NewReportDir("python-" + std::to_string(run_index));
     const agent_test::RunResult run =
         agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1000", "--lag", "800",
-                         "--", kPython, PYTHON_TARGET_PATH, "300", "2000"});
+                         "--", python, PYTHON_TARGET_PATH, "300", "2000"});
     ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
     std::vector<matrix::report::IssueRecord> anrs;
     for (auto& record : agent_test::ReadIssues(dir)) {
@@ -75,18 +75,36 @@ TEST(PythonProgramTest, AnrStackNamesTheHangingPythonFunction) {
         << text;
     const int run_forever = Find(stack, "BaseEventLoop.run_forever", hang + 3);
     ASSERT_GT(run_forever, hang + 3) << text;
-    EXPECT_TRUE(absl::StartsWith(stack.frames(run_forever).file(), "/usr/lib/python3.11/"));
+    EXPECT_TRUE(absl::StartsWith(stack.frames(run_forever).file(), stdlib_dir))
+        << stack.frames(run_forever).file();
     const int module = Find(stack, "<module>", run_forever);
     ASSERT_GT(module, run_forever) << text;
     EXPECT_EQ(stack.frames(module).line(),
               static_cast<uint32_t>(LineOf(PYTHON_TARGET_PATH, "loop.run_forever()")));
     EXPECT_GT(Find(stack, "Py_RunMain", module), module) << text;  // Native frames kept.
+    if (::testing::Test::HasFailure()) return;
 
     EXPECT_EQ(anr.stack_key(), "hang_here") << text;
     keys.push_back(anrs[0].key);
   }
   EXPECT_EQ(keys[0], keys[1]);
   EXPECT_EQ(keys[0], "hang_here");
+}
+
+TEST(PythonProgramTest, AnrStackNamesTheHangingPythonFunction) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing";
+  CheckHangingFunctionIsNamed(kPython, "/usr/lib/python3.11/");
+}
+
+// CPython 3.12's frame layout (entry shim frames instead of is_entry), with
+// a 3.12 found at configure time (Debian's or a pyenv build).
+TEST(PythonProgramTest, Python312AnrStackNamesTheHangingPythonFunction) {
+  const std::string python = PYTHON312_PATH;
+  if (python.empty() || access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no CPython 3.12";
+  // Its standard library: /usr/lib/python3.12/ or <prefix>/lib/python3.12/.
+  const std::string prefix = python.substr(0, python.rfind("/bin/"));
+  CheckHangingFunctionIsNamed(
+      python, prefix == "/usr" ? "/usr/lib/python3.12/" : prefix + "/lib/python3.12/");
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "matrix/trace/internal/python311_layout.h"
+#include "matrix/trace/internal/python312_layout.h"
 #include "matrix/trace/stack_capture.h"
 
 namespace matrix {
@@ -57,35 +59,76 @@ constexpr int kLines[] = {102, 103, 103, 104, 104, 104, 104, 104, 104, 104, 104,
                           108, 108, 108, 108, 108, 110, 111, 109, 109, 113, 113};
 constexpr int kCodeUnits = 47;
 
-// Fake interpreter memory with 3.11's offsets (python_frames.cc's py311).
+// The offsets FakePython lays memory out with (python311_layout.h and
+// python312_layout.h, themselves checked against CPython's headers).
+struct FakeLayout {
+  uint32_t version_hex;
+  size_t interp_threads_head, thread_native_thread_id, cframe_current_frame;
+  size_t frame_code, frame_previous, frame_prev_instr, frame_is_entry, frame_owner;
+  size_t code_first_line_no, code_first_traceable, code_code_adaptive, unicode_ascii_data;
+  bool entry_shims;  // 3.12: an owner-3 frame links each eval call's frames.
+};
+constexpr FakeLayout kFake311 = {0x030b02f0,
+                                 internal::kPy311InterpThreadsHead,
+                                 internal::kPy311ThreadNativeThreadId,
+                                 internal::kPy311CFrameCurrentFrame,
+                                 internal::kPy311FrameCode,
+                                 internal::kPy311FramePrevious,
+                                 internal::kPy311FramePrevInstr,
+                                 internal::kPy311FrameIsEntry,
+                                 internal::kPy311FrameOwner,
+                                 internal::kPy311CodeFirstLineNo,
+                                 internal::kPy311CodeFirstTraceable,
+                                 internal::kPy311CodeCodeAdaptive,
+                                 internal::kPy311UnicodeAsciiData,
+                                 false};
+constexpr FakeLayout kFake312 = {0x030c01f0,
+                                 internal::kPy312InterpThreadsHead,
+                                 internal::kPy312ThreadNativeThreadId,
+                                 internal::kPy312CFrameCurrentFrame,
+                                 internal::kPy312FrameCode,
+                                 internal::kPy312FramePrevious,
+                                 internal::kPy312FramePrevInstr,
+                                 0,
+                                 internal::kPy312FrameOwner,
+                                 internal::kPy312CodeFirstLineNo,
+                                 internal::kPy312CodeFirstTraceable,
+                                 internal::kPy312CodeCodeAdaptive,
+                                 internal::kPy312UnicodeAsciiData,
+                                 true};
+
+// Fake interpreter memory laid out like CPython 3.11 (or 3.12).
 class FakePython {
  public:
-  FakePython() {
+  explicit FakePython(const FakeLayout& layout = kFake311) : l_(layout) {
     info_.runtime = Blob(64);
     info_.code_type = Blob(64);
     info_.unicode_type = Blob(64);
     info_.bytes_type = Blob(64);
-    info_.version_hex = 0x030b02f0;
-    interp_ = Blob(64);
+    info_.version_hex = l_.version_hex;
+    interp_ = Blob(128);
     tstate_ = Blob(256);
     cframe_ = Blob(32);
-    Put(info_.runtime, 40, interp_);                            // interpreters.head
-    Put(interp_, 16, tstate_);                                  // threads.head
-    Put(tstate_, 16, interp_);                                  // interp
-    Put(tstate_, 56, cframe_);                                  // cframe
-    Put<uint64_t>(tstate_, 160, static_cast<uint64_t>(Tid()));  // native_thread_id
+    Put(info_.runtime, 40, interp_);  // interpreters.head (both)
+    Put(interp_, l_.interp_threads_head, tstate_);
+    Put(tstate_, 16, interp_);  // interp (both)
+    Put(tstate_, 56, cframe_);  // cframe (both)
+    Put<uint64_t>(tstate_, l_.thread_native_thread_id, static_cast<uint64_t>(Tid()));
+    trampoline_ = Code("<trampoline>", "<shim>");
   }
 
   const PythonRuntimeInfo& info() const { return info_; }
+  const FakeLayout& layout() const { return l_; }
   uintptr_t tstate() const { return tstate_; }
   uintptr_t cframe() const { return cframe_; }
 
   uintptr_t Str(const std::string& s) {
-    uintptr_t p = Blob(48 + s.size() + 1);
+    const size_t data = l_.unicode_ascii_data;
+    uintptr_t p = Blob(data + s.size() + 1);
     Put(p, 8, info_.unicode_type);
     Put<int64_t>(p, 16, static_cast<int64_t>(s.size()));
     Put<uint32_t>(p, 32, (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7));  // kind 1, compact, ascii
-    memcpy(reinterpret_cast<void*>(p + 48), s.data(), s.size());
+    memcpy(reinterpret_cast<void*>(p + data), s.data(), s.size());
     return p;
   }
 
@@ -98,28 +141,36 @@ class FakePython {
   }
 
   uintptr_t Code(const std::string& qualname, const std::string& file) {
-    uintptr_t p = Blob(184 + 2 * kCodeUnits);
+    uintptr_t p = Blob(l_.code_code_adaptive + 2 * kCodeUnits);
     Put(p, 8, info_.code_type);
     Put<int64_t>(p, 16, kCodeUnits);
-    Put<int32_t>(p, 72, kFirstLine);
-    Put(p, 112, Str(file));
-    Put(p, 120, Str(qualname));
-    Put(p, 128, Str(qualname));
-    Put(p, 136, Bytes(kLineTable, sizeof(kLineTable)));
-    Put<int32_t>(p, 168, 0);  // _co_firsttraceable
+    Put<int32_t>(p, l_.code_first_line_no, kFirstLine);
+    Put(p, 112, Str(file));                              // co_filename (both)
+    Put(p, 120, Str(qualname));                          // co_name (both)
+    Put(p, 128, Str(qualname));                          // co_qualname (both)
+    Put(p, 136, Bytes(kLineTable, sizeof(kLineTable)));  // co_linetable (both)
+    Put<int32_t>(p, l_.code_first_traceable, 0);
     return p;
   }
 
-  // Pushes a frame running `code` at code unit `instr` (becomes current).
+  // Pushes a frame running `code` at code unit `instr` (becomes current);
+  // `is_entry`: the first frame of an eval call (3.12: a shim goes first).
   uintptr_t Push(uintptr_t code, int instr, bool is_entry) {
+    if (is_entry && l_.entry_shims)
+      PushRaw(trampoline_, 0, false, internal::kPy312FrameOwnedByCStack);
+    return PushRaw(code, instr, is_entry && !l_.entry_shims, 0);
+  }
+
+  uintptr_t PushRaw(uintptr_t code, int instr, bool is_entry, uint8_t owner) {
     uintptr_t f = Blob(80);
-    Put(f, 32, code);
-    Put(f, 48, top_);
-    Put<uintptr_t>(f, 56, code + 184 + static_cast<uintptr_t>(2 * instr));
-    Put<uint8_t>(f, 68, is_entry ? 1 : 0);
-    Put<uint8_t>(f, 69, 0);
+    Put(f, l_.frame_code, code);
+    Put(f, l_.frame_previous, top_);
+    Put<uintptr_t>(f, l_.frame_prev_instr,
+                   code + l_.code_code_adaptive + static_cast<uintptr_t>(2 * instr));
+    if (!l_.entry_shims) Put<uint8_t>(f, l_.frame_is_entry, is_entry ? 1 : 0);
+    Put<uint8_t>(f, l_.frame_owner, owner);
     top_ = f;
-    Put(cframe_, 8, top_);
+    Put(cframe_, l_.cframe_current_frame, top_);
     return f;
   }
 
@@ -135,8 +186,9 @@ class FakePython {
 
  private:
   std::vector<std::unique_ptr<uint64_t[]>> blobs_;
+  FakeLayout l_;
   PythonRuntimeInfo info_;
-  uintptr_t interp_ = 0, tstate_ = 0, cframe_ = 0, top_ = 0;
+  uintptr_t interp_ = 0, tstate_ = 0, cframe_ = 0, top_ = 0, trampoline_ = 0;
 };
 
 // An inaccessible page (reads of it fail with EFAULT).
@@ -180,12 +232,19 @@ TEST(LocationTableTest, MalformedTablesGiveMinusOne) {
   }
 }
 
-TEST(PythonFramesTest, OnlyCPython311IsSupported) {
-  EXPECT_TRUE(PythonVersionSupported(0x030b02f0));  // 3.11.2
-  EXPECT_TRUE(PythonVersionSupported(0x030b0af0));  // 3.11.10
+TEST(PythonFramesTest, OnlyCPython311And312AreSupported) {
+  EXPECT_TRUE(PythonVersionSupported(0x030b02f0));   // 3.11.2
+  EXPECT_TRUE(PythonVersionSupported(0x030b0af0));   // 3.11.10
+  EXPECT_TRUE(PythonVersionSupported(0x030c03f0));   // 3.12.3
   EXPECT_FALSE(PythonVersionSupported(0x030a0cf0));  // 3.10.12
-  EXPECT_FALSE(PythonVersionSupported(0x030c03f0));  // 3.12.3
   EXPECT_FALSE(PythonVersionSupported(0x030d00f0));  // 3.13.0
+  // An unknown version reads nothing.
+  FakePython py;
+  py.Push(py.Code("f", "/a.py"), 1, true);
+  PythonRuntimeInfo info = py.info();
+  info.version_hex = 0x030d00f0;
+  RawPythonStack raw;
+  EXPECT_EQ(ReadPythonStack(info, Tid(), &raw), PythonReadError::kNoRuntime);
 }
 
 // This test binary has no Python: no runtime, and captures stay native.
@@ -237,6 +296,47 @@ TEST(PythonFramesTest, ReadsAndResolvesAChain) {
 
   // Another thread's id: no thread state.
   EXPECT_EQ(ReadPythonStack(py.info(), Tid() + 100000, &raw), PythonReadError::kNoThreadState);
+  EXPECT_EQ(raw.depth, 0);
+}
+
+// 3.12: no is_entry; each eval call's frames follow a shim frame owned by
+// the C stack, which is not kept but marks the frame before it as the run's
+// outermost.
+TEST(PythonFramesTest, Python312ChainsSplitAtEntryShims) {
+  FakePython py(kFake312);
+  uintptr_t outer = py.Code("outer", "/app/a.py");
+  uintptr_t middle = py.Code("middle", "/app/a.py");
+  uintptr_t inner = py.Code("inner", "/app/a.py");
+  py.Push(outer, 1, true);
+  py.Push(middle, 2, true);
+  py.Push(inner, 3, false);
+  RawPythonStack raw;
+  ASSERT_EQ(ReadPythonStack(py.info(), Tid(), &raw), PythonReadError::kNone);
+  ASSERT_EQ(raw.depth, 3);  // The two shims are not frames.
+  EXPECT_EQ(raw.frames[0].code, inner);
+  EXPECT_EQ(raw.frames[0].is_entry, 0);
+  EXPECT_EQ(raw.frames[1].is_entry, 1);
+  EXPECT_EQ(raw.frames[2].is_entry, 1);
+  absl::StatusOr<PythonFrameInfo> info = ResolvePythonFrame(py.info(), raw.frames[0]);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->qualname, "inner");
+  EXPECT_EQ(info->line, kLines[3]);
+  auto native = [](const std::string& name) {
+    StackFrame f;
+    f.symbol.function = name;
+    return f;
+  };
+  std::vector<StackFrame> frames = {native("_PyEval_EvalFrameDefault"), native("PythonCmd"),
+                                    native("_PyEval_EvalFrameDefault"), native("main")};
+  InterleavePythonFrames(py.info(), raw, &frames);
+  std::vector<std::string> names;
+  for (const StackFrame& f : frames) names.push_back(f.symbol.function);
+  EXPECT_THAT(names, ElementsAre("inner", "middle", "_PyEval_EvalFrameDefault", "PythonCmd",
+                                 "outer", "_PyEval_EvalFrameDefault", "main"));
+  // With the 3.11 layout the same memory is garbage: an error, no frames.
+  PythonRuntimeInfo wrong = py.info();
+  wrong.version_hex = 0x030b02f0;
+  EXPECT_NE(ReadPythonStack(wrong, Tid(), &raw), PythonReadError::kNone);
   EXPECT_EQ(raw.depth, 0);
 }
 
@@ -383,6 +483,7 @@ TEST(PythonFramesTest, GarbageGivesAnErrorNeverACrash) {
     PythonRuntimeInfo info;
     info.runtime = reinterpret_cast<uintptr_t>(junk.data());
     info.code_type = 0x1000;
+    info.version_hex = 0x030b02f0;
     RawPythonStack raw;
     EXPECT_NE(ReadPythonStack(info, Tid(), &raw), PythonReadError::kNone);
     info.runtime = page.address();
@@ -398,9 +499,9 @@ TEST(PythonFramesTest, GarbageGivesAnErrorNeverACrash) {
 // runtime and thread state whose current frame is in the soup (so chains of
 // garbage frames are walked and resolved). Reading and resolving must never
 // fault; without the fault-safe reads or the pointer checks this crashes.
-TEST(PythonFramesTest, FuzzRandomMemory) {
+void Fuzz(const FakeLayout& l) {
   UnmappedPage page;
-  FakePython py;
+  FakePython py(l);
   const PythonRuntimeInfo& types = py.info();
   std::mt19937_64 random(20261126);
   constexpr size_t kWords = 1024;
@@ -453,8 +554,9 @@ TEST(PythonFramesTest, FuzzRandomMemory) {
       uintptr_t code = soup_pointer(24);
       FakePython::Put<uintptr_t>(code, 8, types.code_type);
       FakePython::Put<int64_t>(code, 16, static_cast<int64_t>(random() % 80) - 4);
-      FakePython::Put<int32_t>(code, 72, static_cast<int32_t>(random() % 200) - 2);
-      FakePython::Put<int32_t>(code, 168, static_cast<int32_t>(random() % 8));
+      FakePython::Put<int32_t>(code, l.code_first_line_no,
+                               static_cast<int32_t>(random() % 200) - 2);
+      FakePython::Put<int32_t>(code, l.code_first_traceable, static_cast<int32_t>(random() % 8));
       for (size_t field : {112, 128}) {  // co_filename, co_qualname: str-ish
         uintptr_t str = soup_pointer(8);
         FakePython::Put<uintptr_t>(code, field, str);
@@ -470,11 +572,14 @@ TEST(PythonFramesTest, FuzzRandomMemory) {
       if (random() % 8 == 0) previous = page.address();
       if (random() % 8 == 0) previous = soup_pointer(9);
       if (random() % 8 == 0) previous = 0;
-      FakePython::Put<uintptr_t>(frame, 32, random() % 8 == 0 ? random() : code);
-      FakePython::Put<uintptr_t>(frame, 48, previous);
-      FakePython::Put<uintptr_t>(frame, 56, code + 184 + 2 * (random() % 90) - 2);
-      FakePython::Put<uint8_t>(frame, 68, static_cast<uint8_t>(random() % 3));
-      FakePython::Put<uint8_t>(frame, 69, static_cast<uint8_t>(random() % 4));
+      FakePython::Put<uintptr_t>(frame, l.frame_code, random() % 8 == 0 ? random() : code);
+      FakePython::Put<uintptr_t>(frame, l.frame_previous, previous);
+      FakePython::Put<uintptr_t>(frame, l.frame_prev_instr,
+                                 code + l.code_code_adaptive + 2 * (random() % 90) - 2);
+      if (!l.entry_shims) {
+        FakePython::Put<uint8_t>(frame, l.frame_is_entry, static_cast<uint8_t>(random() % 3));
+      }
+      FakePython::Put<uint8_t>(frame, l.frame_owner, static_cast<uint8_t>(random() % 5));
     }
   };
   int reads = 0, frames = 0, resolved = 0;
@@ -486,7 +591,8 @@ TEST(PythonFramesTest, FuzzRandomMemory) {
       info.runtime = base + 8 * (random() % kWords);
     } else {
       FakePython::Put<uintptr_t>(
-          py.cframe(), 8, iteration % 4 != 0 ? planted_frames[0] : base + 8 * (random() % kWords));
+          py.cframe(), l.cframe_current_frame,
+          iteration % 4 != 0 ? planted_frames[0] : base + 8 * (random() % kWords));
     }
     RawPythonStack raw;
     if (ReadPythonStack(info, Tid(), &raw) == PythonReadError::kNone) ++reads;
@@ -502,11 +608,15 @@ TEST(PythonFramesTest, FuzzRandomMemory) {
       if (ResolvePythonFrame(info, stray).ok()) ++resolved;
     }
   }
-  std::printf("fuzz: %d chains read, %d frames, %d resolved\n", reads, frames, resolved);
+  std::printf("fuzz %x: %d chains read, %d frames, %d resolved\n", l.version_hex >> 16, reads,
+              frames, resolved);
   // The walks and the resolution were exercised, not only the lookup.
   EXPECT_GT(frames, 150);
   EXPECT_GT(resolved, 50);
 }
+
+TEST(PythonFramesTest, FuzzRandomMemory311) { Fuzz(kFake311); }
+TEST(PythonFramesTest, FuzzRandomMemory312) { Fuzz(kFake312); }
 
 // What the capture handler adds for a 32-frame chain (measured, printed).
 TEST(PythonFramesTest, ReadCost) {

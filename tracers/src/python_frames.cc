@@ -15,14 +15,128 @@
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/internal/python311_layout.h"
+#include "matrix/trace/internal/python312_layout.h"
 #include "matrix/trace/stack_capture.h"
 
 namespace matrix {
 namespace {
 
-// CPython 3.11's struct offsets: matrix/trace/internal/python311_layout.h
-// (kPy311*), checked against Debian 12's python3.11-dev (3.11.2) headers by
-// tests/tracers/python311_layout_check.c.
+// The struct offsets of one CPython minor version (x86-64).
+struct Layout {
+  size_t runtime_interpreters_head;
+  size_t interp_next, interp_threads_head, interp_read_size;
+  size_t thread_next, thread_interp, thread_cframe, thread_native_thread_id, thread_read_size;
+  size_t cframe_current_frame;
+  size_t frame_code, frame_previous, frame_prev_instr, frame_owner, frame_read_size;
+  // 3.11: the is_entry flag. 3.12: none (kNoField); each eval call links a
+  // shim frame owned by the C stack (owner `frame_owner_cstack`) before the
+  // frames it runs.
+  size_t frame_is_entry;
+  int frame_owner_max;
+  int frame_owner_cstack;  // -1: no shim frames.
+  size_t object_type, var_size;
+  size_t code_first_line_no, code_filename, code_qualname, code_linetable, code_first_traceable,
+      code_code_adaptive, code_read_size;
+  size_t bytes_data;
+  size_t unicode_length, unicode_state, unicode_ascii_data, unicode_compact_data;
+};
+constexpr size_t kNoField = ~size_t{0};
+
+// CPython 3.11: matrix/trace/internal/python311_layout.h, checked against
+// Debian 12's python3.11-dev (3.11.2) by tests/tracers/python311_layout_check.c.
+constexpr Layout kLayout311 = {internal::kPy311RuntimeInterpretersHead,
+                               internal::kPy311InterpNext,
+                               internal::kPy311InterpThreadsHead,
+                               internal::kPy311InterpReadSize,
+                               internal::kPy311ThreadNext,
+                               internal::kPy311ThreadInterp,
+                               internal::kPy311ThreadCFrame,
+                               internal::kPy311ThreadNativeThreadId,
+                               internal::kPy311ThreadReadSize,
+                               internal::kPy311CFrameCurrentFrame,
+                               internal::kPy311FrameCode,
+                               internal::kPy311FramePrevious,
+                               internal::kPy311FramePrevInstr,
+                               internal::kPy311FrameOwner,
+                               internal::kPy311FrameReadSize,
+                               internal::kPy311FrameIsEntry,
+                               /*frame_owner_max=*/2,
+                               /*frame_owner_cstack=*/-1,
+                               internal::kPy311ObjectType,
+                               internal::kPy311VarSize,
+                               internal::kPy311CodeFirstLineNo,
+                               internal::kPy311CodeFilename,
+                               internal::kPy311CodeQualname,
+                               internal::kPy311CodeLinetable,
+                               internal::kPy311CodeFirstTraceable,
+                               internal::kPy311CodeCodeAdaptive,
+                               internal::kPy311CodeReadSize,
+                               internal::kPy311BytesData,
+                               internal::kPy311UnicodeLength,
+                               internal::kPy311UnicodeState,
+                               internal::kPy311UnicodeAsciiData,
+                               internal::kPy311UnicodeCompactData};
+
+// CPython 3.12: matrix/trace/internal/python312_layout.h, checked against
+// CPython 3.12.1 by tests/tracers/python312_layout_check.c.
+constexpr Layout kLayout312 = {internal::kPy312RuntimeInterpretersHead,
+                               internal::kPy312InterpNext,
+                               internal::kPy312InterpThreadsHead,
+                               internal::kPy312InterpReadSize,
+                               internal::kPy312ThreadNext,
+                               internal::kPy312ThreadInterp,
+                               internal::kPy312ThreadCFrame,
+                               internal::kPy312ThreadNativeThreadId,
+                               internal::kPy312ThreadReadSize,
+                               internal::kPy312CFrameCurrentFrame,
+                               internal::kPy312FrameCode,
+                               internal::kPy312FramePrevious,
+                               internal::kPy312FramePrevInstr,
+                               internal::kPy312FrameOwner,
+                               internal::kPy312FrameReadSize,
+                               kNoField,
+                               /*frame_owner_max=*/3,
+                               internal::kPy312FrameOwnedByCStack,
+                               internal::kPy312ObjectType,
+                               internal::kPy312VarSize,
+                               internal::kPy312CodeFirstLineNo,
+                               internal::kPy312CodeFilename,
+                               internal::kPy312CodeQualname,
+                               internal::kPy312CodeLinetable,
+                               internal::kPy312CodeFirstTraceable,
+                               internal::kPy312CodeCodeAdaptive,
+                               internal::kPy312CodeReadSize,
+                               internal::kPy312BytesData,
+                               internal::kPy312UnicodeLength,
+                               internal::kPy312UnicodeState,
+                               internal::kPy312UnicodeAsciiData,
+                               internal::kPy312UnicodeCompactData};
+
+// Room for the largest struct read, for fixed buffers.
+constexpr size_t kMaxStructRead = 256;
+static_assert(internal::kPy311ThreadReadSize <= kMaxStructRead &&
+              internal::kPy312ThreadReadSize <= kMaxStructRead &&
+              internal::kPy311CodeReadSize <= kMaxStructRead &&
+              internal::kPy312CodeReadSize <= kMaxStructRead &&
+              internal::kPy312InterpReadSize <= kMaxStructRead);
+
+// The layout of the CPython whose PY_VERSION_HEX is `version_hex`; nullptr
+// when unknown.
+const Layout* LayoutFor(uint32_t version_hex) {
+#if defined(__x86_64__)
+  switch (version_hex >> 16) {
+    case 0x030b:
+      return &kLayout311;
+    case 0x030c:
+      return &kLayout312;
+    default:
+      return nullptr;
+  }
+#else
+  (void)version_hex;
+  return nullptr;
+#endif
+}
 
 // Bounds on the walks (each step is one process_vm_readv).
 constexpr int kMaxInterpreters = 16;
@@ -174,16 +288,19 @@ void AppendUtf8(uint32_t c, std::string* out) {
 
 // A compact str object (code objects' names and file names always are).
 absl::StatusOr<std::string> ReadUnicode(const Reader& reader, const PythonRuntimeInfo& runtime,
-                                        uintptr_t address, int64_t max_length) {
+                                        const Layout& layout, uintptr_t address,
+                                        int64_t max_length) {
   if (!PlausiblePointer(address)) return absl::DataLossError("bad str pointer");
-  unsigned char header[internal::kPy311UnicodeAsciiData];
-  if (!reader.Read(address, header, sizeof(header))) return absl::DataLossError("str unreadable");
-  if (Field<uintptr_t>(header, internal::kPy311ObjectType) != runtime.unicode_type) {
+  unsigned char header[kMaxStructRead];
+  if (!reader.Read(address, header, layout.unicode_ascii_data)) {
+    return absl::DataLossError("str unreadable");
+  }
+  if (Field<uintptr_t>(header, layout.object_type) != runtime.unicode_type) {
     return absl::DataLossError("not a str");
   }
-  const int64_t length = Field<int64_t>(header, internal::kPy311UnicodeLength);
+  const int64_t length = Field<int64_t>(header, layout.unicode_length);
   if (length < 0 || length > max_length) return absl::DataLossError("str length out of range");
-  const uint32_t state = Field<uint32_t>(header, internal::kPy311UnicodeState);
+  const uint32_t state = Field<uint32_t>(header, layout.unicode_state);
   const uint32_t kind = (state >> 2) & 7;
   const bool compact = ((state >> 5) & 1) != 0;
   const bool ascii = ((state >> 6) & 1) != 0;
@@ -191,7 +308,7 @@ absl::StatusOr<std::string> ReadUnicode(const Reader& reader, const PythonRuntim
     return absl::DataLossError("not a compact str");
   }
   const uintptr_t data =
-      address + (ascii ? internal::kPy311UnicodeAsciiData : internal::kPy311UnicodeCompactData);
+      address + (ascii ? layout.unicode_ascii_data : layout.unicode_compact_data);
   std::string raw(static_cast<size_t>(length) * kind, '\0');
   if (!reader.Read(data, raw.data(), raw.size())) return absl::DataLossError("str unreadable");
   if (ascii) return raw;
@@ -209,19 +326,19 @@ absl::StatusOr<std::string> ReadUnicode(const Reader& reader, const PythonRuntim
 }
 
 absl::StatusOr<std::string> ReadBytes(const Reader& reader, const PythonRuntimeInfo& runtime,
-                                      uintptr_t address, int64_t max_size) {
+                                      const Layout& layout, uintptr_t address, int64_t max_size) {
   if (!PlausiblePointer(address)) return absl::DataLossError("bad bytes pointer");
-  unsigned char header[internal::kPy311BytesData];
-  if (!reader.Read(address, header, sizeof(header))) {
+  unsigned char header[kMaxStructRead];
+  if (!reader.Read(address, header, layout.bytes_data)) {
     return absl::DataLossError("bytes unreadable");
   }
-  if (Field<uintptr_t>(header, internal::kPy311ObjectType) != runtime.bytes_type) {
+  if (Field<uintptr_t>(header, layout.object_type) != runtime.bytes_type) {
     return absl::DataLossError("not a bytes object");
   }
-  const int64_t size = Field<int64_t>(header, internal::kPy311VarSize);
+  const int64_t size = Field<int64_t>(header, layout.var_size);
   if (size < 0 || size > max_size) return absl::DataLossError("bytes size out of range");
   std::string data(static_cast<size_t>(size), '\0');
-  if (!reader.Read(address + internal::kPy311BytesData, data.data(), data.size())) {
+  if (!reader.Read(address + layout.bytes_data, data.data(), data.size())) {
     return absl::DataLossError("bytes unreadable");
   }
   return data;
@@ -282,14 +399,7 @@ bool SafeRead(uintptr_t address, void* out, size_t size) {
 }
 }  // namespace internal
 
-bool PythonVersionSupported(uint32_t version_hex) {
-#if defined(__x86_64__)
-  return (version_hex >> 16) == 0x030b;
-#else
-  (void)version_hex;
-  return false;
-#endif
-}
+bool PythonVersionSupported(uint32_t version_hex) { return LayoutFor(version_hex) != nullptr; }
 
 absl::Status DetectPythonRuntime(PythonRuntimeInfo* out) {
   void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
@@ -310,8 +420,8 @@ absl::Status DetectPythonRuntime(PythonRuntimeInfo* out) {
   }
   if (!PythonVersionSupported(hex)) {
     return absl::UnimplementedError(
-        absl::StrFormat("CPython %d.%d on this architecture: only 3.11's x86-64 frame layout "
-                        "is known",
+        absl::StrFormat("CPython %d.%d: only the x86-64 frame layouts of 3.11 and 3.12 are "
+                        "known",
                         hex >> 24, (hex >> 16) & 0xff));
   }
   out->runtime = reinterpret_cast<uintptr_t>(runtime);
@@ -351,78 +461,91 @@ void CapturePythonStack(pid_t tid, RawPythonStack* out) {
 }
 
 PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, RawPythonStack* out) {
-  if (runtime.runtime == 0 || runtime.code_type == 0) {
+  const Layout* const layout_or_null = LayoutFor(runtime.version_hex);
+  if (runtime.runtime == 0 || runtime.code_type == 0 || layout_or_null == nullptr) {
     return Fail(out, PythonReadError::kNoRuntime);
   }
+  const Layout& layout = *layout_or_null;
   const Reader reader;
   // Find the thread's PyThreadState: interpreters -> threads, matched on
   // native_thread_id. These lists change under HEAD_LOCK, which we do not
   // take: a torn read gives a bad pointer (caught) or misses the thread.
   uintptr_t interp = 0;
-  if (!reader.ReadPointer(runtime.runtime + internal::kPy311RuntimeInterpretersHead, &interp)) {
+  if (!reader.ReadPointer(runtime.runtime + layout.runtime_interpreters_head, &interp)) {
     return Fail(out, PythonReadError::kFault);
   }
   uintptr_t cframe = 0;
   bool found = false;
   for (int i = 0; i < kMaxInterpreters && interp != 0 && !found; ++i) {
     if (!PlausiblePointer(interp)) return Fail(out, PythonReadError::kBadPointer);
-    unsigned char interp_fields[internal::kPy311InterpReadSize];
-    if (!reader.Read(interp, interp_fields, sizeof(interp_fields))) {
+    unsigned char interp_fields[kMaxStructRead];
+    if (!reader.Read(interp, interp_fields, layout.interp_read_size)) {
       return Fail(out, PythonReadError::kFault);
     }
-    uintptr_t thread = Field<uintptr_t>(interp_fields, internal::kPy311InterpThreadsHead);
+    uintptr_t thread = Field<uintptr_t>(interp_fields, layout.interp_threads_head);
     for (int t = 0; t < kMaxThreadStates && thread != 0; ++t) {
       if (!PlausiblePointer(thread)) return Fail(out, PythonReadError::kBadPointer);
-      unsigned char fields[internal::kPy311ThreadReadSize];
-      if (!reader.Read(thread, fields, sizeof(fields))) return Fail(out, PythonReadError::kFault);
-      if (Field<uintptr_t>(fields, internal::kPy311ThreadInterp) != interp) {
+      unsigned char fields[kMaxStructRead];
+      if (!reader.Read(thread, fields, layout.thread_read_size)) {
+        return Fail(out, PythonReadError::kFault);
+      }
+      if (Field<uintptr_t>(fields, layout.thread_interp) != interp) {
         return Fail(out, PythonReadError::kBadPointer);
       }
-      if (Field<uint64_t>(fields, internal::kPy311ThreadNativeThreadId) ==
-          static_cast<uint64_t>(tid)) {
-        cframe = Field<uintptr_t>(fields, internal::kPy311ThreadCFrame);
+      if (Field<uint64_t>(fields, layout.thread_native_thread_id) == static_cast<uint64_t>(tid)) {
+        cframe = Field<uintptr_t>(fields, layout.thread_cframe);
         found = true;
         break;
       }
-      thread = Field<uintptr_t>(fields, internal::kPy311ThreadNext);
+      thread = Field<uintptr_t>(fields, layout.thread_next);
     }
-    interp = Field<uintptr_t>(interp_fields, internal::kPy311InterpNext);
+    interp = Field<uintptr_t>(interp_fields, layout.interp_next);
   }
   if (!found) return Fail(out, PythonReadError::kNoThreadState);
   if (!PlausiblePointer(cframe)) return Fail(out, PythonReadError::kBadPointer);
   uintptr_t frame = 0;
-  if (!reader.ReadPointer(cframe + internal::kPy311CFrameCurrentFrame, &frame)) {
+  if (!reader.ReadPointer(cframe + layout.cframe_current_frame, &frame)) {
     return Fail(out, PythonReadError::kFault);
   }
   ScopedPageCache cache;  // The chain is the calling thread's: it is not changing.
-  uintptr_t seen[kMaxPythonFrames];
+  // Frames visited, shims included (3.12 links one per eval call).
+  constexpr int kMaxSteps = 2 * kMaxPythonFrames;
+  uintptr_t seen[kMaxSteps];
+  int steps = 0;
   int depth = 0;
   bool truncated = false;
   while (frame != 0) {
-    if (depth == kMaxPythonFrames) {
+    if (depth == kMaxPythonFrames || steps == kMaxSteps) {
       truncated = true;
       break;
     }
     if (!PlausiblePointer(frame)) return Fail(out, PythonReadError::kBadPointer);
-    for (int i = 0; i < depth; ++i) {
+    for (int i = 0; i < steps; ++i) {
       if (seen[i] == frame) return Fail(out, PythonReadError::kCycle);
     }
-    seen[depth] = frame;
-    unsigned char fields[internal::kPy311FrameReadSize];
-    if (!cache.Read(reader, frame, fields, sizeof(fields))) {
+    seen[steps++] = frame;
+    unsigned char fields[kMaxStructRead];
+    if (!cache.Read(reader, frame, fields, layout.frame_read_size)) {
       return Fail(out, PythonReadError::kFault);
     }
-    const uintptr_t code = Field<uintptr_t>(fields, internal::kPy311FrameCode);
-    const uintptr_t prev_instr = Field<uintptr_t>(fields, internal::kPy311FramePrevInstr);
-    const uint8_t is_entry = fields[internal::kPy311FrameIsEntry];
-    const uint8_t owner = fields[internal::kPy311FrameOwner];
-    if (!PlausiblePointer(code) || is_entry > 1 || owner > 2) {
+    const uintptr_t code = Field<uintptr_t>(fields, layout.frame_code);
+    const uintptr_t prev_instr = Field<uintptr_t>(fields, layout.frame_prev_instr);
+    const uint8_t is_entry = layout.frame_is_entry != kNoField ? fields[layout.frame_is_entry] : 0;
+    const uint8_t owner = fields[layout.frame_owner];
+    if (!PlausiblePointer(code) || is_entry > 1 || owner > layout.frame_owner_max) {
       return Fail(out, PythonReadError::kBadPointer);
+    }
+    frame = Field<uintptr_t>(fields, layout.frame_previous);
+    if (owner == layout.frame_owner_cstack) {
+      // 3.12's entry shim: the frame read before it is its eval call's
+      // outermost one.
+      if (depth > 0) out->frames[static_cast<size_t>(depth - 1)].is_entry = 1;
+      continue;
     }
     // prev_instr points into the code object's own instructions (or one
     // unit before them, for a frame that has not started).
-    const int64_t offset = static_cast<int64_t>(prev_instr) -
-                           static_cast<int64_t>(code + internal::kPy311CodeCodeAdaptive);
+    const int64_t offset =
+        static_cast<int64_t>(prev_instr) - static_cast<int64_t>(code + layout.code_code_adaptive);
     if (offset < -2 || offset >= 2 * kMaxCodeUnits || (offset & 1) != 0) {
       return Fail(out, PythonReadError::kBadPointer);
     }
@@ -431,7 +554,6 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, Raw
     raw.instr = static_cast<int32_t>(offset / 2);
     raw.is_entry = is_entry;
     raw.owner = owner;
-    frame = Field<uintptr_t>(fields, internal::kPy311FramePrevious);
   }
   out->depth = depth;
   out->truncated = truncated;
@@ -486,18 +608,21 @@ int LineFromLocationTable(const uint8_t* table, size_t size, int first_line, int
 
 absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runtime,
                                                    const RawPythonFrame& frame) {
+  const Layout* const layout_or_null = LayoutFor(runtime.version_hex);
+  if (layout_or_null == nullptr) return absl::UnimplementedError("unsupported CPython version");
+  const Layout& layout = *layout_or_null;
   const Reader reader;
   if (!PlausiblePointer(frame.code)) return absl::DataLossError("bad code pointer");
-  unsigned char code[internal::kPy311CodeReadSize];
-  if (!reader.Read(frame.code, code, sizeof(code))) {
+  unsigned char code[kMaxStructRead];
+  if (!reader.Read(frame.code, code, layout.code_read_size)) {
     return absl::DataLossError("code object unreadable");
   }
-  if (Field<uintptr_t>(code, internal::kPy311ObjectType) != runtime.code_type) {
+  if (Field<uintptr_t>(code, layout.object_type) != runtime.code_type) {
     return absl::DataLossError("not a code object (freed or reused)");
   }
-  const int64_t units = Field<int64_t>(code, internal::kPy311VarSize);
-  const int first_line = Field<int32_t>(code, internal::kPy311CodeFirstLineNo);
-  const int first_traceable = Field<int32_t>(code, internal::kPy311CodeFirstTraceable);
+  const int64_t units = Field<int64_t>(code, layout.var_size);
+  const int first_line = Field<int32_t>(code, layout.code_first_line_no);
+  const int first_traceable = Field<int32_t>(code, layout.code_first_traceable);
   if (units <= 0 || units > kMaxCodeUnits || first_line < 0 || first_line > kMaxLine ||
       first_traceable < 0 || first_traceable > units || frame.instr < -1 || frame.instr >= units) {
     return absl::DataLossError("code object fields out of range");
@@ -507,18 +632,17 @@ absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runt
   // pycore_frame.h's _PyFrame_IsIncomplete().
   info.incomplete = frame.owner != 1 && frame.instr < first_traceable;
   absl::StatusOr<std::string> qualname = ReadUnicode(
-      reader, runtime, Field<uintptr_t>(code, internal::kPy311CodeQualname), kMaxQualname);
+      reader, runtime, layout, Field<uintptr_t>(code, layout.code_qualname), kMaxQualname);
   if (!qualname.ok()) return qualname.status();
   absl::StatusOr<std::string> file = ReadUnicode(
-      reader, runtime, Field<uintptr_t>(code, internal::kPy311CodeFilename), kMaxFilename);
+      reader, runtime, layout, Field<uintptr_t>(code, layout.code_filename), kMaxFilename);
   if (!file.ok()) return file.status();
   absl::StatusOr<std::string> table = ReadBytes(
-      reader, runtime, Field<uintptr_t>(code, internal::kPy311CodeLinetable), kMaxLineTable);
+      reader, runtime, layout, Field<uintptr_t>(code, layout.code_linetable), kMaxLineTable);
   if (!table.ok()) return table.status();
   // Re-check the type: the object may have been freed while we read it.
   uintptr_t type = 0;
-  if (!reader.ReadPointer(frame.code + internal::kPy311ObjectType, &type) ||
-      type != runtime.code_type) {
+  if (!reader.ReadPointer(frame.code + layout.object_type, &type) || type != runtime.code_type) {
     return absl::DataLossError("code object freed while reading");
   }
   info.qualname = *std::move(qualname);

@@ -10,10 +10,10 @@
 // first) that native frame. Python frames are StackFrames whose
 // SymbolInfo::module is kPythonFrameModule ("[python]").
 //
-// Supported: CPython 3.11 on x86-64 (the interpreter's 3.11 struct layout is
-// hard-coded, like py-spy does, and checked against the version the process
-// runs: the exported Py_Version). Any other version, or no Python in the
-// process, reads nothing and the stack stays native. See docs/stacks.md.
+// Supported: CPython 3.11 and 3.12 on x86-64 (their struct layouts are
+// hard-coded, like py-spy does, and picked by the version the process runs:
+// the exported Py_Version). Any other version, or no Python in the process,
+// reads nothing and the stack stays native. See docs/stacks.md.
 //
 // Never takes the GIL and never faults: every read of interpreter memory
 // goes through process_vm_readv() on our own pid, which returns EFAULT for
@@ -68,10 +68,12 @@ inline constexpr int kMaxPythonFrames = 48;
 //
 // One _PyInterpreterFrame as read in the signal handler, unvalidated.
 struct RawPythonFrame {
-  uintptr_t code = 0;    // f_code: a PyCodeObject*, if the memory was what it seemed.
-  int32_t instr = -1;    // prev_instr - co_code_adaptive, in 2-byte code units.
-  uint8_t is_entry = 0;  // The outermost frame its _PyEval_EvalFrameDefault runs.
-  uint8_t owner = 0;     // 0 thread, 1 generator, 2 frame object.
+  uintptr_t code = 0;  // f_code: a PyCodeObject*, if the memory was what it seemed.
+  int32_t instr = -1;  // prev_instr - co_code_adaptive, in 2-byte code units.
+  // The outermost frame its _PyEval_EvalFrameDefault call runs (3.11's
+  // is_entry; 3.12: the frame before an entry shim frame).
+  uint8_t is_entry = 0;
+  uint8_t owner = 0;  // 0 thread, 1 generator, 2 frame object (3.12 shims are not kept).
 };
 static_assert(sizeof(RawPythonFrame) == 16);
 
@@ -113,16 +115,16 @@ struct PythonRuntimeInfo {
 // PythonVersionSupported()
 //
 // Whether the frame layout of the CPython whose Py_Version (PY_VERSION_HEX)
-// is `version_hex` is known on this architecture: 3.11.x on x86-64. Any
-// thread.
+// is `version_hex` is known on this architecture: 3.11.x and 3.12.x on
+// x86-64. Any thread.
 bool PythonVersionSupported(uint32_t version_hex);
 
 // DetectPythonRuntime()
 //
-// Looks the interpreter's symbols up with dlsym(RTLD_DEFAULT) (the python3.11
-// executable exports them, as does libpython3.11.so). NotFound without
+// Looks the interpreter's symbols up with dlsym(RTLD_DEFAULT) (Debian's
+// python3.11 executable exports them, as do libpython3.x.so). NotFound without
 // Python, Unimplemented for a version whose layout is not known (anything
-// but 3.11). Not async-signal-safe. Any thread.
+// but 3.11 and 3.12). Not async-signal-safe. Any thread.
 absl::Status DetectPythonRuntime(PythonRuntimeInfo* out);
 
 // CurrentPythonRuntime() / RefreshPythonRuntime()
@@ -173,7 +175,7 @@ absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runt
 
 // LineFromLocationTable()
 //
-// The line of code unit `instr` in a 3.11 co_linetable (Objects/locations.md),
+// The line of code unit `instr` in a 3.11/3.12 co_linetable (Objects/locations.md),
 // starting from `first_line`; `first_line` when `instr` < 0, -1 when the
 // table says the instruction has no line or is malformed. Bounded by the
 // table's size. Any thread.
