@@ -12,7 +12,7 @@
 // store and wakes the capturing thread through a futex. The capturing thread
 // waits with a bounded timeout. A handler that runs after its capture gave up
 // finds the slot no longer waiting for its token and writes nothing. In a
-// CPython 3.11 process the handler also reads the thread's Python frame
+// CPython 3.11/3.12 process the handler also reads the thread's Python frame
 // chain, which SymbolizeStack() interleaves (python_frames.h). See
 // docs/stacks.md for the design, the cost (30-60 us of wall time and about
 // 6 us of the capturing thread's CPU per capture; about 6 us of the target's
