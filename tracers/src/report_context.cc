@@ -11,6 +11,7 @@
 #include "matrix/core/handler.h"
 #include "matrix/trace/method_record.h"
 #include "matrix/trace/method_tracer.h"
+#include "matrix/trace/perf_map.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
@@ -40,6 +41,13 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn) {
   const std::string_view base = slash == std::string_view::npos ? module : module.substr(slash + 1);
   for (const char* m : kSystemModules) {
     if (base.starts_with(m)) return true;
+  }
+  // Language runtimes: node's executable (V8, libuv). JIT frames (module
+  // kJitModule, "[jit]") are the program's own code, except V8's own stubs.
+  if (base == "node" || base.starts_with("libnode")) return true;
+  if (module == kJitModule) {
+    return fn.starts_with("Builtin:") || fn.starts_with("BytecodeHandler:") ||
+           fn.starts_with("Stub:") || fn.starts_with("Handler:");
   }
   if (fn.empty()) return false;
   // matrix-cpp's own runtime and the C++ standard library.
