@@ -127,6 +127,9 @@ absl::Status TraceConfig::Validate() const {
                                 "SIGUSR1, SIGUSR2 or a real-time signal other than SIGRTMIN+5"));
     }
   }
+  if (absl::Status rule = c.stack_key_rule.Validate(); !rule.ok()) {
+    problems.Add(std::string(rule.message()));
+  }
   for (const std::string& scene : c.splash_scenes) {
     if (scene.empty()) {
       problems.Add("empty splash scene name");

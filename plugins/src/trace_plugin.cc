@@ -25,6 +25,7 @@ absl::Status TracePlugin::OnInit() {
   // A TraceConfig filled in by hand skipped Builder::Build(): an invalid
   // value is an error here, not an abort in a tracer at Start.
   if (absl::Status status = config_.Validate(); !status.ok()) return status;
+  SetStackKeyRule(config_.stack_key_rule);
   if (context().main_looper == nullptr &&
       config_.looper_source != LooperMonitor::Source::kForeign) {
     return absl::FailedPreconditionError(

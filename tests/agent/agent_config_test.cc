@@ -62,6 +62,15 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
   EXPECT_FALSE(c->ShouldMonitor(43));  // An exec'ed child.
 }
 
+TEST(AgentConfigTest, StackKeyModules_CommaSeparated) {
+  absl::StatusOr<AgentConfig> c =
+      Parse({{"MATRIX_KEY_SKIP", "libvendor, /opt/sdk/"}, {"MATRIX_KEY_PROGRAM", "/usr/lib/app/"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->key_skip_modules, testing::ElementsAre("libvendor", "/opt/sdk/"));
+  EXPECT_THAT(c->key_program_modules, testing::ElementsAre("/usr/lib/app/"));
+  EXPECT_TRUE(Parse({})->key_skip_modules.empty());
+}
+
 TEST(AgentConfigTest, FollowExecAndDisable) {
   EXPECT_TRUE(Parse({{"MATRIX_AGENT_PID", "42"}, {"MATRIX_AGENT_FOLLOW_EXEC", "1"}})
                   ->ShouldMonitor(43));

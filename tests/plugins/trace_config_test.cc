@@ -130,6 +130,17 @@ TEST(TraceConfigTest, DropThresholdsOutOfOrder_AreRejectedWithTheValues) {
   EXPECT_TRUE(TraceConfig::Builder().SetDropThresholds(1, 2, 3, 4).Build().ok());
 }
 
+TEST(TraceConfigTest, StackKeyRule_BadPatternIsRejectedAndAGoodOneKept) {
+  absl::StatusOr<TraceConfig> bad =
+      TraceConfig::Builder().SetStackKeyRule({.skip_modules = {"vendor/lib"}}).Build();
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("\"vendor/lib\""));
+  absl::StatusOr<TraceConfig> good =
+      TraceConfig::Builder().SetStackKeyRule({.program_modules = {"/usr/lib/app/"}}).Build();
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_THAT(good->stack_key_rule.program_modules, testing::ElementsAre("/usr/lib/app/"));
+}
+
 TEST(TraceConfigTest, LagNotShorterThanAnr_IsRejectedNamingBoth) {
   for (absl::Duration lag : {absl::Seconds(5), absl::Seconds(6)}) {
     absl::StatusOr<TraceConfig> config = TraceConfig::Builder()

@@ -2,7 +2,7 @@
 //
 //   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
 //              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
-//              [--perf-map] -- PROGRAM [ARGS...]
+//              [--key-skip M]... [--key-program M]... [--perf-map] -- PROGRAM [ARGS...]
 //
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
@@ -52,6 +52,9 @@ constexpr char kUsage[] =
     "                     --perf-basic-prof --interpreted-frames-native-stack (on its\n"
     "                     command line, else through NODE_OPTIONS); node writes\n"
     "                     /tmp/perf-PID.map, removed at exit\n"
+    "  --key-skip M       frames of module M never key a report (repeatable; M is a\n"
+    "                     directory \"/opt/vendor/\" or a file name prefix \"libvendor\")\n"
+    "  --key-program M    module M is the program's own, even under /usr/lib (repeatable)\n"
     "  --quiet            no summary at exit\n";
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
   }
   bool quiet = false;
   bool perf_map = false;
+  std::vector<std::string> key_skip, key_program;  // --key-skip, --key-program.
   int i = 1;
   for (; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -168,6 +172,18 @@ int main(int argc, char** argv) {
       }
       env.emplace_back("MATRIX_REFRESH_HZ", value);
       ++i;
+    } else if (arg == "--key-skip" || arg == "--key-program") {
+      // StackKeyRule's patterns: a directory ("/opt/app/") or a file name
+      // prefix ("libfoo"); the agent checks them again.
+      const std::string_view pattern = value != nullptr ? value : "";
+      const bool directory = pattern.size() > 1 && pattern.front() == '/' && pattern.back() == '/';
+      if (pattern.empty() || pattern.find(',') != std::string_view::npos ||
+          (pattern.find('/') != std::string_view::npos && !directory)) {
+        Fail(absl::StrCat(arg, " needs a directory (\"/opt/app/\", with both slashes) or a "
+                          "file name prefix (\"libfoo\")"));
+      }
+      (arg == "--key-skip" ? key_skip : key_program).emplace_back(pattern);
+      ++i;
     } else if (arg == "--no-frames") {
       env.emplace_back("MATRIX_FRAMES", "0");
     } else if (arg == "--follow-exec") {
@@ -181,6 +197,10 @@ int main(int argc, char** argv) {
     } else {
       break;  // The program, without "--".
     }
+  }
+  if (!key_skip.empty()) env.emplace_back("MATRIX_KEY_SKIP", absl::StrJoin(key_skip, ","));
+  if (!key_program.empty()) {
+    env.emplace_back("MATRIX_KEY_PROGRAM", absl::StrJoin(key_program, ","));
   }
   if (i >= argc) Fail("no program to run");
   const std::string program = argv[i];

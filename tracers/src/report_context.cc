@@ -11,7 +11,6 @@
 #include "matrix/core/handler.h"
 #include "matrix/trace/method_record.h"
 #include "matrix/trace/method_tracer.h"
-#include "matrix/trace/perf_map.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
@@ -29,31 +28,6 @@ proto::DeviceInfo::Level ToProtoLevel(DeviceLevel level) {
 }
 
 }  // namespace
-
-bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn) {
-  // Matched against the module's file name, so full paths and base names
-  // (as block files keep them) both work.
-  static constexpr const char* kSystemModules[] = {
-      "libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux",
-      "linux-vdso", "libm.so", "libdl", "librt", "libabsl_", "libspdlog", "libfmt",
-      "libprotobuf"};
-  const size_t slash = module.rfind('/');
-  const std::string_view base = slash == std::string_view::npos ? module : module.substr(slash + 1);
-  for (const char* m : kSystemModules) {
-    if (base.starts_with(m)) return true;
-  }
-  // Language runtimes: node's executable (V8, libuv). JIT frames (module
-  // kJitModule, "[jit]") are the program's own code, except V8's own stubs.
-  if (base == "node" || base.starts_with("libnode")) return true;
-  if (module == kJitModule) {
-    return fn.starts_with("Builtin:") || fn.starts_with("BytecodeHandler:") ||
-           fn.starts_with("Stub:") || fn.starts_with("Handler:");
-  }
-  if (fn.empty()) return false;
-  // matrix-cpp's own runtime and the C++ standard library.
-  return fn.starts_with("matrix::") || fn.starts_with("std::") || fn.starts_with("absl::") ||
-         fn.starts_with("void std::") || fn.starts_with("__");
-}
 
 void FillDeviceInfo(const ProcReader& proc, proto::DeviceInfo* out) {
   const int cores = NumCpuCores();
@@ -201,50 +175,6 @@ absl::flat_hash_set<uintptr_t> TracedFunctions(const SymbolizedStack& stack,
     if (candidates.contains(address)) traced.insert(address);
   }
   return traced;
-}
-
-std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
-                         const absl::flat_hash_set<uintptr_t>& traced,
-                         absl::Duration total_cost) {
-  absl::flat_hash_map<uintptr_t, absl::Duration> cost_of;  // Entry address -> largest cost.
-  if (tree != nullptr) {
-    for (const CallNode& node : tree->nodes()) {
-      if (node.kind != MethodKind::kFunction) continue;
-      absl::Duration& cost = cost_of[node.address];
-      cost = std::max(cost, node.cost);
-    }
-  }
-  const absl::Duration costly = total_cost * CallTree::kKeyCostShare;
-  for (const StackFrame& frame : stack.frames) {
-    const SymbolInfo& sym = frame.symbol;
-    if (sym.function.empty() || IsSystemOrRuntimeFrame(sym.module, sym.function)) continue;
-    const uintptr_t entry = frame.pc - sym.function_offset;
-    if (!traced.contains(entry)) return sym.function;  // Not traced: stuck here.
-    auto it = cost_of.find(entry);  // Trimmed away: cheap.
-    if (it != cost_of.end() && it->second >= costly) return sym.function;
-  }
-  if (tree != nullptr) {
-    if (std::optional<size_t> k = tree->KeyIndex(total_cost);
-        k && tree->nodes()[*k].kind != MethodKind::kDispatch) {
-      const CallNode& node = tree->nodes()[*k];
-      if (!node.name.empty()) return node.name;
-    }
-  }
-  proto::ThreadStack proto_stack;
-  FillThreadStack(stack, &proto_stack);
-  return NativeStackKey(proto_stack);
-}
-
-std::string NativeStackKey(const proto::ThreadStack& stack) {
-  for (const proto::StackFrame& frame : stack.frames()) {
-    if (!frame.function().empty() && !IsSystemOrRuntimeFrame(frame.module(), frame.function())) {
-      return frame.function();
-    }
-  }
-  for (const proto::StackFrame& frame : stack.frames()) {
-    if (!frame.function().empty()) return frame.function();
-  }
-  return "unknown";
 }
 
 }  // namespace matrix

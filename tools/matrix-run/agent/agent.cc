@@ -280,6 +280,8 @@ bool StartSession(bool from_swap) {
           .EnableEvilMethodTrace(true)
           .SetEvilThreshold(c.evil_threshold)
           .EnableStartup(true)
+          .SetStackKeyRule({.skip_modules = c.key_skip_modules,
+                            .program_modules = c.key_program_modules})
           // The program is not method-traced: a small ring is enough.
           .SetMethodTraceBufferBytes(size_t{64} << 10)
           .Build();

@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 
 namespace matrix::agent {
 namespace {
@@ -79,6 +81,14 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
     }
     c.refresh_hz = hz;
     c.refresh_hz_set = true;
+  }
+  for (auto [name, list] : {std::pair{"MATRIX_KEY_SKIP", &c.key_skip_modules},
+                            std::pair{"MATRIX_KEY_PROGRAM", &c.key_program_modules}}) {
+    const char* v = get_env(name);
+    if (v == nullptr) continue;
+    for (absl::string_view pattern : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+      list->emplace_back(absl::StripAsciiWhitespace(pattern));
+    }
   }
   if (const char* v = get_env("MATRIX_AGENT_PID"); v != nullptr && *v != '\0') {
     int pid = 0;

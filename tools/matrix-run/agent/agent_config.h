@@ -17,6 +17,10 @@
 //   MATRIX_FPS_SLICE_MS        frame time per FPS report (10000)
 //   MATRIX_REFRESH_HZ          display refresh rate for dropped frames (60)
 //   MATRIX_TIMELINE_WINDOW_MS  timeline before a hang's own span (5000)
+//   MATRIX_KEY_SKIP            modules never a report's key, comma-separated
+//                              (StackKeyRule::skip_modules)
+//   MATRIX_KEY_PROGRAM         modules that are the program's own, comma-separated
+//                              (StackKeyRule::program_modules)
 //   MATRIX_AGENT_PID           only this pid is monitored (matrix-run sets it)
 //   MATRIX_AGENT_FOLLOW_EXEC   1: also monitor programs exec'ed by children
 //   MATRIX_AGENT_DISABLE       1: the agent does nothing
@@ -30,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -47,6 +52,8 @@ struct AgentConfig {
   double refresh_hz = 60;
   bool refresh_hz_set = false;  // MATRIX_REFRESH_HZ given: it overrides the display's.
   absl::Duration timeline_window = absl::Seconds(5);
+  std::vector<std::string> key_skip_modules;
+  std::vector<std::string> key_program_modules;
   pid_t target_pid = 0;  // 0: any process.
   bool follow_exec = false;
   bool disabled = false;

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "matrix/trace/frame_stats.h"
 #include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/stack_key.h"
 
 namespace matrix {
 
@@ -111,6 +112,12 @@ struct TraceConfig {
   static constexpr size_t kMinTimelineMaxBytes = 4096;
   static constexpr size_t kMinTimelineCapacity = 16;
   static constexpr size_t kMaxTimelineCapacity = size_t{1} << 22;
+  // Which frames may be a report's group key (matrix/trace/stack_key.h,
+  // docs/stacks.md "Group keys"): modules to skip besides the built-in
+  // system and runtime ones, and modules that are the program's own even
+  // under /usr/lib. Process-wide: set at Matrix::Init, it also applies to
+  // BlockCanary's keys.
+  StackKeyRule stack_key_rule;
   // Matrix's isDebug / isDevEnv: verbose logs.
   bool debug = false;
   bool dev_env = false;
@@ -161,6 +168,7 @@ class TraceConfig::Builder {
   Builder& SetTimelineCapacity(size_t events) { c_.timeline_capacity = events; return *this; }
   Builder& SetTimelineWindow(absl::Duration d) { c_.timeline_window = d; return *this; }
   Builder& SetTimelineMaxBytes(size_t bytes) { c_.timeline_max_bytes = bytes; return *this; }
+  Builder& SetStackKeyRule(StackKeyRule rule) { c_.stack_key_rule = std::move(rule); return *this; }
   Builder& IsDebug(bool on) { c_.debug = on; return *this; }
   Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
 

@@ -27,6 +27,7 @@
 #include "matrix/trace/dispatch_heartbeat.h"
 #include "matrix/trace/proc_stats.h"
 #include "matrix/trace/stack_capture.h"
+#include "matrix/trace/stack_key.h"  // HangStackKey(), NativeStackKey(): the key of a report.
 
 namespace matrix {
 
@@ -80,37 +81,6 @@ void FillMessageInfo(const DispatchHeartbeat::Snapshot& snapshot, proto::Message
 // records, looking up only the stack's own functions.
 absl::flat_hash_set<uintptr_t> TracedFunctions(const SymbolizedStack& stack,
                                                absl::Span<const uint64_t> records);
-
-// HangStackKey()
-//
-// The stack key of a hang, from the looper thread's stack at the crossing and
-// the method-trace tree of the dispatch (null without tracing; it may be
-// trimmed). `traced` holds the stack's functions that were traced (see
-// TracedFunctions). Walking the stack from its innermost frame and skipping
-// system and runtime frames:
-//   - a function built without tracing is where the thread is stuck: it is
-//     the key;
-//   - a traced function is the key when its call costs at least 30% of
-//     `total_cost` (a cheaper one is a passing moment of a longer call);
-// otherwise the tree's own key, then NativeStackKey().
-std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
-                         const absl::flat_hash_set<uintptr_t>& traced, absl::Duration total_cost);
-
-// IsSystemOrRuntimeFrame()
-//
-// Whether a frame never names the culprit: code in libc, the C++ runtime,
-// the dynamic loader, the vDSO or the monitor's own libraries (by the file
-// name of `module`, a path or a base name), or a function of matrix-cpp,
-// std, absl or the implementation (names starting with "__").
-bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view function);
-
-// NativeStackKey()
-//
-// The stack key of a native stack: the innermost frame that belongs to the
-// application rather than to libc, the C++ runtime, the dynamic loader or
-// matrix-cpp itself, named by its function. Falls back to the innermost
-// named frame, then to "unknown".
-std::string NativeStackKey(const proto::ThreadStack& stack);
 
 }  // namespace matrix
 

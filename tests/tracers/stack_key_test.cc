@@ -1,0 +1,171 @@
+// The stack key rule (matrix/trace/stack_key.h): system, toolkit and runtime
+// frames are skipped so the key lands in the program's own code, the rule's
+// overrides, and keys from several captures of one hang.
+
+#include "matrix/trace/stack_key.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "matrix/trace/report_context.h"
+
+namespace matrix {
+namespace {
+
+constexpr char kApp[] = "/home/dev/gallery/build/gallery";
+constexpr char kLibc[] = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+constexpr char kGtk[] = "/usr/lib/x86_64-linux-gnu/libgtk-3.so.0";
+constexpr char kPython[] = "/usr/bin/python3.11";
+constexpr char kNode[] = "/usr/bin/node";
+
+StackFrame Frame(std::string function, std::string module, uintptr_t pc = 0x1000,
+                 std::string file = "", int line = 0) {
+  StackFrame frame;
+  frame.pc = pc;
+  frame.symbol.function = std::move(function);
+  frame.symbol.module = std::move(module);
+  frame.symbol.function_offset = frame.symbol.function.empty() ? 0 : 4;
+  frame.symbol.file = std::move(file);
+  frame.symbol.line = line;
+  return frame;
+}
+
+SymbolizedStack Stack(std::vector<StackFrame> frames) {
+  SymbolizedStack stack;
+  stack.tid = 42;
+  stack.frames = std::move(frames);
+  return stack;
+}
+
+std::string Key(const SymbolizedStack& stack, absl::Span<const SymbolizedStack> earlier = {}) {
+  return HangStackKey(stack, nullptr, {}, absl::Seconds(5), earlier);
+}
+
+class StackKeyTest : public ::testing::Test {
+ protected:
+  ~StackKeyTest() override { SetStackKeyRule({}); }
+};
+
+TEST_F(StackKeyTest, SystemLibrariesToolkitsAndRuntimes_AreSkipped) {
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kLibc, "clock_nanosleep"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kGtk, "gtk_main_do_event"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("libgtk-3.so.0", "gtk_main_do_event"));  // Block files.
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("/opt/qt6/lib/libQt6Core.so.6", "QEventLoop::exec"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kPython, "_PyEval_EvalFrameDefault"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("/usr/local/bin/python3", "time_sleep"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kNode, "Runtime_DateCurrentTime"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("/opt/node/bin/node", "uv_run"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kApp, "v8::base::Time::Now()"));  // A runtime linked in.
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kApp, "_PyObject_Malloc"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(kApp, "matrix::Looper::Loop()"));
+  // A runtime's own interpreted or JIT code.
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "mainloop", "/usr/lib/python3.11/tkinter/__init__.py"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "_call_with_frames_removed", "<frozen importlib._bootstrap>"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[jit]", "listOnTimeout", "node:internal/timers"));
+  // The program's own code, whatever its language.
+  EXPECT_FALSE(IsSystemOrRuntimeFrame(kApp, "app::Decode()"));
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("/usr/bin/glxgears", "draw"));  // A program, not a library.
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("/usr/bin/nodes-editor", "Editor::Save()"));
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("[python]", "busy_work", "/home/dev/app/worker.py"));
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("[jit]", "busyLoop", "/home/dev/app/server.js"));
+}
+
+TEST_F(StackKeyTest, KeyIsTheInnermostFrameOfTheProgram) {
+  // A Python program: interpreter frames around the Python functions.
+  const SymbolizedStack python = Stack({
+      Frame("_PyObject_Malloc", kPython), Frame("_PyEval_EvalFrameDefault", kPython),
+      Frame("busy_work", "[python]", 0, "/home/dev/app/worker.py", 12),
+      Frame("on_click", "[python]", 0, "/home/dev/app/worker.py", 30),
+      Frame("_PyEval_EvalFrameDefault", kPython),
+      Frame("mainloop", "[python]", 0, "/usr/lib/python3.11/tkinter/__init__.py", 1485),
+      Frame("Py_RunMain", kPython), Frame("main", kPython)});
+  EXPECT_EQ(Key(python), "busy_work");
+  // A C++ program stuck in a toolkit call it made.
+  EXPECT_EQ(Key(Stack({Frame("poll", kLibc), Frame("g_main_context_iteration", "/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0"),
+                       Frame("app::Window::Flush()", kApp), Frame("gtk_main", kGtk),
+                       Frame("main", kApp)})),
+            "app::Window::Flush()");
+}
+
+TEST_F(StackKeyTest, AllSystemStack_FallsBackToTheInnermostNamedFrame) {
+  EXPECT_EQ(Key(Stack({Frame("", kLibc), Frame("clock_nanosleep", kLibc),
+                       Frame("_PyEval_EvalFrameDefault", kPython), Frame("main", kPython)})),
+            "clock_nanosleep");
+  EXPECT_EQ(Key(Stack({})), "unknown");
+}
+
+TEST_F(StackKeyTest, RuleOverrides_ProgramModulesWinAndSkipModulesAdd) {
+  const SymbolizedStack stack = Stack({Frame("vendor_spin", "/opt/vendor/libvendor.so.2"),
+                                       Frame("Plugin::Run()", "/usr/lib/gallery/libplugin.so"),
+                                       Frame("app::Main()", kApp)});
+  EXPECT_EQ(Key(stack), "vendor_spin");  // Built in: /usr/lib is the system's.
+  SetStackKeyRule({.skip_modules = {"libvendor"}, .program_modules = {"/usr/lib/gallery/"}});
+  EXPECT_EQ(Key(stack), "Plugin::Run()");
+  SetStackKeyRule({.skip_modules = {"/opt/vendor/", "libplugin"}});
+  EXPECT_EQ(Key(stack), "app::Main()");
+  // A program module wins over a skip pattern that also matches it.
+  SetStackKeyRule({.skip_modules = {"/opt/"}, .program_modules = {"libvendor"}});
+  EXPECT_EQ(Key(stack), "vendor_spin");
+  // Python source directories work for bracketed frames.
+  SetStackKeyRule({.skip_modules = {"/home/dev/app/vendored/"}});
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "f", "/home/dev/app/vendored/lib.py"));
+}
+
+TEST_F(StackKeyTest, RuleValidation_NamesTheBadPattern) {
+  EXPECT_TRUE((StackKeyRule{.skip_modules = {"libfoo", "/opt/x/"}}).Validate().ok());
+  const absl::Status empty = StackKeyRule{.program_modules = {""}}.Validate();
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status half = StackKeyRule{.skip_modules = {"lib/foo"}}.Validate();
+  EXPECT_EQ(half.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(half.message()), testing::HasSubstr("\"lib/foo\""));
+  EXPECT_FALSE((StackKeyRule{.skip_modules = {"/opt/x"}}).Validate().ok());
+}
+
+// One capture lands wherever the loop is: the stalled function's clock
+// helper in one capture, the function itself in another.
+TEST_F(StackKeyTest, SeveralCaptures_KeyOnTheDeepestSharedFrame) {
+  auto stalled = [](std::vector<StackFrame> inner) {
+    std::vector<StackFrame> frames = std::move(inner);
+    frames.push_back(Frame("app::Stall()", kApp, 0x2010));
+    frames.push_back(Frame("app::OnClick()", kApp, 0x3010));
+    frames.push_back(Frame("main", kApp, 0x4010));
+    return Stack(std::move(frames));
+  };
+  const SymbolizedStack in_clock =
+      stalled({Frame("clock_gettime", "linux-vdso.so.1"), Frame("app::NowMicros()", kApp, 0x1010)});
+  const SymbolizedStack in_stall = stalled({});
+  const SymbolizedStack in_hash = stalled({Frame("app::Hash(int)", kApp, 0x5010)});
+  // Alone, the crossing capture keys on the helper.
+  EXPECT_EQ(Key(in_clock), "app::NowMicros()");
+  EXPECT_EQ(SharedOuterFrames(in_clock, {in_stall, in_hash}), 3u);
+  const std::vector<SymbolizedStack> earlier = {in_stall, in_hash};
+  EXPECT_EQ(Key(in_clock, earlier), "app::Stall()");
+  EXPECT_EQ(Key(in_hash, std::vector<SymbolizedStack>{in_clock}), "app::Stall()");
+  // The same function at another pc is the same frame.
+  SymbolizedStack moved = in_stall;
+  moved.frames[0].pc += 0x40;
+  EXPECT_EQ(SharedOuterFrames(in_stall, {moved}), 3u);
+  // Failed captures are ignored; captures that share nothing leave the
+  // crossing stack alone.
+  EXPECT_EQ(Key(in_clock, std::vector<SymbolizedStack>{Stack({})}), "app::NowMicros()");
+  const SymbolizedStack elsewhere = Stack({Frame("other_main", "/usr/bin/other")});
+  EXPECT_EQ(Key(in_clock, std::vector<SymbolizedStack>{elsewhere}), "app::NowMicros()");
+}
+
+TEST_F(StackKeyTest, SeveralCaptures_PythonFramesCompareByFunctionNotLine) {
+  auto python = [](int line, std::vector<StackFrame> inner) {
+    std::vector<StackFrame> frames = std::move(inner);
+    frames.push_back(Frame("_PyEval_EvalFrameDefault", kPython, 0x7000));
+    frames.push_back(Frame("spin", "[python]", 0, "/home/dev/app/a.py", line));
+    frames.push_back(Frame("main", "[python]", 0, "/home/dev/app/a.py", 40));
+    return Stack(std::move(frames));
+  };
+  const SymbolizedStack a = python(12, {Frame("_PyObject_Malloc", kPython, 0x6000)});
+  const SymbolizedStack b = python(14, {Frame("time_monotonic", kPython, 0x6800)});
+  EXPECT_EQ(Key(a, std::vector<SymbolizedStack>{b}), "spin");
+}
+
+}  // namespace
+}  // namespace matrix

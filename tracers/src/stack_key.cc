@@ -1,0 +1,231 @@
+#include "matrix/trace/stack_key.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "matrix/trace/report_context.h"
+#include "matrix/trace/symbolizer.h"
+
+namespace matrix {
+namespace {
+
+// File name prefixes: the same libraries when only a base name is known (block
+// files), the loader and vDSO, matrix-cpp's own libraries, and the
+// executables of language runtimes, which carry the interpreter or VM.
+constexpr std::string_view kSystemFileNames[] = {
+    // C and C++ runtime, loader, vDSO.
+    "libc.so", "libc-", "libpthread", "libstdc++", "libgcc_s", "ld-linux", "linux-vdso", "[vdso]",
+    "libm.so", "libdl", "librt", "libffi",
+    // matrix-cpp and what it is built on.
+    "libabsl_", "libspdlog", "libfmt", "libprotobuf", "libmatrix", "libdw", "libelf",
+    // Toolkits and graphics.
+    "libglib-", "libgobject-", "libgio-", "libgtk-", "libgdk-", "libQt", "libtcl", "libtk",
+    "libSDL", "libX11", "libxcb", "libGL", "libEGL", "libGLX", "libvulkan", "libuv",
+    // Language runtimes.
+    "libpython", "libnode", "libluajit", "liblua", "libjvm", "libruby", "libperl"};
+
+// Executables of language runtimes (they carry the interpreter or VM), by
+// name, optionally followed by a version: python3.11, lua5.4, tclsh8.6.
+constexpr std::string_view kRuntimeExecutables[] = {
+    "python", "node", "nodejs", "luajit", "lua", "java", "ruby", "perl", "tclsh", "wish", "gjs",
+    "qml", "qmlscene"};
+
+bool IsRuntimeExecutable(std::string_view base) {
+  for (std::string_view name : kRuntimeExecutables) {
+    if (!base.starts_with(name)) continue;
+    if (base.size() == name.size()) return true;
+    const char next = base[name.size()];
+    if ((next >= '0' && next <= '9') || next == '.' || next == '-') return true;
+  }
+  return false;
+}
+
+// Source files of a runtime's own interpreted or JIT code.
+constexpr std::string_view kRuntimeSourcePrefixes[] = {"/usr/lib/python", "/usr/lib64/python",
+                                                       "<frozen ", "node:", "/usr/share/nodejs/",
+                                                       "/usr/lib/node_modules/"};
+
+// Function names of matrix-cpp, the standard library and runtimes linked in.
+constexpr std::string_view kSystemFunctionPrefixes[] = {
+    "matrix::", "std::", "void std::", "absl::", "__", "v8::", "node::", "_Py", "PyEval_",
+    "PyObject_"};
+
+std::string_view BaseName(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool IsBracketed(std::string_view module) { return !module.empty() && module.front() == '['; }
+
+// Whether `pattern` (a directory or a file name prefix) matches the module,
+// or the source file of a bracketed module's frame.
+bool Matches(std::string_view pattern, std::string_view module, std::string_view file) {
+  if (pattern.back() == '/') {
+    return module.starts_with(pattern) || (IsBracketed(module) && file.starts_with(pattern));
+  }
+  return !IsBracketed(module) && BaseName(module).starts_with(pattern);
+}
+
+bool AnyMatches(const std::vector<std::string>& patterns, std::string_view module,
+                std::string_view file) {
+  for (const std::string& p : patterns) {
+    if (Matches(p, module, file)) return true;
+  }
+  return false;
+}
+
+struct RuleHolder {
+  absl::Mutex mu;
+  StackKeyRule rule ABSL_GUARDED_BY(mu);
+};
+
+RuleHolder& Holder() {
+  static RuleHolder* const holder = new RuleHolder;  // Never destroyed.
+  return *holder;
+}
+
+// A frame's identity for comparing captures: the function of a module.
+struct FrameId {
+  std::string_view module;
+  std::string_view function;
+  std::string_view file;  // Interpreted code: functions of different files.
+  uintptr_t pc;           // Unnamed frames only.
+  bool operator==(const FrameId&) const = default;
+};
+
+FrameId IdOf(const StackFrame& frame) {
+  const SymbolInfo& s = frame.symbol;
+  if (s.function.empty()) return {s.module, {}, {}, frame.pc};
+  return {s.module, s.function, IsBracketed(s.module) ? std::string_view(s.file) : "", 0};
+}
+
+}  // namespace
+
+absl::Status StackKeyRule::Validate() const {
+  for (const auto* list : {&skip_modules, &program_modules}) {
+    for (const std::string& p : *list) {
+      const size_t slash = p.find('/');
+      const bool directory = !p.empty() && p.front() == '/' && p.back() == '/';
+      if (p.empty() || (slash != std::string::npos && !directory)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "stack key module pattern \"", p,
+            "\": expected a directory (\"/opt/app/\", with both slashes) or a file name prefix "
+            "(\"libfoo\")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SetStackKeyRule(StackKeyRule rule) {
+  RuleHolder& holder = Holder();
+  absl::MutexLock lock(&holder.mu);
+  holder.rule = std::move(rule);
+}
+
+StackKeyRule GetStackKeyRule() {
+  RuleHolder& holder = Holder();
+  absl::MutexLock lock(&holder.mu);
+  return holder.rule;
+}
+
+bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn, std::string_view file) {
+  RuleHolder& holder = Holder();
+  {
+    absl::MutexLock lock(&holder.mu);
+    if (AnyMatches(holder.rule.program_modules, module, file)) return false;
+    if (AnyMatches(holder.rule.skip_modules, module, file)) return true;
+  }
+  if (IsBracketed(module)) {
+    for (std::string_view prefix : kRuntimeSourcePrefixes) {
+      if (file.starts_with(prefix)) return true;
+    }
+  } else {
+    if (IsSystemLibrary(module)) return true;
+    const std::string_view base = BaseName(module);
+    for (std::string_view name : kSystemFileNames) {
+      if (base.starts_with(name)) return true;
+    }
+    if (IsRuntimeExecutable(base)) return true;
+  }
+  for (std::string_view prefix : kSystemFunctionPrefixes) {
+    if (fn.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+size_t SharedOuterFrames(const SymbolizedStack& stack, absl::Span<const SymbolizedStack> others) {
+  const size_t n = stack.frames.size();
+  size_t shared = n;
+  for (const SymbolizedStack& other : others) {
+    if (other.frames.empty()) continue;
+    const size_t m = other.frames.size();
+    size_t k = 0;
+    while (k < std::min(shared, m) && IdOf(stack.frames[n - 1 - k]) == IdOf(other.frames[m - 1 - k])) {
+      ++k;
+    }
+    shared = k;
+  }
+  return shared;
+}
+
+std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
+                         const absl::flat_hash_set<uintptr_t>& traced, absl::Duration total_cost,
+                         absl::Span<const SymbolizedStack> earlier) {
+  absl::flat_hash_map<uintptr_t, absl::Duration> cost_of;  // Entry address -> largest cost.
+  if (tree != nullptr) {
+    for (const CallNode& node : tree->nodes()) {
+      if (node.kind != MethodKind::kFunction) continue;
+      absl::Duration& cost = cost_of[node.address];
+      cost = std::max(cost, node.cost);
+    }
+  }
+  // The frames every capture shares, from the outermost one in.
+  size_t shared = SharedOuterFrames(stack, earlier);
+  if (shared == 0) shared = stack.frames.size();
+  const absl::Span<const StackFrame> frames =
+      absl::MakeConstSpan(stack.frames).subspan(stack.frames.size() - shared);
+
+  const absl::Duration costly = total_cost * CallTree::kKeyCostShare;
+  for (const StackFrame& frame : frames) {
+    const SymbolInfo& sym = frame.symbol;
+    if (sym.function.empty() || IsSystemOrRuntimeFrame(sym.module, sym.function, sym.file)) {
+      continue;
+    }
+    const uintptr_t entry = frame.pc - sym.function_offset;
+    if (!traced.contains(entry)) return sym.function;  // Not traced: stuck here.
+    auto it = cost_of.find(entry);  // Trimmed away: cheap.
+    if (it != cost_of.end() && it->second >= costly) return sym.function;
+  }
+  if (tree != nullptr) {
+    if (std::optional<size_t> k = tree->KeyIndex(total_cost);
+        k && tree->nodes()[*k].kind != MethodKind::kDispatch) {
+      const CallNode& node = tree->nodes()[*k];
+      if (!node.name.empty()) return node.name;
+    }
+  }
+  SymbolizedStack considered;
+  considered.frames.assign(frames.begin(), frames.end());
+  proto::ThreadStack proto_stack;
+  FillThreadStack(considered, &proto_stack);
+  return NativeStackKey(proto_stack);
+}
+
+std::string NativeStackKey(const proto::ThreadStack& stack) {
+  for (const proto::StackFrame& frame : stack.frames()) {
+    if (!frame.function().empty() &&
+        !IsSystemOrRuntimeFrame(frame.module(), frame.function(), frame.file())) {
+      return frame.function();
+    }
+  }
+  for (const proto::StackFrame& frame : stack.frames()) {
+    if (!frame.function().empty()) return frame.function();
+  }
+  return "unknown";
+}
+
+}  // namespace matrix
