@@ -146,10 +146,10 @@ constexpr uintptr_t kMaxFramePointerSpan = uintptr_t{64} << 20;
 // Reads two words at `address` without faulting on bad memory: the kernel
 // copies them (process_vm_readv on this process returns EFAULT instead of
 // raising SIGSEGV). False when they cannot be read.
-bool ReadTwoWords(uintptr_t address, uintptr_t out[2]) {
+bool ReadTwoWords(pid_t pid, uintptr_t address, uintptr_t out[2]) {
   iovec local{out, 2 * sizeof(uintptr_t)};
   iovec remote{reinterpret_cast<void*>(address), 2 * sizeof(uintptr_t)};
-  const ssize_t n = syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0);
+  const ssize_t n = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0);
   return n == static_cast<ssize_t>(2 * sizeof(uintptr_t));
 }
 
@@ -160,11 +160,12 @@ bool ReadTwoWords(uintptr_t address, uintptr_t out[2]) {
 void WalkFramePointers(UnwindState* state, uintptr_t fp, uintptr_t stack_low) {
   const uintptr_t stack_high =
       stack_low + kMaxFramePointerSpan < stack_low ? UINTPTR_MAX : stack_low + kMaxFramePointerSpan;
+  const pid_t pid = getpid();
   uintptr_t low = stack_low;
   while (fp != 0 && (fp & (sizeof(uintptr_t) - 1)) == 0 && fp >= low &&
          fp <= stack_high - 2 * sizeof(uintptr_t)) {
     uintptr_t words[2];
-    if (!ReadTwoWords(fp, words)) break;
+    if (!ReadTwoWords(pid, fp, words)) break;
     const uintptr_t next_fp = words[0];
     const uintptr_t return_address = words[1];
     if (return_address < 4096) break;  // The chain's end (0) or not a code address.
