@@ -99,7 +99,8 @@ TEST(NodeJitTest, AnrNamesTheJavaScriptFunctionAndTheNativeFramesBelowIt) {
     EXPECT_THAT(r.run.out, ::testing::HasSubstr("done ")) << r.run.err;
     ASSERT_EQ(r.anrs.size(), 1u) << r.run.err;
     const auto& stack = r.anrs[0].issue.anr().thread_stack();
-    const std::string frames = Frames(stack);
+    const std::string frames =
+        absl::StrCat(Frames(stack), "error: ", stack.error(), "\n", r.run.err);
     int js = -1;
     for (int i = 0; i < stack.frames_size(); ++i) {
       if (stack.frames(i).function() == "busyLoop") {
