@@ -18,6 +18,8 @@ namespace matrix {
 namespace {
 
 constexpr char kSep[] = "\r\n";
+// Between a frame's module and its source location.
+constexpr absl::string_view kAt = " at ";
 constexpr char kKv[] = " = ";
 constexpr char kStars[] = "**********************";
 constexpr char kWriteLogTime[] = "(write log time)";
@@ -79,9 +81,12 @@ std::string FormatRates(const BlockCpuRate& r) {
                          r.user, r.system, r.iowait);
 }
 
+// "function+0xOFFSET (module)", then " at file:line" when the line is known.
 std::string FormatFrame(const BlockFrame& f) {
-  return absl::StrFormat("%s+0x%x (%s)", f.function.empty() ? "??" : OneLine(f.function),
-                         f.offset, OneLine(f.module));
+  std::string out = absl::StrFormat("%s+0x%x (%s)", f.function.empty() ? "??" : OneLine(f.function),
+                                    f.offset, OneLine(f.module));
+  if (!f.file.empty() && f.line > 0) absl::StrAppend(&out, kAt, OneLine(f.file), ":", f.line);
+  return out;
 }
 
 absl::Status Corrupt(absl::string_view what) {
@@ -118,6 +123,21 @@ std::optional<BlockCpuRate> ParseRates(absl::string_view text) {
 }
 
 std::optional<BlockFrame> ParseFrame(absl::string_view line) {
+  // The source location after the module, when known.
+  std::string file;
+  int source_line = 0;
+  // The first ") at " ends the module: a file name may hold " at " itself.
+  if (const size_t close = line.find(absl::StrCat(")", kAt)); close != absl::string_view::npos) {
+    const size_t at = close + 1;
+    const absl::string_view location = line.substr(at + kAt.size());
+    const size_t colon = location.rfind(':');
+    if (colon == absl::string_view::npos || colon == 0 ||
+        !absl::SimpleAtoi(location.substr(colon + 1), &source_line) || source_line <= 0) {
+      return std::nullopt;
+    }
+    file = std::string(location.substr(0, colon));
+    line = line.substr(0, at);
+  }
   if (line.empty() || line.back() != ')') return std::nullopt;
   const size_t open = line.rfind(" (");
   if (open == absl::string_view::npos) return std::nullopt;
@@ -129,6 +149,8 @@ std::optional<BlockFrame> ParseFrame(absl::string_view line) {
   if (!absl::SimpleHexAtoi(left.substr(plus + 3), &f.offset)) return std::nullopt;
   const absl::string_view fn = left.substr(0, plus);
   if (fn != "??") f.function = std::string(fn);
+  f.file = std::move(file);
+  f.line = source_line;
   return f;
 }
 
@@ -391,6 +413,8 @@ proto::BlockReport ToBlockReport(const BlockInfo& info) {
       frame->set_function(f.function);
       frame->set_module(f.module);
       frame->set_offset(f.offset);
+      if (!f.file.empty()) frame->set_file(f.file);
+      if (f.line > 0) frame->set_line(f.line);
     }
   }
   r.set_key_stack_line(info.key);
@@ -405,7 +429,8 @@ bool FrameMatches(const BlockFrame& frame, absl::string_view package) {
 
 bool IsConcernedFrame(const BlockFrame& frame, const std::vector<std::string>& concern_packages) {
   if (concern_packages.empty()) {
-    return !frame.function.empty() && !IsSystemOrRuntimeFrame(frame.module, frame.function);
+    return !frame.function.empty() &&
+           !IsSystemOrRuntimeFrame(frame.module, frame.function, frame.file);
   }
   for (const std::string& package : concern_packages) {
     if (package.empty()) continue;

@@ -717,6 +717,8 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
       f.offset = frame.symbol.function.empty() ? frame.symbol.module_offset
                                                : frame.symbol.function_offset;
       f.module = BaseName(frame.symbol.module);
+      f.file = frame.symbol.file;
+      f.line = frame.symbol.line;
       sample.frames.push_back(std::move(f));
     }
     info.samples.push_back(std::move(sample));

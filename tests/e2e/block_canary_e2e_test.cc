@@ -102,6 +102,13 @@ TEST(BlockCanaryE2ETest, BlockWithEarlyPhase_FileSamplesNameBothFunctions) {
   }
   EXPECT_GE(early, 1) << dump;
   EXPECT_GE(late, 5) << dump;
+  // Sample frames carry their source lines, as ANR frames do (the test
+  // binaries have DWARF), in the file and read back from it.
+  for (const matrix::BlockFrame& frame : block->samples.back().frames) {
+    if (!absl::StrContains(frame.function, "e2e::LoadDocument(absl::")) continue;
+    EXPECT_TRUE(absl::EndsWith(frame.file, "tests/e2e/uninstrumented.cc")) << frame.file;
+    EXPECT_GT(frame.line, 0);
+  }
   // Samples span the block: the first within about one interval of its
   // start (plus scheduling slack), the last near its end.
   EXPECT_LT(block->samples.front().time - block->time_start, 2 * interval + absl::Milliseconds(100))

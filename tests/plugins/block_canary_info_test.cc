@@ -20,8 +20,9 @@ absl::Time At(int year, int month, int day, int hour, int minute, int second, in
          absl::Milliseconds(millis);
 }
 
-BlockFrame Frame(std::string function, uint64_t offset, std::string module) {
-  return BlockFrame{std::move(function), offset, std::move(module)};
+BlockFrame Frame(std::string function, uint64_t offset, std::string module,
+                 std::string file = "", int line = 0) {
+  return BlockFrame{std::move(function), offset, std::move(module), std::move(file), line};
 }
 
 BlockInfo SampleInfo() {
@@ -54,8 +55,9 @@ BlockInfo SampleInfo() {
   };
   info.samples = {
       BlockStackSample{At(2025, 11, 21, 10, 0, 0, 165),
-                       {Frame("app::ParseHeader()", 0x2e, "gallery"),
-                        Frame("app::Load(std::string const&)", 0x11, "gallery"),
+                       {Frame("app::ParseHeader()", 0x2e, "gallery", "/src/app/parse.cc", 88),
+                        Frame("app::Load(std::string const&)", 0x11, "gallery",
+                              "/src/app/load at night.cc", 12),
                         Frame("", 0x3c4d, "libfoo.so")}},
       BlockStackSample{At(2025, 11, 21, 10, 0, 1, 265),
                        {Frame("app::DecodeBody()", 0x40, "gallery"),
@@ -98,8 +100,8 @@ TEST(BlockLogFormatTest, Format_WritesBlockCanaryLayoutWithCrlf) {
       "\r\n"
       "stack = 11-21 10:00:00.165\r\n"
       "\r\n"
-      "app::ParseHeader()+0x2e (gallery)\r\n"
-      "app::Load(std::string const&)+0x11 (gallery)\r\n"
+      "app::ParseHeader()+0x2e (gallery) at /src/app/parse.cc:88\r\n"
+      "app::Load(std::string const&)+0x11 (gallery) at /src/app/load at night.cc:12\r\n"
       "??+0x3c4d (libfoo.so)\r\n"
       "\r\n"
       "11-21 10:00:01.265\r\n"
@@ -193,6 +195,8 @@ TEST(BlockLogFormatTest, Parse_CorruptFiles_FailWithReason) {
       {absl::StrReplaceAll(good, {{"time = 1503", "time = soon"}}), "time"},
       {absl::StrReplaceAll(good, {{"cpu-busy = false", "cpu-busy = maybe"}}), "cpu-busy"},
       {absl::StrReplaceAll(good, {{"(gallery)\r\n", "gallery\r\n"}}), "stack frame"},
+      {absl::StrReplaceAll(good, {{"parse.cc:88", "parse.cc:x"}}), "stack frame"},
+      {absl::StrReplaceAll(good, {{"parse.cc:88", "parse.cc"}}), "stack frame"},
       {absl::StrReplaceAll(good, {{"ioWait:1% ]", "ioWait:1%"}}), "cpu-rate"},
       {absl::StrReplaceAll(good, {{"qua = ", "qua: "}}), "unexpected line"},
   };
@@ -221,6 +225,9 @@ TEST(BlockLogFormatTest, ToBlockReport_CarriesFieldsAndOffsets) {
   EXPECT_EQ(r.samples(1).offset_ms(), 1142);
   EXPECT_EQ(r.samples(0).frames(0).function(), "app::ParseHeader()");
   EXPECT_EQ(r.samples(0).frames(2).offset(), 0x3c4du);
+  EXPECT_EQ(r.samples(0).frames(0).file(), "/src/app/parse.cc");
+  EXPECT_EQ(r.samples(0).frames(0).line(), 88u);
+  EXPECT_EQ(r.samples(0).frames(2).file(), "");
   EXPECT_EQ(r.key_stack_line(), "app::DecodeBody()");
   EXPECT_EQ(r.log_file(), "/tmp/x/looper-1.log");
   EXPECT_EQ(r.message().callback(), info.message);

@@ -335,6 +335,7 @@ class UvAnrTest : public ::testing::Test {
                                                          matrix::UIThreadMonitor::Options());
     monitor_->Start();
     matrix::AnrTracer::Options options;
+    options.key_captures = 0;  // The test counts captures.
     options.monitor = monitor_.get();
     options.watchdog_looper = watchdog_;
     options.worker_looper = worker_;

@@ -43,6 +43,10 @@ __attribute__((noinline)) void Unrelated() {
   g_sink = 4;
   asm volatile("" ::: "memory");
 }
+__attribute__((noinline)) void NowMicros() {
+  g_sink = 5;
+  asm volatile("" ::: "memory");
+}
 }  // namespace app
 
 namespace matrix {
@@ -117,6 +121,7 @@ class AnrTracerTest : public ::testing::Test {
     options.report_with_debugger = report_with_debugger;
     options.proc_root = proc_.root();
     options.capture = capture_.AsFunction();
+    options.key_captures = key_captures_;
     options.report = issues_.callback();
     anr_ = std::make_unique<AnrTracer>(std::move(options));
     anr_->OnStartTrace();
@@ -146,6 +151,8 @@ class AnrTracerTest : public ::testing::Test {
     env_.RunUntilIdle();
   }
 
+  // Off unless a test is about keys: the others count captures.
+  int key_captures_ = 0;
   testing::TestEnvironment env_;
   Looper* const watchdog_;
   Looper* const worker_;
@@ -157,6 +164,76 @@ class AnrTracerTest : public ::testing::Test {
   std::unique_ptr<UIThreadMonitor> monitor_;
   std::unique_ptr<AnrTracer> anr_;
 };
+
+// A hang spinning in ReadConfigFile, which calls a clock helper now and then:
+// the crossing's sample falls in the helper, the two taken 100 and 50 ms
+// before it in ReadConfigFile itself. The key is the deepest frame all three
+// share; the reported stack stays the crossing's.
+TEST_F(AnrTracerTest, KeyCaptures_KeyOnTheFrameTheCapturesShare) {
+  key_captures_ = 2;
+  Start();
+  const std::vector<uintptr_t> in_loop = {ReturnAddressIn(&app::ReadConfigFile),
+                                          ReturnAddressIn(&app::OnClick),
+                                          ReturnAddressIn(&Looper::Loop)};
+  const std::vector<uintptr_t> in_helper = {ReturnAddressIn(&app::NowMicros),
+                                            ReturnAddressIn(&app::ReadConfigFile),
+                                            ReturnAddressIn(&app::OnClick),
+                                            ReturnAddressIn(&Looper::Loop)};
+  for (int i = 0; i < 2; ++i) capture_.QueueFrames(in_loop);    // Before the LAG crossing.
+  capture_.QueueFrames(in_helper);                               // The LAG crossing.
+  for (int i = 0; i < 2; ++i) capture_.QueueFrames(in_loop);    // Before the ANR crossing.
+  capture_.QueueFrames(in_helper);                               // The ANR crossing.
+  env_.FastForwardBy(absl::Milliseconds(300));
+  const TimeTicks begin = env_.Now();
+  Begin();
+  env_.FastForwardBy(kAnr);
+  const absl::Duration ms = absl::Milliseconds(1);
+  EXPECT_THAT(capture_.times(),
+              ElementsAre(begin + kLag - 100 * ms, begin + kLag - 50 * ms, begin + kLag,
+                          begin + kAnr - 100 * ms, begin + kAnr - 50 * ms, begin + kAnr));
+  const std::vector<Issue> anrs = issues_.WithDetail(proto::ANR);
+  ASSERT_THAT(anrs, SizeIs(1));
+  const proto::AnrReport& anr = anrs[0].proto().anr();
+  EXPECT_EQ(anr.thread_stack().frames(0).function(), "app::NowMicros()");
+  EXPECT_EQ(anr.stack_key(), "app::ReadConfigFile()");
+  EXPECT_EQ(anrs[0].key(), "app::ReadConfigFile()");
+  End();
+}
+
+// The same stacks with key captures off: the one sample keys on the helper.
+TEST_F(AnrTracerTest, KeyCaptures_Off_KeyOnTheCrossingsStackAlone) {
+  Start();
+  capture_.SetFrames({ReturnAddressIn(&app::NowMicros), ReturnAddressIn(&app::ReadConfigFile),
+                      ReturnAddressIn(&app::OnClick), ReturnAddressIn(&Looper::Loop)});
+  env_.FastForwardBy(absl::Milliseconds(300));
+  Begin();
+  env_.FastForwardBy(kAnr);
+  const std::vector<Issue> anrs = issues_.WithDetail(proto::ANR);
+  ASSERT_THAT(anrs, SizeIs(1));
+  EXPECT_EQ(anrs[0].proto().anr().stack_key(), "app::NowMicros()");
+  End();
+}
+
+// A dispatch that ends between its key captures and the crossing never
+// lends them to the next dispatch's report.
+TEST_F(AnrTracerTest, KeyCaptures_OfAnEndedDispatch_AreNotUsedForTheNext) {
+  key_captures_ = 2;
+  Start();
+  capture_.SetFrames({ReturnAddressIn(&app::Unrelated), ReturnAddressIn(&Looper::Loop)});
+  env_.FastForwardBy(absl::Milliseconds(300));
+  Begin();
+  env_.FastForwardBy(kLag - absl::Milliseconds(20));  // Both key captures taken.
+  End();
+  EXPECT_EQ(capture_.times().size(), 2u);
+  capture_.SetFrames({ReturnAddressIn(&app::ReadConfigFile), ReturnAddressIn(&app::OnClick),
+                      ReturnAddressIn(&Looper::Loop)});
+  Begin();
+  env_.FastForwardBy(kAnr);
+  const std::vector<Issue> anrs = issues_.WithDetail(proto::ANR);
+  ASSERT_THAT(anrs, SizeIs(1));
+  EXPECT_EQ(anrs[0].proto().anr().stack_key(), "app::ReadConfigFile()");
+  End();
+}
 
 TEST_F(AnrTracerTest, Anr_FiresExactlyAtThreshold_WithTheCrossingsEvidence) {
   AppState::Get()->OnSceneShown("Gallery");

@@ -64,6 +64,7 @@ TEST_F(StackKeyTest, SystemLibrariesToolkitsAndRuntimes_AreSkipped) {
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "mainloop", "/usr/lib/python3.11/tkinter/__init__.py"));
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "_call_with_frames_removed", "<frozen importlib._bootstrap>"));
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[jit]", "listOnTimeout", "node:internal/timers"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[jit]", "Builtin:ArrayMap"));  // No source file.
   // The program's own code, whatever its language.
   EXPECT_FALSE(IsSystemOrRuntimeFrame(kApp, "app::Decode()"));
   EXPECT_FALSE(IsSystemOrRuntimeFrame("/usr/bin/glxgears", "draw"));  // A program, not a library.

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -141,6 +142,8 @@ class FakeCapture {
   explicit FakeCapture(const TickClock* clock) : clock_(clock) {}
 
   void SetFrames(std::vector<uintptr_t> frames) { frames_ = std::move(frames); }
+  // The frames of the next captures, one entry each, before SetFrames' ones.
+  void QueueFrames(std::vector<uintptr_t> frames) { queued_.push_back(std::move(frames)); }
   void SetStatus(absl::Status status) { status_ = std::move(status); }
   // Runs inside the next capture (as the looper thread would, meanwhile).
   void RunDuringNextCapture(std::function<void()> fn) { during_next_ = std::move(fn); }
@@ -155,7 +158,12 @@ class FakeCapture {
       out->tid = thread.tid();
       out->exact_top_pc = false;
       out->captured_at = clock_->NowTicks();
-      for (uintptr_t pc : frames_) out->pcs[static_cast<size_t>(out->depth++)] = pc;
+      std::vector<uintptr_t> frames = frames_;
+      if (!queued_.empty()) {
+        frames = std::move(queued_.front());
+        queued_.pop_front();
+      }
+      for (uintptr_t pc : frames) out->pcs[static_cast<size_t>(out->depth++)] = pc;
       return absl::OkStatus();
     };
   }
@@ -167,6 +175,7 @@ class FakeCapture {
  private:
   const TickClock* const clock_;
   std::vector<uintptr_t> frames_;
+  std::deque<std::vector<uintptr_t>> queued_;
   absl::Status status_;
   std::function<void()> during_next_;
   std::vector<TimeTicks> times_;

@@ -2,7 +2,7 @@
 //
 //   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
 //              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
-//              [--key-skip M]... [--key-program M]... -- PROGRAM [ARGS...]
+//              [--key-skip M]... [--key-program M]... [--perf-map] -- PROGRAM [ARGS...]
 //
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
@@ -48,6 +48,10 @@ constexpr char kUsage[] =
     "                     began (default 5000)\n"
     "  --refresh-hz HZ    display refresh rate for dropped frames (default: display's or 60)\n"
     "  --follow-exec      also monitor programs the program's children exec\n"
+    "  --perf-map         JavaScript function names in node's stacks: runs node with\n"
+    "                     --perf-basic-prof --interpreted-frames-native-stack (on its\n"
+    "                     command line, else through NODE_OPTIONS); node writes\n"
+    "                     /tmp/perf-PID.map, removed at exit\n"
     "  --key-skip M       frames of module M never key a report (repeatable; M is a\n"
     "                     directory \"/opt/vendor/\" or a file name prefix \"libvendor\")\n"
     "  --key-program M    module M is the program's own, even under /usr/lib (repeatable)\n"
@@ -129,6 +133,7 @@ int main(int argc, char** argv) {
     report_dir = "./matrix-reports";
   }
   bool quiet = false;
+  bool perf_map = false;
   std::vector<std::string> key_skip, key_program;  // --key-skip, --key-program.
   int i = 1;
   for (; i < argc; ++i) {
@@ -183,6 +188,8 @@ int main(int argc, char** argv) {
       env.emplace_back("MATRIX_FRAMES", "0");
     } else if (arg == "--follow-exec") {
       env.emplace_back("MATRIX_AGENT_FOLLOW_EXEC", "1");
+    } else if (arg == "--perf-map") {
+      perf_map = true;
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -234,7 +241,33 @@ int main(int argc, char** argv) {
     setenv("MATRIX_REPORT_NAME", absl::StrCat(base, "-", getpid()).c_str(), 1);
     setenv("MATRIX_AGENT_PID", absl::StrCat(getpid()).c_str(), 1);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    execvp(program.c_str(), argv + i);
+    std::vector<char*> program_argv(argv + i, argv + argc);
+    program_argv.push_back(nullptr);
+    if (perf_map) {
+      // --perf-basic-prof: node writes /tmp/perf-PID.map, names for its JIT
+      // code. --interpreted-frames-native-stack: each interpreted function
+      // gets its own copy of the interpreter's entry, so interpreted frames
+      // are named too. --perf-basic-prof also makes V8 write a log
+      // (isolate-0x...-PID-v8.log) into the working directory; on node's
+      // command line --logfile=/dev/null stops that, but NODE_OPTIONS does
+      // not allow --logfile (docs/matrix-run.md, "JavaScript names").
+      constexpr char kNodeFlags[] = "--perf-basic-prof --interpreted-frames-native-stack";
+      if (base == "node" || base == "nodejs") {
+        static char perf_basic_prof[] = "--perf-basic-prof";
+        static char interpreted[] = "--interpreted-frames-native-stack";
+        static char no_log[] = "--logfile=/dev/null";
+        program_argv.insert(program_argv.begin() + 1, {perf_basic_prof, interpreted, no_log});
+      } else {
+        // A script or launcher that starts node: only node reads NODE_OPTIONS
+        // (every node the program starts).
+        const char* options = std::getenv("NODE_OPTIONS");
+        const std::string node_options = options != nullptr && *options != '\0'
+                                             ? absl::StrCat(options, " ", kNodeFlags)
+                                             : kNodeFlags;
+        setenv("NODE_OPTIONS", node_options.c_str(), 1);
+      }
+    }
+    execvp(program.c_str(), program_argv.data());
     std::fprintf(stderr, "matrix-run: %s: %s\n", program.c_str(), strerror(errno));
     _exit(127);
   }
@@ -247,6 +280,9 @@ int main(int argc, char** argv) {
     }
   }
   g_child = 0;
+  // node never removes its perf map; /tmp would fill up run after run. (The
+  // program's own node children keep theirs.)
+  if (perf_map) unlink(absl::StrCat("/tmp/perf-", child, ".map").c_str());
 
   if (!quiet) {
     const std::string file = absl::StrCat(report_dir, "/", base, "-", child, ".jsonl");

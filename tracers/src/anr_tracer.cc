@@ -25,6 +25,7 @@ struct AnrTracer::Crossing {
   TimeTicks end;           // LAG: when the dispatch ended.
   RawStack stack;
   absl::Status stack_status;
+  std::vector<RawStack> key_stacks;  // Captured shortly before the crossing.
   std::string thread_name;
   bool has_records = false;
   RecordCopy records;
@@ -46,6 +47,17 @@ AnrTracer::AnrTracer(Options options)
   MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");
   MATRIX_CHECK(options_.lag_threshold < options_.anr_threshold,
                "the lag threshold must be shorter than the ANR threshold");
+  MATRIX_CHECK(options_.key_captures >= 0 && options_.key_captures <= kMaxKeyCaptures,
+               "key_captures must be in [0, kMaxKeyCaptures]");
+  MATRIX_CHECK(options_.key_captures == 0 || options_.key_capture_spacing > absl::ZeroDuration(),
+               "key_capture_spacing must be positive");
+  if (!options_.key_capture) {
+    options_.key_capture = options_.capture ? options_.capture
+                                            : [](const ThreadHandle& thread, RawStack* out) {
+                                                return StackCapturer::Get()->Capture(
+                                                    thread, out, kKeyCaptureTimeout);
+                                              };
+  }
   if (!options_.capture) options_.capture = CaptureStack;
   watchdog_handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::AnrTracer");
   worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::AnrTracer$Report");
@@ -93,7 +105,8 @@ bool AnrTracer::DebuggerSuppresses() {
 }
 
 std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat::Snapshot& s,
-                                                        TimeTicks now, TimeTicks threshold_at) {
+                                                        TimeTicks now, TimeTicks threshold_at,
+                                                        bool for_anr) {
   claimed_dispatch_.store(s.dispatch_number);
   auto crossing = std::make_unique<Crossing>();
   crossing->snapshot = s;
@@ -102,6 +115,11 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   crossing->threshold_at = threshold_at;
   const ThreadHandle& looper_thread = options_.monitor->looper_thread();
   crossing->stack_status = options_.capture(looper_thread, &crossing->stack);
+  if (key_captures_.dispatch_number == s.dispatch_number && key_captures_.for_anr == for_anr) {
+    crossing->key_stacks.assign(key_captures_.stacks.begin(),
+                                key_captures_.stacks.begin() + key_captures_.count);
+  }
+  key_captures_.count = 0;
   // The rest of the evidence, as close to the crossing as possible.
   crossing->frame = options_.monitor->SnapshotFrame(now);
   FillThreadInfo(proc_, looper_thread.tid(), &crossing->thread);
@@ -174,7 +192,7 @@ void AnrTracer::Check() {
       lag_pending_number_.store(0);  // The ANR replaces the pending LAG.
       pending_lag_.reset();
       if (!DebuggerSuppresses()) {
-        auto crossing = Capture(s, now, running_from + options_.anr_threshold);
+        auto crossing = Capture(s, now, running_from + options_.anr_threshold, /*for_anr=*/true);
         crossing->detail = proto::ANR;
         anr_count_.fetch_add(1);
         worker_handler_->Post([this, c = std::shared_ptr<Crossing>(std::move(crossing))] {
@@ -184,7 +202,7 @@ void AnrTracer::Check() {
     } else if (!watch_.lag_done && watched >= options_.lag_threshold) {
       watch_.lag_done = true;
       if (!DebuggerSuppresses()) {
-        pending_lag_ = Capture(s, now, running_from + options_.lag_threshold);
+        pending_lag_ = Capture(s, now, running_from + options_.lag_threshold, /*for_anr=*/false);
         pending_lag_->detail = proto::LAG;
       }
       // Published even when suppressed (no pending report then): the next
@@ -209,12 +227,31 @@ void AnrTracer::Check() {
     if (watched_ended) {
       next = now;
     } else if (!watch_.lag_done) {
-      next = running_from + options_.lag_threshold;
+      next = TakeKeyCapture(s, now, running_from + options_.lag_threshold, /*for_anr=*/false);
     } else if (!watch_.anr_done) {
-      next = running_from + options_.anr_threshold;
+      next = TakeKeyCapture(s, now, running_from + options_.anr_threshold, /*for_anr=*/true);
     }
   }
   ScheduleCheck(next);
+}
+
+TimeTicks AnrTracer::TakeKeyCapture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
+                                    TimeTicks deadline, bool for_anr) {
+  const int n = options_.key_captures;
+  KeyCaptures& k = key_captures_;
+  if (k.dispatch_number != s.dispatch_number || k.for_anr != for_anr) {
+    k.dispatch_number = s.dispatch_number;
+    k.for_anr = for_anr;
+    k.count = 0;
+  }
+  if (k.count >= n) return deadline;
+  const absl::Duration spacing = options_.key_capture_spacing;
+  const TimeTicks due = deadline - spacing * (n - k.count);
+  if (now < due) return due;
+  RawStack& stack = k.stacks[static_cast<size_t>(k.count++)];
+  if (!options_.key_capture(options_.monitor->looper_thread(), &stack).ok()) stack.depth = 0;
+  if (k.count >= n) return deadline;
+  return std::min(deadline, std::max(deadline - spacing * (n - k.count), now + spacing));
 }
 
 void AnrTracer::DispatchEnd(const DispatchData& dispatch) {
@@ -282,6 +319,10 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   stack->set_thread_name(c->thread_name);
   stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
 
+  std::vector<SymbolizedStack> earlier;
+  earlier.reserve(c->key_stacks.size());
+  for (const RawStack& raw : c->key_stacks) earlier.push_back(SymbolizeStack(raw));
+
   std::optional<TracedCallTree> traced_tree;
   absl::flat_hash_set<uintptr_t> traced;
   if (c->has_records) {
@@ -289,7 +330,7 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
     traced = TracedFunctions(symbolized, c->records.records);
   }
   const std::string key =
-      HangStackKey(symbolized, traced_tree ? &traced_tree->tree : nullptr, traced, cost);
+      HangStackKey(symbolized, traced_tree ? &traced_tree->tree : nullptr, traced, cost, earlier);
   anr.set_stack_key(key);
   if (traced_tree) {
     FillCallTree(traced_tree->tree, anr.mutable_stack(), anr.mutable_stack_text());

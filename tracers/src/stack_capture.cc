@@ -4,6 +4,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -102,6 +103,10 @@ struct UnwindState {
   int depth;
   bool truncated;
   int handler_index;  // Frame index of HandleSignal, -1 if not seen.
+  // The last frame the unwinder reported: its frame pointer register and
+  // whether its pc is the interrupted instruction itself.
+  uintptr_t last_fp = 0;
+  bool last_ip_before_instruction = false;
 };
 
 _Unwind_Reason_Code UnwindCallback(_Unwind_Context* context, void* arg) {
@@ -117,8 +122,81 @@ _Unwind_Reason_Code UnwindCallback(_Unwind_Context* context, void* arg) {
       _Unwind_GetRegionStart(context) == reinterpret_cast<uintptr_t>(&HandleSignal)) {
     state->handler_index = state->depth;
   }
+#if defined(__x86_64__)
+  state->last_fp = _Unwind_GetGR(context, 6);  // DWARF register 6: rbp.
+#elif defined(__aarch64__)
+  state->last_fp = _Unwind_GetGR(context, 29);  // x29.
+#endif
+  state->last_ip_before_instruction = ip_before_instruction != 0;
   state->pcs[state->depth++] = ip;
   return _URC_NO_REASON;
+}
+
+// --- Frame-pointer continuation (async-signal-safe) -------------------------
+//
+// JIT-compiled code (V8, LuaJIT, the JVM) has no DWARF unwind info, so
+// _Unwind_Backtrace stops at its first frame. Such code keeps a frame-pointer
+// chain (x86-64: push rbp; mov rbp, rsp; the caller's rbp at [rbp], the
+// return address at [rbp + 8]), and so do programs built with
+// -fno-omit-frame-pointer (node is). The walk below continues from the frame
+// pointer the unwinder restored for that last frame.
+
+// Stack span searched above the interrupted stack pointer.
+constexpr uintptr_t kMaxFramePointerSpan = uintptr_t{64} << 20;
+
+// Reads two words at `address` without faulting on bad memory: the kernel
+// copies them (process_vm_readv on this process returns EFAULT instead of
+// raising SIGSEGV). False when they cannot be read.
+bool ReadTwoWords(pid_t pid, uintptr_t address, uintptr_t out[2]) {
+  iovec local{out, 2 * sizeof(uintptr_t)};
+  iovec remote{reinterpret_cast<void*>(address), 2 * sizeof(uintptr_t)};
+  const ssize_t n = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0);
+  return n == static_cast<ssize_t>(2 * sizeof(uintptr_t));
+}
+
+// Appends the return addresses of the frame-pointer chain starting at
+// `fp` to `state`. Every frame pointer must be aligned, inside
+// [stack_low, stack_low + kMaxFramePointerSpan) and above the previous one;
+// every read goes through ReadTwoWords().
+void WalkFramePointers(UnwindState* state, uintptr_t fp, uintptr_t stack_low) {
+  const uintptr_t stack_high =
+      stack_low + kMaxFramePointerSpan < stack_low ? UINTPTR_MAX : stack_low + kMaxFramePointerSpan;
+  const pid_t pid = getpid();
+  uintptr_t low = stack_low;
+  while (fp != 0 && (fp & (sizeof(uintptr_t) - 1)) == 0 && fp >= low &&
+         fp <= stack_high - 2 * sizeof(uintptr_t)) {
+    uintptr_t words[2];
+    if (!ReadTwoWords(pid, fp, words)) break;
+    const uintptr_t next_fp = words[0];
+    const uintptr_t return_address = words[1];
+    if (return_address < 4096) break;  // The chain's end (0) or not a code address.
+    if (state->depth >= state->capacity) {
+      state->truncated = true;
+      break;
+    }
+    state->pcs[state->depth++] = return_address;
+    low = fp + 2 * sizeof(uintptr_t);
+    fp = next_fp;
+  }
+}
+
+// When the unwinder stopped at a frame that has no unwind info (not at the
+// stack's end, which has some), continues by frame pointers from it.
+// `stack_low`: the interrupted stack pointer (no frame of the interrupted
+// code is below it).
+void ContinueWithoutUnwindInfo(UnwindState* state, uintptr_t stack_low) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  if (state->depth == 0 || state->truncated || state->last_fp == 0 || stack_low == 0) return;
+  uintptr_t ip = state->pcs[state->depth - 1];
+  if (!state->last_ip_before_instruction) --ip;  // A return address: look up the call.
+  // Null when no FDE covers ip (libgcc's _Unwind_Find_FDE, as the unwinder
+  // itself just used).
+  if (_Unwind_FindEnclosingFunction(reinterpret_cast<void*>(ip)) != nullptr) return;
+  WalkFramePointers(state, state->last_fp, stack_low);
+#else
+  (void)state;
+  (void)stack_low;
+#endif
 }
 
 // The pc the signal interrupted, from the signal's ucontext; 0 if this
@@ -135,11 +213,26 @@ uintptr_t InterruptedPc(void* ucontext) {
 #endif
 }
 
+// The stack pointer the signal interrupted; 0 if not known.
+uintptr_t InterruptedSp(void* ucontext) {
+  auto* context = static_cast<ucontext_t*>(ucontext);
+  if (context == nullptr) return 0;
+#if defined(__x86_64__)
+  return static_cast<uintptr_t>(context->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__aarch64__)
+  return static_cast<uintptr_t>(context->uc_mcontext.sp);
+#else
+  return 0;
+#endif
+}
+
 // Unwinds from inside HandleSignal into `slot`, then finds where the
 // interrupted code starts. Async-signal-safe.
-ABSL_ATTRIBUTE_NOINLINE void UnwindIntoSlot(Slot* slot, uintptr_t interrupted_pc) {
+ABSL_ATTRIBUTE_NOINLINE void UnwindIntoSlot(Slot* slot, uintptr_t interrupted_pc,
+                                            uintptr_t interrupted_sp) {
   UnwindState state{slot->pcs, kSlotCapacity, 0, false, -1};
   _Unwind_Backtrace(&UnwindCallback, &state);
+  ContinueWithoutUnwindInfo(&state, interrupted_sp);
   // The stack above the interrupted frame is ours: UnwindIntoSlot,
   // HandleSignal, perhaps a sanitizer's wrapper, the sigreturn trampoline.
   // The interrupted frame is the one whose pc equals the ucontext's pc. If it
@@ -181,7 +274,8 @@ void ChainToPrevious(int signal_number, siginfo_t* info, void* ucontext) {
 }
 
 // The capture signal handler. Async-signal-safe: atomics, syscalls and the
-// unwinder (lock-free since glibc 2.35's _dl_find_object), no allocation.
+// unwinder (lock-free since glibc 2.35's _dl_find_object; the frame-pointer
+// continuation reads memory only through process_vm_readv), no allocation.
 void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
   if (!IsCaptureRequest(info)) {
     ChainToPrevious(signal_number, info, ucontext);
@@ -196,7 +290,7 @@ void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
   if (slot.state.compare_exchange_strong(expected, MakeState(generation, kWriting),
                                          std::memory_order_acquire, std::memory_order_relaxed)) {
     slot.tid = GetTid();
-    UnwindIntoSlot(&slot, InterruptedPc(ucontext));
+    UnwindIntoSlot(&slot, InterruptedPc(ucontext), InterruptedSp(ucontext));
     CapturePythonStack(slot.tid, &slot.python);
     slot.captured_at_ns = MonotonicNow().ToNanoseconds();
     slot.state.store(MakeState(generation, kDone), std::memory_order_release);
@@ -318,6 +412,7 @@ ABSL_ATTRIBUTE_NOINLINE void StackCapturer::CaptureCurrentThread(RawStack* out,
   uintptr_t pcs[kMaxStackFrames + 1];
   UnwindState state{pcs, kMaxStackFrames + 1, 0, false, -1};
   _Unwind_Backtrace(&UnwindCallback, &state);
+  ContinueWithoutUnwindInfo(&state, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   // pcs[0] is this function; the caller starts at 1.
   int first = std::min(1 + std::max(skip_frames, 0), state.depth);
   int available = state.depth - first;

@@ -141,6 +141,9 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn, std::s
     if (AnyMatches(holder.rule.skip_modules, module, file)) return true;
   }
   if (IsBracketed(module)) {
+    // Interpreted or JIT code without a source file is the runtime's own
+    // (V8's builtins, stubs and bytecode handlers).
+    if (file.empty()) return true;
     for (std::string_view prefix : kRuntimeSourcePrefixes) {
       if (file.starts_with(prefix)) return true;
     }

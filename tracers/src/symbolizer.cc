@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "matrix/trace/perf_map.h"
 
 namespace matrix {
 namespace internal {
@@ -799,7 +800,15 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
   if (auto it = cache_.find(pc); it != cache_.end()) return it->second;
 
   SymbolInfo info;
-  if (internal::SymbolModule* module = FindModuleLocked(pc)) {
+  internal::SymbolModule* module = FindModuleLocked(pc);
+  if (module == nullptr) {
+    // JIT code, perhaps: named from the runtime's perf map. Not cached,
+    // neither names (the runtime reuses the address for other code after
+    // garbage collection) nor misses (the runtime may write the line later).
+    LookupPerfMapLocked(pc, &info);
+    return info;
+  }
+  {
     info.module = module->path();
     info.module_offset = pc - module->bias();
     const internal::ElfSymbolTable& table = module->Symbols(debug_directories_);
@@ -835,6 +844,25 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();
   cache_.emplace(pc, info);
   return info;
+}
+
+bool Symbolizer::LookupPerfMapLocked(uintptr_t pc, SymbolInfo* info) {
+  const pid_t pid = getpid();
+  if (perf_map_ == nullptr || perf_map_pid_ != pid) {  // First use, or after fork().
+    perf_map_ = std::make_unique<PerfMap>(PerfMap::PathForPid(pid));
+    perf_map_pid_ = pid;
+  }
+  std::optional<PerfMapEntry> entry = perf_map_->Lookup(pc);
+  if (!entry) return false;
+  JitName name = ParseJitName(entry->name);
+  info->function = std::move(name.function);
+  info->module = kJitModule;
+  info->function_offset = pc - entry->start;
+  info->module_offset = pc - entry->start;
+  info->file = std::move(name.file);
+  info->line = name.line;
+  info->column = name.column;
+  return true;
 }
 
 SymbolInfo Symbolizer::Symbolize(uintptr_t pc) {

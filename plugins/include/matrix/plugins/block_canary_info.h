@@ -69,6 +69,8 @@ struct BlockFrame {
   std::string function;  // Demangled; empty if unknown.
   uint64_t offset = 0;   // From the function start, or the module base.
   std::string module;    // The ELF file's base name; empty if unknown.
+  std::string file = {};  // Source file (DWARF, or the interpreted code's); empty if unknown.
+  int line = 0;           // Source line in `file`; 0 if unknown.
 
   // The key form: the function, or "module+0xOFFSET" when unknown.
   std::string Name() const;

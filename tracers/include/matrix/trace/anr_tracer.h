@@ -49,6 +49,7 @@
 #ifndef MATRIX_TRACE_ANR_TRACER_H_
 #define MATRIX_TRACE_ANR_TRACER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -86,6 +87,18 @@ class AnrTracer : public Tracer {
     std::string proc_root = "/proc";
     // Captures the looper thread's stack (default: StackCapturer::Get()).
     CaptureFn capture;
+    // Extra captures of the looper thread's stack just before each crossing,
+    // `key_capture_spacing` apart, the last one that long before it: the
+    // report's key is the deepest frame they share with the crossing's stack
+    // (HangStackKey), not wherever one sample fell (a clock helper, malloc).
+    // The reported stack stays the crossing's. 0 to key on it alone; at most
+    // kMaxKeyCaptures.
+    int key_captures = 2;
+    absl::Duration key_capture_spacing = absl::Milliseconds(50);
+    // Takes the key captures. Default: `capture` when one is given, else
+    // StackCapturer::Get() with a kKeyCaptureTimeout deadline, so a thread
+    // that does not answer in time never delays the crossing.
+    CaptureFn key_capture;
     IssueCallback report;  // Receives the issues (worker thread).
     // The flight recorder (not owned; null for none): the hung dispatch and
     // `timeline_window` before it are snapshot at the crossing (ANR) or when
@@ -95,6 +108,9 @@ class AnrTracer : public Tracer {
     // The timeline's JSON budget (FitTimelineToBudget; 0: no limit).
     size_t timeline_max_bytes = kDefaultTimelineMaxBytes;
   };
+
+  static constexpr int kMaxKeyCaptures = 4;
+  static constexpr absl::Duration kKeyCaptureTimeout = absl::Milliseconds(20);
 
   explicit AnrTracer(Options options);
   ~AnrTracer() override;
@@ -120,7 +136,11 @@ class AnrTracer : public Tracer {
   void Check();
   void ScheduleCheck(TimeTicks at);
   std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
-                                    TimeTicks threshold_at);
+                                    TimeTicks threshold_at, bool for_anr);
+  // Takes the next key capture of the running dispatch when it is due before
+  // the crossing at `deadline`; returns when to check next.
+  TimeTicks TakeKeyCapture(const DispatchHeartbeat::Snapshot& s, TimeTicks now, TimeTicks deadline,
+                           bool for_anr);
   bool DebuggerSuppresses();
   // `method_mark`: the dispatch's begin record, for a LAG captured before the
   // dispatch was reported (provisional); nullopt when unknown.
@@ -144,6 +164,14 @@ class AnrTracer : public Tracer {
     bool provisional = false;  // Seen only through the loop's provisional source.
   };
   Watch watch_;
+  // The key captures taken before the next crossing of one dispatch.
+  struct KeyCaptures {
+    uint64_t dispatch_number = 0;
+    bool for_anr = false;
+    int count = 0;
+    std::array<RawStack, kMaxKeyCaptures> stacks;
+  };
+  KeyCaptures key_captures_;
   TimeTicks scheduled_for_;
   std::unique_ptr<Crossing> pending_lag_;
 

@@ -8,7 +8,9 @@
 // Capturing another thread sends it a real-time signal carrying a request
 // token (rt_tgsigqueueinfo). The handler unwinds the interrupted stack with
 // the DWARF unwind tables (_Unwind_Backtrace from libgcc; frame pointers are
-// not needed) into a preallocated slot, marks the slot done with an atomic
+// not needed) into a preallocated slot; where that stops at code without
+// unwind info (JIT-compiled code: V8, LuaJIT), it continues along the frame
+// pointers (reads bounded and fault-safe; docs/stacks.md, "JIT frames"), marks the slot done with an atomic
 // store and wakes the capturing thread through a futex. The capturing thread
 // waits with a bounded timeout. A handler that runs after its capture gave up
 // finds the slot no longer waiting for its token and writes nothing. In a

@@ -21,7 +21,8 @@
 //     java, ruby*, perl*, tclsh*, wish*, gjs, qml, qmlscene);
 //   - frames of interpreted or JIT code (a module in brackets, "[python]",
 //     "[jit]") whose source file is the runtime's own: /usr/lib/python*,
-//     "<frozen ...>", "node:...", /usr/share/nodejs/;
+//     "<frozen ...>", "node:...", /usr/share/nodejs/, or that has no source
+//     file (V8's builtins and stubs);
 //   - by function name: matrix::, std::, absl::, v8::, node::, the
 //     implementation's "__" names and CPython's _Py/Py C API.
 // StackKeyRule adds modules to skip and names modules that are the program's

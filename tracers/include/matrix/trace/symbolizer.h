@@ -24,6 +24,13 @@
 //   std::string line = symbolizer->Describe(pc);
 //   // "app::Widget::Draw(int, char const*)+0x1c (matrix-demo)"
 //
+// Code addresses in no loaded ELF module (JIT-compiled code) are named from
+// the runtime's perf map, /tmp/perf-PID.map, when it writes one (node
+// --perf-basic-prof, LuaJIT, perf-map-agent, CPython -X perf): for
+// JavaScript the bare function name ("busyLoop"), the script as file and
+// its line, and module kJitModule ("[jit]"); see perf_map.h. Those lookups
+// are not cached (the runtime reuses addresses).
+//
 // Costs: the first address in a module loads that module's symbol table
 // and opens its DWARF (milliseconds for a large binary, once); after that a
 // lookup is a binary search, a line-table and scope lookup and a demangle
@@ -37,6 +44,8 @@
 #ifndef MATRIX_TRACE_SYMBOLIZER_H_
 #define MATRIX_TRACE_SYMBOLIZER_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +58,8 @@
 #include "absl/synchronization/mutex.h"
 
 namespace matrix {
+
+class PerfMap;
 
 namespace internal {
 class SymbolModule;
@@ -78,7 +89,8 @@ struct SymbolInfo {
   // Demangled, with parameters, e.g. "app::Widget::Draw(int, char const*)";
   // empty if unknown.
   std::string function;
-  // Path of the ELF file containing the address ("" if no module maps it).
+  // Path of the ELF file containing the address; kJitModule ("[jit]",
+  // perf_map.h) for JIT code named from a perf map; "" if neither.
   std::string module;
   // pc - function start (0 when the function or its start is unknown).
   uintptr_t function_offset = 0;
@@ -197,6 +209,8 @@ class Symbolizer {
   // the set of loaded objects changed. Null if none.
   internal::SymbolModule* FindModuleLocked(uintptr_t pc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RescanModulesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills `info` for JIT code at `pc` (in no module) from /tmp/perf-PID.map.
+  bool LookupPerfMapLocked(uintptr_t pc, SymbolInfo* info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   // Loaded modules sorted by their lowest mapped address.
@@ -209,6 +223,9 @@ class Symbolizer {
   absl::flat_hash_map<uintptr_t, SymbolInfo> cache_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uintptr_t, std::string> registered_names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> debug_directories_ ABSL_GUARDED_BY(mu_);
+  // This process's perf map (opened on the first pc outside every module).
+  std::unique_ptr<PerfMap> perf_map_ ABSL_GUARDED_BY(mu_);
+  pid_t perf_map_pid_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 namespace internal {
