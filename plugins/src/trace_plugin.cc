@@ -12,6 +12,7 @@
 #include "matrix/core/looper.h"
 #include "matrix/trace/report_context.h"
 #include "matrix/trace/stack_capture.h"
+#include "matrix/trace/symbolizer.h"
 
 namespace matrix {
 
@@ -211,6 +212,9 @@ void TracePlugin::PreloadSymbols() {
   }
   const ThreadHandle looper_thread = ui_thread_monitor_->looper_thread();
   preload_handler_->Post([this, looper_thread] {
+    // The program's own modules: symbol tables, DWARF and unit indexes, so a
+    // first report in any of them costs what later ones do.
+    Symbolizer::Get()->PreloadModules();
     RawStack raw;
     if (!CaptureStack(looper_thread, &raw).ok()) return;
     const SymbolizedStack symbolized = SymbolizeStack(raw);

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -170,6 +171,44 @@ void BM_SymbolizeStack_Cold(benchmark::State& state) {
   state.counters["frames"] = raw.depth;
 }
 BENCHMARK(BM_SymbolizeStack_Cold)
+    ->ArgName("lines")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+
+// The first report's symbolization when the program's modules were loaded
+// at start (Symbolizer::PreloadModules on the worker, untimed), against
+// _Cold (nothing loaded) and _Uncached (everything loaded before).
+void BM_SymbolizeStack_FirstAfterPreload(benchmark::State& state) {
+  RawStack raw = CaptureDeepStack();
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto symbolizer = std::make_unique<Symbolizer>(LinesOption(state));
+    symbolizer->PreloadModules();
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(SymbolizeStack(raw, symbolizer.get()));
+    state.PauseTiming();
+    symbolizer.reset();
+    state.ResumeTiming();
+  }
+  state.counters["frames"] = raw.depth;
+}
+BENCHMARK(BM_SymbolizeStack_FirstAfterPreload)
+    ->ArgName("lines")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+
+// What PreloadModules() itself costs (on the worker, at start).
+void BM_Symbolizer_PreloadModules(benchmark::State& state) {
+  for (auto _ : state) {
+    Symbolizer symbolizer(LinesOption(state));
+    benchmark::DoNotOptimize(symbolizer.PreloadModules());
+  }
+}
+BENCHMARK(BM_Symbolizer_PreloadModules)
     ->ArgName("lines")
     ->Arg(0)
     ->Arg(1)

@@ -429,7 +429,19 @@ const ElfSymbol* ElfSymbolTable::Lookup(uintptr_t address) const {
 
 // libdwfl state of one module. The callbacks and the search path must
 // outlive the Dwfl: it keeps pointers to them.
+// An address range of code and the DIE it belongs to (a unit, or a function
+// with code), sorted by `low`. Ranges of one index do not overlap in
+// practice; lookups take the last range starting at or before the address
+// and check its end.
+struct DwarfRange {
+  Dwarf_Addr low = 0;
+  Dwarf_Addr high = 0;  // Exclusive.
+  Dwarf_Die die{};
+  Dwarf_Addr bias = 0;  // Units only: the unit's bias (dwfl_module_nextcu).
+};
+
 struct DwarfModule::Handle {
+  using Range = DwarfRange;
   ~Handle() {
     if (dwfl != nullptr) dwfl_end(dwfl);
   }
@@ -438,6 +450,11 @@ struct DwarfModule::Handle {
   Dwfl_Callbacks callbacks{};
   Dwfl* dwfl = nullptr;
   Dwfl_Module* module = nullptr;
+
+  bool units_indexed = false;
+  std::vector<Range> units;
+  // Per unit (by its DIE offset): its functions with code.
+  absl::flat_hash_map<Dwarf_Off, std::vector<Range>> functions;
 };
 
 namespace {
@@ -565,25 +582,72 @@ bool DwarfModule::HasDwarf() {
   return dwfl_module_getdwarf(handle_->module, &bias) != nullptr;
 }
 
+namespace {
+
+using Range = DwarfRange;
+
+// Appends `die`'s address ranges (DW_AT_low_pc/high_pc or DW_AT_ranges).
+void AppendRanges(Dwarf_Die* die, Dwarf_Addr bias, std::vector<Range>* out) {
+  Dwarf_Addr base = 0, low = 0, high = 0;
+  ptrdiff_t offset = 0;
+  while ((offset = dwarf_ranges(die, offset, &base, &low, &high)) > 0) {
+    if (high > low) out->push_back(Range{low, high, *die, bias});
+  }
+}
+
+void SortRanges(std::vector<Range>* ranges) {
+  std::sort(ranges->begin(), ranges->end(),
+            [](const Range& a, const Range& b) { return a.low < b.low; });
+}
+
+// The range holding `address`, or null.
+const Range* FindRange(const std::vector<Range>& ranges, Dwarf_Addr address) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), address,
+                             [](Dwarf_Addr a, const Range& r) { return a < r.low; });
+  if (it == ranges.begin()) return nullptr;
+  --it;
+  return address < it->high ? &*it : nullptr;
+}
+
+// The functions with code in a unit, top-level or in namespaces and classes
+// (where GCC puts out-of-line member functions and lambdas' call operators).
+int CollectFunction(Dwarf_Die* function, void* arg) {
+  AppendRanges(function, 0, static_cast<std::vector<Range>*>(arg));
+  return DWARF_CB_OK;
+}
+
+}  // namespace
+
+size_t DwarfModule::IndexUnits() {
+  Handle& h = *handle_;
+  if (h.units_indexed) return h.units.size();
+  h.units_indexed = true;
+  Dwarf_Addr bias = 0;
+  for (Dwarf_Die* unit = dwfl_module_nextcu(h.module, nullptr, &bias); unit != nullptr;
+       unit = dwfl_module_nextcu(h.module, unit, &bias)) {
+    AppendRanges(unit, bias, &h.units);
+  }
+  SortRanges(&h.units);
+  return h.units.size();
+}
+
 bool DwarfModule::Lookup(uintptr_t file_address, SymbolInfo* info) {
-  Dwfl_Module* module = handle_->module;
   // Dwfl addresses are file addresses (see Open()); the debug file may have
   // its own bias.
   const Dwarf_Addr address = file_address;
   Dwarf_Addr cu_bias = 0;
-  Dwarf_Die* cu = dwfl_module_addrdie(module, address, &cu_bias);
+  Dwarf_Die* cu = dwfl_module_addrdie(handle_->module, address, &cu_bias);
+  Dwarf_Die cu_die;
   if (cu == nullptr) {
     // No .debug_aranges (clang does not emit them, and libdw before 0.191
-    // does not build them from the units): look through the units' ranges.
-    for (Dwarf_Die* unit = dwfl_module_nextcu(module, nullptr, &cu_bias); unit != nullptr;
-         unit = dwfl_module_nextcu(module, unit, &cu_bias)) {
-      if (dwarf_haspc(unit, address - cu_bias) == 1) {
-        cu = unit;
-        break;
-      }
-    }
+    // does not build them from the units): the units' own ranges.
+    IndexUnits();
+    const Range* unit = FindRange(handle_->units, address);
+    if (unit == nullptr) return false;
+    cu_die = unit->die;
+    cu = &cu_die;
+    cu_bias = unit->bias;
   }
-  if (cu == nullptr) return false;
   Dwarf_Line* line = dwarf_getsrc_die(cu, address - cu_bias);
   if (line == nullptr) return false;
   InlinedFrame location;  // The current location, innermost first.
@@ -595,18 +659,42 @@ bool DwarfModule::Lookup(uintptr_t file_address, SymbolInfo* info) {
   Dwarf_Files* files = nullptr;
   size_t file_count = 0;
   if (dwarf_getsrcfiles(cu, &files, &file_count) != 0) files = nullptr;
-  Dwarf_Die* scopes = nullptr;
-  const int count = dwarf_getscopes(cu, address - cu_bias, &scopes);
-  for (int i = 0; i < count; ++i) {
-    const int tag = dwarf_tag(&scopes[i]);
-    if (tag == DW_TAG_subprogram) break;             // The function itself.
-    if (tag != DW_TAG_inlined_subroutine) continue;  // A lexical block.
-    location.function = DieFunctionName(&scopes[i]);
-    InlinedFrame call_site = CallSite(&scopes[i], files, file_count);
+  // The inlined calls at the address, innermost first: down from the
+  // function that holds it (found in the unit's function index; walking the
+  // unit's whole DIE tree with dwarf_getscopes() for each address cost about
+  // 30 us per frame) through the blocks and inlined calls that hold it.
+  std::vector<Range>& functions = handle_->functions[dwarf_dieoffset(cu)];
+  if (functions.empty()) {
+    dwarf_getfuncs(cu, &CollectFunction, &functions, 0);
+    if (functions.empty()) functions.push_back(Range{});  // Indexed: none.
+    SortRanges(&functions);
+  }
+  std::vector<Dwarf_Die> calls;  // Outermost first.
+  if (const Range* function = FindRange(functions, address - cu_bias)) {
+    Dwarf_Die scope = function->die;
+    for (int depth = 0; depth < 256; ++depth) {
+      Dwarf_Die child;
+      if (dwarf_child(&scope, &child) != 0) break;
+      bool inside = false;
+      do {
+        const int tag = dwarf_tag(&child);
+        if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
+            dwarf_haspc(&child, address - cu_bias) == 1) {
+          if (tag == DW_TAG_inlined_subroutine) calls.push_back(child);
+          inside = true;
+          break;
+        }
+      } while (dwarf_siblingof(&child, &child) == 0);
+      if (!inside) break;
+      scope = child;
+    }
+  }
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+    location.function = DieFunctionName(&*it);
+    InlinedFrame call_site = CallSite(&*it, files, file_count);
     inlined.push_back(std::move(location));
     location = std::move(call_site);
   }
-  free(scopes);
   info->file = std::move(location.file);
   info->line = location.line;
   info->column = location.column;
@@ -901,6 +989,21 @@ void Symbolizer::AddDebugDirectory(std::string directory) {
   absl::MutexLock lock(&mu_);
   // User directories come before the system default (/usr/lib/debug).
   debug_directories_.insert(debug_directories_.end() - 1, std::move(directory));
+}
+
+size_t Symbolizer::PreloadModules() {
+  absl::MutexLock lock(&mu_);
+  FindModuleLocked(0);  // Rescans when modules were loaded or unloaded.
+  size_t loaded = 0;
+  for (auto& module : modules_) {
+    if (IsSystemLibrary(module->path())) continue;
+    module->Symbols(debug_directories_);
+    if (options_.source_lines) {
+      if (internal::DwarfModule* dwarf = module->Dwarf(debug_directories_)) dwarf->IndexUnits();
+    }
+    ++loaded;
+  }
+  return loaded;
 }
 
 void Symbolizer::ClearCache() {

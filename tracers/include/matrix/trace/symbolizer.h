@@ -191,6 +191,18 @@ class Symbolizer {
   // re-read. Any thread.
   void AddDebugDirectory(std::string directory) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // PreloadModules()
+  //
+  // Loads ahead of the first report what the first symbolization in each of
+  // the program's own modules would otherwise load then: for every mapped
+  // module outside the system library directories (IsSystemLibrary), its
+  // symbol table and, with source_lines, its DWARF and unit index. System
+  // libraries are left to their first use (names only, and hundreds of them
+  // in a toolkit program). Call it on a worker thread at start (TracePlugin
+  // does): a first report then costs what later ones do. Returns the number
+  // of modules loaded. Any thread.
+  size_t PreloadModules() ABSL_LOCKS_EXCLUDED(mu_);
+
   // ClearCache()
   //
   // Drops the cached lookups; loaded modules (symbol tables, DWARF handles)
@@ -310,8 +322,17 @@ class DwarfModule {
   // it if not yet done.
   bool HasDwarf();
 
+  // IndexUnits()
+  //
+  // Loads the DWARF and indexes its compilation units by address range, so
+  // each Lookup() finds its unit by binary search (without .debug_aranges,
+  // as clang emits, libdw would try every unit in turn). Lookup() does it on
+  // first use; Symbolizer::PreloadModules() does it ahead of the first
+  // report. Returns the number of units.
+  size_t IndexUnits();
+
  private:
-  struct Handle;
+  struct Handle;  // libdwfl's state and the unit and function indexes.
   explicit DwarfModule(std::unique_ptr<Handle> handle);
   std::unique_ptr<Handle> handle_;
 };
