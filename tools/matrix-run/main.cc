@@ -1,7 +1,8 @@
 // matrix-run: watches an unmodified program with matrix-cpp (docs/matrix-run.md).
 //
 //   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
-//              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec] -- PROGRAM [ARGS...]
+//              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
+//              [--app-version V] [--hostname] -- PROGRAM [ARGS...]
 //
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
@@ -47,7 +48,9 @@ constexpr char kUsage[] =
     "                     began (default 5000)\n"
     "  --refresh-hz HZ    display refresh rate for dropped frames (default: display's or 60)\n"
     "  --follow-exec      also monitor programs the program's children exec\n"
-    "  --quiet            no summary at exit\n";
+    "  --quiet            no summary at exit\n"
+    "  --app-version V    the version reports carry (default $MATRIX_APP_VERSION; docs/fleet.md)\n"
+    "  --hostname         reports also carry the host name (MATRIX_REPORT_HOSTNAME=1)\n";
 
 [[noreturn]] void Fail(const std::string& message) {
   std::fprintf(stderr, "matrix-run: %s\n%s", message.c_str(), kUsage);
@@ -168,6 +171,12 @@ int main(int argc, char** argv) {
       env.emplace_back("MATRIX_AGENT_FOLLOW_EXEC", "1");
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--app-version") {
+      if (value == nullptr || *value == '\0') Fail("--app-version needs a version");
+      env.emplace_back("MATRIX_APP_VERSION", value);
+      ++i;
+    } else if (arg == "--hostname") {
+      env.emplace_back("MATRIX_REPORT_HOSTNAME", "1");
     } else if (arg.size() > 1 && arg[0] == '-') {
       Fail(absl::StrCat("unknown option ", arg));
     } else {
