@@ -1,5 +1,6 @@
 #include "matrix/report/fleet_cli.h"
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <optional>
@@ -277,14 +278,9 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
     if (stats.sent > 0 || stats.malformed > 0 || !stats.errors.empty()) {
       ReportPushStats(cl, stats, out, err);
     }
-    while (!g_stop && absl::Now() < end) {
-      const absl::Duration step = std::min(cl.poll, absl::Milliseconds(100));
-      absl::SleepFor(step);
-      static absl::Time next = absl::InfinitePast();
-      if (absl::Now() >= next) {
-        next = absl::Now() + cl.poll;
-        break;
-      }
+    const absl::Time wake = absl::Now() + cl.poll;
+    while (!g_stop && absl::Now() < end && absl::Now() < wake) {
+      absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }
     if (g_stop || absl::Now() >= end) {
       // One last look, so what was written before the stop is sent.
