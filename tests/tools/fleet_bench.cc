@@ -8,7 +8,7 @@
 //     of 5 runs;
 // then the same on a two-shard cluster of two local servers (Distributed).
 //
-//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep]
+//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep] [--reuse]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -213,16 +213,19 @@ int Main(int argc, char** argv) {
   int hosts = 1000;
   bool keep = false;
   bool shards_only = false;
+  bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
     if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
     if (arg == "--keep") keep = true;
     if (arg == "--shards-only") shards_only = true;
+    if (arg == "--reuse") reuse = true;
   }
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / "matrix-fleet-bench";
-  std::filesystem::remove_all(root);
+  const bool generate = !reuse || !std::filesystem::exists(root);
+  if (generate) std::filesystem::remove_all(root);
   std::vector<std::string> dirs;
   std::mt19937_64 rng(42);
   int64_t input_bytes = 0;
@@ -230,6 +233,11 @@ int Main(int argc, char** argv) {
   const int64_t per_host = issues / hosts;
   for (int host = 0; host < hosts; ++host) {
     const std::filesystem::path dir = root / absl::StrFormat("h%04d", host);
+    dirs.push_back(dir.string());
+    if (!generate) {
+      input_bytes += static_cast<int64_t>(std::filesystem::file_size(dir / "issues.jsonl"));
+      continue;
+    }
     std::filesystem::create_directories(dir);
     std::ofstream out(dir / "issues.jsonl", std::ios::binary);
     const int64_t n = per_host + (host < issues % hosts ? 1 : 0);
@@ -239,7 +247,6 @@ int Main(int argc, char** argv) {
       out << line << '\n';
       input_bytes += static_cast<int64_t>(line.size()) + 1;
     }
-    dirs.push_back(dir.string());
   }
   std::printf("# fleet bench: %lld issues from %d hosts, %d versions; generated in %.1f s "
               "(%.1f MiB of JSON lines)\n",

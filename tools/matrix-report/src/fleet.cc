@@ -675,9 +675,19 @@ absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetF
   show.versions = ParseStringArray(stats->front()[2]);
   std::sort(show.versions.begin(), show.versions.end(),
             [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
-  absl::StatusOr<std::vector<std::vector<std::string>>> worst = Rows(absl::StrCat(
-      "SELECT report FROM ", table_, where,
+  // The worst row's id first, reading the small columns only (FINAL reads
+  // every column it selects, of every row, before WHERE); then its report by
+  // primary key.
+  absl::StatusOr<std::vector<std::vector<std::string>>> worst_id = Rows(absl::StrCat(
+      "SELECT host_id, issue_id FROM ", table_, where,
       " ORDER BY if(tag = 'Trace_FPS', fps, -cost_ms), time_ms, issue_id LIMIT 1"));
+  if (!worst_id.ok()) return worst_id.status();
+  if (worst_id->empty() || worst_id->front().size() < 2) {
+    return absl::NotFoundError(absl::StrCat("no issue has the key \"", key, "\""));
+  }
+  absl::StatusOr<std::vector<std::vector<std::string>>> worst = Rows(absl::StrCat(
+      "SELECT report FROM ", table_, " WHERE host_id = ", SqlQuote(worst_id->front()[0]),
+      " AND issue_id = ", SqlQuote(worst_id->front()[1]), " ORDER BY quality DESC LIMIT 1"));
   if (!worst.ok()) return worst.status();
   if (worst->empty() || worst->front().empty()) {
     return absl::NotFoundError(absl::StrCat("no issue has the key \"", key, "\""));
