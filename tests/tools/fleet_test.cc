@@ -141,6 +141,22 @@ TEST_F(FleetTest, CheckpointSendsOnlyNewLines) {
   ASSERT_EQ(third.code, 0) << third.err;
   EXPECT_THAT(third.out, HasSubstr("pushed 1 issue "));
   EXPECT_EQ(Scalar(*client_, "SELECT count() FROM matrix.issues FINAL"), 9);
+  // A file replaced by another one (rotation deleted it; the new one may get
+  // its inode): the checkpoint does not match its first bytes, so it is read
+  // from the start.
+  const std::string current = scratch.path() + "/issues.jsonl";
+  {
+    std::fstream out(current, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(0);
+    const std::string other = test_util::Line(
+        test_util::AnrIssue("app::Z()", proto::ANR, 7000, test_util::kBaseTimeMs + 200));
+    out << other << "\n";  // Rewritten in place: same inode, other contents.
+  }
+  RunOutput fourth = Push({scratch.path()});
+  ASSERT_EQ(fourth.code, 0) << fourth.err;
+  EXPECT_THAT(fourth.out, HasSubstr("pushed 1 issue "));
+  EXPECT_EQ(Scalar(*client_, "SELECT count() FROM matrix.issues FINAL WHERE key = 'app::Z()'"),
+            1);
 }
 
 TEST_F(FleetTest, BadLinesAreSkippedCountedAndNeverSentHalf) {

@@ -93,8 +93,26 @@ struct FileId {
 struct Mark {
   int64_t offset = 0;  // Bytes sent (whole lines).
   int64_t line = 0;    // Lines before `offset`.
+  // A hash of the file's first min(offset, 256) bytes: an inode reused by a
+  // new file (the old one deleted by rotation) does not match.
+  uint64_t head = 0;
   std::string path;
 };
+
+constexpr size_t kHeadBytes = 256;
+
+uint64_t HeadHash(absl::string_view head_bytes, int64_t offset) {
+  return Fnv1a(head_bytes.substr(0, std::min<size_t>(static_cast<size_t>(offset), kHeadBytes)),
+               0xcbf29ce484222325ULL);
+}
+
+std::string ReadHead(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(kHeadBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head;
+}
 
 using Checkpoint = std::map<FileId, Mark>;
 
@@ -103,15 +121,16 @@ Checkpoint LoadCheckpoint(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 4));
-    if (parts.size() != 5) continue;
+    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 5));
+    if (parts.size() != 6) continue;
     FileId id;
     Mark mark;
     if (!absl::SimpleAtoi(parts[0], &id.dev) || !absl::SimpleAtoi(parts[1], &id.ino) ||
-        !absl::SimpleAtoi(parts[2], &mark.offset) || !absl::SimpleAtoi(parts[3], &mark.line)) {
+        !absl::SimpleAtoi(parts[2], &mark.offset) || !absl::SimpleAtoi(parts[3], &mark.line) ||
+        !absl::SimpleHexAtoi(parts[4], &mark.head)) {
       continue;
     }
-    mark.path = parts[4];
+    mark.path = parts[5];
     checkpoint[id] = mark;
   }
   return checkpoint;
@@ -123,7 +142,7 @@ absl::Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoin
     std::ofstream out(tmp, std::ios::trunc);
     for (const auto& [id, mark] : checkpoint) {
       out << id.dev << ' ' << id.ino << ' ' << mark.offset << ' ' << mark.line << ' '
-          << mark.path << '\n';
+          << absl::StrFormat("%016x", mark.head) << ' ' << mark.path << '\n';
     }
     out.flush();
     if (!out) {
@@ -390,12 +409,17 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
       auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
       if (inserted) cp->second = LoadCheckpoint(checkpoint_path);
       const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+      std::string head = ReadHead(file);
       Mark mark;
       if (auto it = cp->second.find(id); it != cp->second.end() && !options_.ignore_checkpoints &&
-                                         it->second.offset <= st.st_size) {
-        mark = it->second;  // A smaller file was truncated: from the start.
+                                         it->second.offset <= st.st_size &&
+                                         it->second.head == HeadHash(head, it->second.offset)) {
+        // Otherwise the file was truncated, or is another file on a reused
+        // inode: from the start.
+        mark = it->second;
       }
       mark.path = file;
+      mark.head = HeadHash(head, mark.offset);
       const auto where = std::make_pair(checkpoint_path, id);
       pending.seen.insert(where);
       if (IsBlockLog(file)) {
@@ -413,6 +437,7 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
           stats.first_malformed.push_back(read.malformed_files.front().first);
         }
         mark.offset = st.st_size;
+        mark.head = HeadHash(head, mark.offset);
         pending.advances[where] = mark;
         if (full()) {
           if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
@@ -471,6 +496,10 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
         if (!advance) break;
         mark.offset = next_offset;
         mark.line = line_number;
+        if (head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
+          head = ReadHead(file);  // It was shorter when first read.
+        }
+        mark.head = HeadHash(head, mark.offset);
         pending.advances[where] = mark;
         if (full()) {
           if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
@@ -661,10 +690,15 @@ absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filte
 }
 
 absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetFilter& filter) {
+  // Without FINAL (ClickHouse 18.16 merges FINAL on one thread, over every
+  // row of the table, before WHERE): one key's rows are few, repeats of an
+  // issue share its id, so uniqExact(issue_id) counts each issue once and the
+  // worst row is the same whichever copy is read.
   const std::string where =
-      absl::StrCat(" FINAL WHERE key = ", SqlQuote(key), VersionFilter(filter));
+      absl::StrCat(" WHERE key = ", SqlQuote(key), VersionFilter(filter));
   absl::StatusOr<std::vector<std::vector<std::string>>> stats = Rows(absl::StrCat(
-      "SELECT count(), uniqExact(host_id), groupUniqArray(version) FROM ", table_, where));
+      "SELECT uniqExact(issue_id), uniqExact(host_id), groupUniqArray(version) FROM ", table_,
+      where));
   if (!stats.ok()) return stats.status();
   FleetShow show;
   if (stats->empty() || stats->front().size() < 3 || ToInt(stats->front()[0]) == 0) {
@@ -675,9 +709,8 @@ absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetF
   show.versions = ParseStringArray(stats->front()[2]);
   std::sort(show.versions.begin(), show.versions.end(),
             [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
-  // The worst row's id first, reading the small columns only (FINAL reads
-  // every column it selects, of every row, before WHERE); then its report by
-  // primary key.
+  // The worst row's id first, reading the small columns only; then its
+  // report by primary key (the JSON-lines copy of a block).
   absl::StatusOr<std::vector<std::vector<std::string>>> worst_id = Rows(absl::StrCat(
       "SELECT host_id, issue_id FROM ", table_, where,
       " ORDER BY if(tag = 'Trace_FPS', fps, -cost_ms), time_ms, issue_id LIMIT 1"));
