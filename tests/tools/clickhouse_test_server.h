@@ -129,11 +129,26 @@ class ClickHouseTestServer {
   ClickHouseTestServer& operator=(const ClickHouseTestServer&) = delete;
 
   // Writes the config and starts the server; OK once it answers queries.
+  // Without a cluster, a port taken between FreePort() and the server's bind
+  // (another test's) is replaced and the start tried again.
   absl::Status Start(const std::string& remote_servers = "") {
     if (dir_.empty()) return absl::InternalError("no temporary directory");
     config_ = dir_ + "/config.xml";
-    std::ofstream(config_) << ServerConfigXml(dir_, http_port_, tcp_port_, remote_servers);
-    return Launch();
+    absl::Status status;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) {
+        http_port_ = FreePort();
+        tcp_port_ = FreePort();
+      }
+      std::ofstream(config_, std::ios::trunc)
+          << ServerConfigXml(dir_, http_port_, tcp_port_, remote_servers);
+      status = Launch();
+      if (status.ok() || !remote_servers.empty() ||
+          ErrorLog().find("Address already in use") == std::string::npos) {
+        return status;
+      }
+    }
+    return status;
   }
 
   // Starts it again on the same ports and data (after Kill or Stop).

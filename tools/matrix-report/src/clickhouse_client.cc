@@ -111,10 +111,14 @@ absl::StatusOr<std::string> ClickHouseClient::WithRetries(absl::string_view sql,
     if (result.ok() || !transient) return result;
     const absl::Duration left = give_up - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      return absl::Status(result.status().code(),
-                          absl::StrCat(result.status().message(), " (gave up after ", tries,
-                                       tries == 1 ? " try" : " tries", " in ",
-                                       absl::FormatDuration(options_.retry_for), ")"));
+      return absl::Status(
+          result.status().code(),
+          absl::StrCat(result.status().message(), " (gave up after ", tries,
+                       tries == 1 ? " try" : " tries",
+                       options_.retry_for > absl::ZeroDuration()
+                           ? absl::StrCat(" in ", absl::FormatDuration(options_.retry_for))
+                           : "",
+                       ")"));
     }
     const absl::Duration wait = std::min(backoff, left);
     if (options_.on_retry) options_.on_retry(result.status(), wait);
