@@ -253,7 +253,6 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
     err << "matrix-report: cannot create the schema: " << s.message() << "\n";
     return kExitNoInput;
   }
-  PushStats total;
   const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
                                                    : absl::InfiniteFuture();
   if (cl.follow) {
@@ -261,6 +260,15 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
     std::signal(SIGINT, OnStopSignal);
     std::signal(SIGTERM, OnStopSignal);
   }
+  // The default handlers again when push returns (it may run in-process).
+  struct RestoreSignals {
+    bool follow;
+    ~RestoreSignals() {
+      if (!follow) return;
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+    }
+  } restore{cl.follow};
   while (true) {
     PushStats stats;
     const absl::Status status = pusher.Push(cl.positional, stats);
