@@ -28,6 +28,9 @@ PACKAGES += python3-tk
 PACKAGES += python3.11-dev
 # tests/agent frozen_frame_e2e_test: a GTK 4 program of ours (agent_gtk4_target).
 PACKAGES += libgtk-4-dev
+# matrix-report push/fleet: ClickHouse's HTTP interface through libcurl; the
+# fleet tests (tests/tools, label fleet) start their own clickhouse-server.
+PACKAGES += clickhouse-server clickhouse-client libcurl4-openssl-dev
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "matrix/core/app_identity.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
@@ -143,6 +144,7 @@ void Plugin::OnDetectIssue(Issue issue) {
   proto.set_process(ProcessName());
   proto.set_pid(static_cast<int32_t>(getpid()));
   proto.set_time_ms(absl::ToUnixMillis(absl::Now()));
+  *proto.mutable_app() = CurrentAppIdentity();
   DecorateIssue(issue);
 
   if (delivery_handler_ == nullptr) {

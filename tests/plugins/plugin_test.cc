@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "matrix/core/app_identity.h"
 #include "matrix/core/issue.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
@@ -279,6 +280,19 @@ TEST_F(PluginIssueTest, OnDetectIssue_FillsTheEnvelopeAndDeliversOnTheWorkerWhen
   EXPECT_GE(got.proto().time_ms(), before_ms);
   EXPECT_LE(got.proto().time_ms(), after_ms);
   EXPECT_EQ(got.proto().device().cpu_cores(), 64);  // DecorateIssue ran.
+  // Who reported it (docs/fleet.md): the host and build ids, the app's version.
+  EXPECT_EQ(got.proto().app().host_id(), matrix::CurrentAppIdentity().host_id());
+  EXPECT_FALSE(got.proto().app().build_id().empty());
+}
+
+TEST_F(PluginIssueTest, OnDetectIssue_CarriesTheVersionTheAppSet) {
+  FakePlugin plugin("Trace");
+  ASSERT_TRUE(plugin.Init(ContextWith(listener_, worker_)).ok());
+  matrix::SetAppVersion("2.3.1-test");
+  plugin.OnDetectIssue(Issue());
+  env_->RunUntilIdle();
+  ASSERT_THAT(listener_->issues, SizeIs(1));
+  EXPECT_EQ(listener_->issues[0].proto().app().version(), "2.3.1-test");
 }
 
 TEST_F(PluginIssueTest, OnDetectIssue_KeepsAnExplicitTagAndDeliversInOrder) {

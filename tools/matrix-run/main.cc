@@ -2,7 +2,8 @@
 //
 //   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
 //              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
-//              [--key-skip M]... [--key-program M]... [--perf-map] -- PROGRAM [ARGS...]
+//              [--key-skip M]... [--key-program M]... [--perf-map]
+//              [--app-version V] [--hostname] -- PROGRAM [ARGS...]
 //
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
@@ -55,6 +56,8 @@ constexpr char kUsage[] =
     "  --key-skip M       frames of module M never key a report (repeatable; M is a\n"
     "                     directory \"/opt/vendor/\" or a file name prefix \"libvendor\")\n"
     "  --key-program M    module M is the program's own, even under /usr/lib (repeatable)\n"
+    "  --app-version V    the version reports carry (default $MATRIX_APP_VERSION; docs/fleet.md)\n"
+    "  --hostname         reports also carry the host name (MATRIX_REPORT_HOSTNAME=1)\n"
     "  --quiet            no summary at exit\n";
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -192,6 +195,12 @@ int main(int argc, char** argv) {
       perf_map = true;
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--app-version") {
+      if (value == nullptr || *value == '\0') Fail("--app-version needs a version");
+      env.emplace_back("MATRIX_APP_VERSION", value);
+      ++i;
+    } else if (arg == "--hostname") {
+      env.emplace_back("MATRIX_REPORT_HOSTNAME", "1");
     } else if (arg.size() > 1 && arg[0] == '-') {
       Fail(absl::StrCat("unknown option ", arg));
     } else {

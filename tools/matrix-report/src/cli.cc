@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "matrix/report/export.h"
+#include "matrix/report/fleet_cli.h"
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
@@ -490,6 +491,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 
 int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
                     std::ostream& err, const RunEnvironment& env) {
+  if (IsFleetCommandLine(args)) return RunFleetCommand(args, out, err, env);
   absl::StatusOr<CommandLine> parsed = ParseCommandLine(args, env);
   if (!parsed.ok()) {
     err << "matrix-report: " << parsed.status().message() << "\n"
@@ -498,7 +500,7 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
   }
   CommandLine& cl = *parsed;
   if (cl.help) {
-    out << kUsage;
+    out << kUsage << "\n" << FleetUsageText();
     return kExitOk;
   }
   if (cl.inputs.empty()) cl.inputs.push_back(kDefaultInput);

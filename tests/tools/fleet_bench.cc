@@ -1,0 +1,287 @@
+// The fleet at scale (docs/performance.md, "Fleet"): generates N issues
+// (default 1,000,000) from H simulated hosts (default 1,000) as report
+// directories, starts a clickhouse-server on loopback (as the tests do), and
+// measures:
+//   - ingest: FleetPusher over every directory (parsing, rows, INSERTs),
+//     issues per second, and the bytes per issue the table stores;
+//   - the latency of each fleet query (top, new --since, fps, show), median
+//     of 5 runs;
+// then the same on a two-shard cluster of two local servers (Distributed).
+//
+//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep] [--reuse]
+//
+// Not a ctest test (minutes, gigabytes of scratch); run by hand.
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "clickhouse_test_server.h"
+#include "matrix/core/issue.h"
+#include "matrix/proto/issue.pb.h"
+#include "matrix/report/clickhouse_client.h"
+#include "matrix/report/fleet.h"
+
+namespace matrix::report {
+namespace {
+
+constexpr int kVersions = 5;
+constexpr int kKeys = 2000;
+constexpr int kNewKeys = 100;  // Only in the newest version.
+
+std::string VersionOf(int host) { return absl::StrCat("3.", host % kVersions); }
+
+// One issue: 60% slow methods, 10% hangs (with a native stack), 30% frames.
+proto::Issue MakeIssue(std::mt19937_64& rng, int host, int64_t time_ms) {
+  proto::Issue issue;
+  issue.set_plugin("Trace");
+  issue.set_time_ms(time_ms);
+  issue.set_process("fleet-app");
+  issue.set_pid(10000 + host);
+  issue.mutable_app()->set_host_id(absl::StrFormat("host-%04d", host));
+  issue.mutable_app()->set_version(VersionOf(host));
+  issue.mutable_app()->set_build_id(absl::StrFormat("%040x", host % kVersions + 1));
+  issue.mutable_device()->set_machine(proto::DeviceInfo::HIGH);
+  issue.mutable_device()->set_cpu_cores(8);
+  issue.mutable_device()->set_mem(int64_t{16} << 30);
+  const int kind = static_cast<int>(rng() % 10);
+  const bool newest = host % kVersions == kVersions - 1;
+  int key_index = static_cast<int>(rng() % kKeys);
+  if (newest && rng() % 20 == 0) key_index = kKeys + static_cast<int>(rng() % kNewKeys);
+  const std::string key = absl::StrCat("app::module", key_index % 37, "::Function", key_index,
+                                       "(int, std::string const&)");
+  const std::string scene = absl::StrCat("Scene", rng() % 12);
+  if (kind < 6) {
+    issue.set_tag("Trace_EvilMethod");
+    issue.set_key(key);
+    proto::EvilMethodReport* r = issue.mutable_evil_method();
+    r->set_detail(proto::NORMAL);
+    r->set_cost_ms(700 + static_cast<double>(rng() % 3000));
+    r->set_scene(scene);
+    r->set_stack_key(key);
+    for (int d = 0; d < 3; ++d) {
+      proto::MethodCall* call = r->add_stack();
+      call->set_depth(d);
+      call->set_name(d == 2 ? key : absl::StrCat("app::Caller", d));
+      call->set_count(1);
+      call->set_cost_ms(r->cost_ms() - d);
+    }
+  } else if (kind < 7) {
+    issue.set_tag("Trace_EvilMethod");
+    issue.set_key(key);
+    proto::AnrReport* r = issue.mutable_anr();
+    r->set_detail(rng() % 2 ? proto::ANR : proto::LAG);
+    r->set_cost_ms(2000 + static_cast<double>(rng() % 8000));
+    r->set_scene(scene);
+    r->set_stack_key(key);
+    proto::ThreadStack* stack = r->mutable_thread_stack();
+    for (int d = 0; d < 6; ++d) {
+      proto::StackFrame* f = stack->add_frames();
+      f->set_function(d == 0 ? key : absl::StrCat("app::Frame", d, "()"));
+      f->set_module("/usr/bin/fleet-app");
+      f->set_pc(absl::StrFormat("0x%x", 0x401000 + d * 64));
+      f->set_offset(static_cast<uint64_t>(d * 64));
+    }
+  } else {
+    issue.set_tag("Trace_FPS");
+    issue.set_key(scene);
+    proto::FrameReport* f = issue.mutable_frame();
+    f->set_scene(scene);
+    const int64_t frames = 500 + static_cast<int64_t>(rng() % 100);
+    const int64_t dropped = static_cast<int64_t>(rng() % 200);
+    f->set_frames(frames);
+    f->set_dropped_frames(dropped);
+    f->set_fps(60.0 * frames / (frames + dropped));
+    f->mutable_drop_level()->set_best(frames - 20);
+    f->mutable_drop_level()->set_normal(12);
+    f->mutable_drop_level()->set_middle(5);
+    f->mutable_drop_level()->set_high(2);
+    f->mutable_drop_level()->set_frozen(1);
+    f->set_refresh_rate(60);
+    f->set_window_ms(10000);
+  }
+  return issue;
+}
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+};
+
+template <typename F>
+Timing Time(F&& run, int times = 5) {
+  std::vector<double> ms;
+  for (int i = 0; i < times; ++i) {
+    const absl::Time start = absl::Now();
+    run();
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms[0]};
+}
+
+int64_t Scalar(ClickHouseClient& client, const std::string& sql) {
+  absl::StatusOr<std::string> body = client.Query(sql);
+  int64_t v = -1;
+  if (body.ok()) (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &v);
+  if (!body.ok()) std::fprintf(stderr, "query failed: %s\n", body.status().ToString().c_str());
+  return v;
+}
+
+struct Result {
+  double ingest_s = 0;
+  int64_t sent = 0;
+  int64_t stored = 0;
+  int64_t bytes_on_disk = 0;
+  Timing top, fresh, fps, show, count;
+};
+
+Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
+               const FleetOptions& fleet_options, const std::vector<std::string>& dirs) {
+  Result result;
+  PushOptions push;
+  push.fleet = fleet_options;
+  push.batch_rows = 100000;
+  push.batch_bytes = 64 << 20;
+  push.ignore_checkpoints = true;
+  for (ClickHouseClient* shard : shards) {
+    FleetPusher schema(*shard, push);
+    if (!schema.EnsureSchema().ok()) std::fprintf(stderr, "schema failed\n");
+  }
+  FleetPusher pusher(client, push);
+  const absl::Status schema = pusher.EnsureSchema();
+  if (!schema.ok()) std::fprintf(stderr, "schema: %s\n", schema.ToString().c_str());
+  PushStats stats;
+  const absl::Time start = absl::Now();
+  const absl::Status status = pusher.Push(dirs, stats);
+  result.ingest_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!status.ok()) std::fprintf(stderr, "push: %s\n", status.ToString().c_str());
+  result.sent = stats.sent;
+  const std::string table = fleet_options.cluster.empty() ? "issues" : "issues_local";
+  for (ClickHouseClient* shard : shards) {
+    // Merges run in the background; the bytes are those of the active parts.
+    result.bytes_on_disk += Scalar(*shard, absl::StrCat(
+        "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'matrix' "
+        "AND table = '", table, "'"));
+  }
+  FleetQueries fleet(client, fleet_options);
+  result.count = Time([&] { result.stored = *fleet.Count(); });
+  FleetFilter filter;
+  std::string top_key;
+  result.top = Time([&] {
+    absl::StatusOr<std::vector<FleetKey>> top = fleet.Top(filter);
+    if (top.ok() && !top->empty()) top_key = top->front().key;
+  });
+  result.fresh = Time([&] { (void)fleet.New(VersionOf(kVersions - 1), filter); });
+  result.fps = Time([&] { (void)fleet.Fps(filter); });
+  result.show = Time([&] { (void)fleet.Show(top_key, filter); });
+  return result;
+}
+
+void Print(const char* setup, const Result& r, int64_t issues, int64_t input_bytes) {
+  std::printf("\n## %s\n", setup);
+  std::printf("issues pushed %lld, stored (FINAL) %lld\n", static_cast<long long>(r.sent),
+              static_cast<long long>(r.stored));
+  std::printf("ingest %.1f s: %.0f issues/s\n", r.ingest_s, r.sent / r.ingest_s);
+  std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
+              r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
+              static_cast<double>(input_bytes) / issues);
+  std::printf("| query | median ms | min ms |\n|---|---|---|\n");
+  auto row = [](const char* name, const Timing& t) {
+    std::printf("| %s | %.1f | %.1f |\n", name, t.median_ms, t.min_ms);
+  };
+  row("count() FINAL", r.count);
+  row("top", r.top);
+  row("new --since", r.fresh);
+  row("fps", r.fps);
+  row("show KEY", r.show);
+  std::fflush(stdout);
+}
+
+int Main(int argc, char** argv) {
+  int64_t issues = 1000000;
+  int hosts = 1000;
+  bool keep = false;
+  bool shards_only = false;
+  bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
+    if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
+    if (arg == "--keep") keep = true;
+    if (arg == "--shards-only") shards_only = true;
+    if (arg == "--reuse") reuse = true;
+  }
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / "matrix-fleet-bench";
+  const bool generate = !reuse || !std::filesystem::exists(root);
+  if (generate) std::filesystem::remove_all(root);
+  std::vector<std::string> dirs;
+  std::mt19937_64 rng(42);
+  int64_t input_bytes = 0;
+  const absl::Time gen_start = absl::Now();
+  const int64_t per_host = issues / hosts;
+  for (int host = 0; host < hosts; ++host) {
+    const std::filesystem::path dir = root / absl::StrFormat("h%04d", host);
+    dirs.push_back(dir.string());
+    if (!generate) {
+      input_bytes += static_cast<int64_t>(std::filesystem::file_size(dir / "issues.jsonl"));
+      continue;
+    }
+    std::filesystem::create_directories(dir);
+    std::ofstream out(dir / "issues.jsonl", std::ios::binary);
+    const int64_t n = per_host + (host < issues % hosts ? 1 : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string line =
+          Issue(MakeIssue(rng, host, 1763719200000 + i * 1000 + host)).ToJson();
+      out << line << '\n';
+      input_bytes += static_cast<int64_t>(line.size()) + 1;
+    }
+  }
+  std::printf("# fleet bench: %lld issues from %d hosts, %d versions; generated in %.1f s "
+              "(%.1f MiB of JSON lines)\n",
+              static_cast<long long>(issues), hosts, kVersions,
+              absl::ToDoubleSeconds(absl::Now() - gen_start), input_bytes / 1048576.0);
+  std::fflush(stdout);
+
+  if (!shards_only) {
+    test_util::ClickHouseTestServer server;
+    if (absl::Status s = server.Start(); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    ClickHouseClient client(test_util::ClientOptions(server.url(), absl::Seconds(60)));
+    const Result single = Measure(client, {&client}, {}, dirs);
+    Print("single server", single, issues, input_bytes);
+  }
+  {
+    test_util::ClickHouseTestServer a;
+    test_util::ClickHouseTestServer b;
+    const std::string cluster = test_util::TwoShardCluster("fleet", a.tcp_port(), b.tcp_port());
+    if (!a.Start(cluster).ok() || !b.Start(cluster).ok()) return 1;
+    ClickHouseOptions options = test_util::ClientOptions(a.url(), absl::Seconds(60));
+    options.settings = "insert_distributed_sync=1";
+    ClickHouseClient client_a(options);
+    ClickHouseClient client_b(test_util::ClientOptions(b.url(), absl::Seconds(60)));
+    const Result sharded =
+        Measure(client_a, {&client_a, &client_b}, {.database = "matrix", .cluster = "fleet"}, dirs);
+    Print("two shards (Distributed over two local servers)", sharded, issues, input_bytes);
+  }
+  if (!keep) std::filesystem::remove_all(root);
+  return 0;
+}
+
+}  // namespace
+}  // namespace matrix::report
+
+int main(int argc, char** argv) { return matrix::report::Main(argc, argv); }

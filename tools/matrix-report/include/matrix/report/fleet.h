@@ -1,0 +1,232 @@
+// File: matrix/report/fleet.h
+//
+// The fleet: reports of many machines in ClickHouse (docs/fleet.md).
+//
+// FleetPusher ships the issues of report directories (JSON-lines files and
+// BlockCanary text files, as matrix-report reads them) into one table,
+// `<database>.issues`, one row per issue: typed columns for what fleet
+// queries filter and group on, and the full report. Each issue has a stable
+// id (a hash of its host and its report), and the table is a
+// ReplacingMergeTree ordered by it, so pushing an issue again replaces it:
+// `SELECT count() FROM matrix.issues FINAL` is the number of issues. A
+// checkpoint per directory (.matrix-push-<hash of URL and database>) keeps
+// how far each file was sent (by inode, so a rotated file keeps its place),
+// and is written only after the server acknowledged the rows: a push that
+// stops anywhere sends again at most what was not acknowledged, and the table
+// collapses what a lost acknowledgement made it send twice.
+//
+// FleetQueries answers the fleet questions in SQL (top, new, fps, show) on
+// the same table, or on a Distributed table over shards (`cluster`).
+//
+//   ClickHouseClient client({.url = "http://127.0.0.1:8123"});
+//   FleetPusher pusher(client, {.database = "matrix"});
+//   absl::Status status = pusher.EnsureSchema();
+//   absl::StatusOr<PushStats> stats = pusher.Push({"./matrix-reports"});
+//   FleetQueries fleet(client, {.database = "matrix"});
+//   absl::StatusOr<std::vector<FleetKey>> top = fleet.Top({.limit = 20});
+//
+// Thread safety: thread-compatible; one thread uses a pusher or a query
+// object (and its client).
+
+#ifndef MATRIX_REPORT_FLEET_H_
+#define MATRIX_REPORT_FLEET_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "matrix/report/clickhouse_client.h"
+#include "matrix/report/issue_reader.h"
+#include "matrix/report/issue_record.h"
+
+namespace matrix::report {
+
+struct FleetOptions {
+  std::string database = "matrix";
+  // A cluster of the servers' <remote_servers>: the rows go to
+  // `issues_local` on each shard and `issues` is a Distributed table over
+  // them, sharded by host.
+  std::string cluster;
+};
+
+// The statements that create the schema on one server: the database, and
+// `issues` (or, with a cluster, `issues_local` and the Distributed
+// `issues`).
+std::vector<std::string> FleetSchema(const FleetOptions& options);
+
+// One issue as a row.
+struct FleetRow {
+  std::string issue_id;
+  int64_t time_ms = 0;
+  std::string host_id;
+  std::string host_name;
+  std::string process;
+  int32_t pid = 0;
+  std::string build_id;
+  std::string version;
+  std::string tag;
+  std::string detail;
+  std::string kind;
+  std::string key;
+  std::string scene;
+  double cost_ms = 0;  // Hangs, slow methods, blocks, startups.
+  double fps = 0;      // Frame reports.
+  int64_t frames = 0;
+  int64_t dropped_frames = 0;
+  // Frames per drop level (best, normal, middle, high, frozen).
+  int64_t drop_level[5] = {0, 0, 0, 0, 0};
+  // The report as a JSON line (what matrix-report reads).
+  std::string report;
+  // 1 for a JSON-lines issue, 0 for a BlockCanary text file's block: the
+  // table keeps the higher of two rows with one id (a block is in both).
+  uint8_t quality = 1;
+};
+
+// The row of `record`. `report_json` is its JSON line (empty: written from
+// the record); `fallback_host_id` is used when the report carries no host id
+// (reports written before they did).
+FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
+                      absl::string_view fallback_host_id);
+
+// Appends `row` to `out` as one TabSeparated line in kFleetColumns' order.
+void AppendFleetRowTsv(const FleetRow& row, std::string& out);
+
+// The columns AppendFleetRowTsv writes, comma-separated, for the INSERT.
+extern const char kFleetColumns[];
+
+struct PushOptions {
+  FleetOptions fleet;
+  // Rows per INSERT, and bytes of rows.
+  int64_t batch_rows = 20000;
+  int64_t batch_bytes = 32 << 20;
+  // The host id of reports that carry none: this machine's by default.
+  std::string fallback_host_id;
+  // Ignore the checkpoints (send everything again; the table still keeps
+  // each issue once).
+  bool ignore_checkpoints = false;
+  // A final line without its newline is taken only when true (one-shot
+  // push); --follow waits for the writer to finish it.
+  bool take_unterminated_tail = true;
+};
+
+struct PushStats {
+  int64_t files = 0;
+  // Issues sent (acknowledged by the server).
+  int64_t sent = 0;
+  int64_t batches = 0;
+  int64_t bytes = 0;
+  // Lines skipped because they are not issues; the first of them.
+  int64_t malformed = 0;
+  std::vector<MalformedLine> first_malformed;  // At most one per file.
+  // Inputs that could not be read.
+  std::vector<std::string> errors;
+};
+
+class FleetPusher {
+ public:
+  FleetPusher(ClickHouseClient& client, PushOptions options);
+
+  // Creates the database and tables when missing. Any thread, one at a time.
+  absl::Status EnsureSchema();
+
+  // Sends what the inputs (directories or files) hold beyond their
+  // checkpoints, adding to `stats`. An error (the server gave up) leaves the
+  // checkpoints at the last acknowledged batch.
+  absl::Status Push(const std::vector<std::string>& inputs, PushStats& stats);
+
+ private:
+  struct Pending;
+  absl::Status Flush(Pending& pending, PushStats& stats);
+
+  ClickHouseClient& client_;
+  PushOptions options_;
+  std::string table_;  // "matrix.issues"
+};
+
+// The checkpoint file of `dir` for a server URL and database.
+std::string CheckpointPath(const std::string& dir, absl::string_view url,
+                           absl::string_view database);
+
+// ---- Queries -------------------------------------------------------------
+
+struct FleetFilter {
+  // Only this version (empty: all).
+  std::string version;
+  int limit = 20;
+};
+
+// A hang or slow-method key across the fleet.
+struct FleetKey {
+  std::string tag;
+  std::string detail;
+  std::string key;
+  int64_t hosts = 0;
+  int64_t count = 0;
+  double worst_ms = 0;
+  double median_ms = 0;
+  // `new`: the first version it appeared in; `top`: the newest version.
+  std::string version;
+};
+
+struct FleetFps {
+  std::string scene;
+  std::string version;
+  int64_t reports = 0;
+  int64_t hosts = 0;
+  double fps_p50 = 0;
+  double fps_p10 = 0;  // 10% of reports are at or below it.
+  double dropped_percent_p50 = 0;
+  double dropped_percent_p90 = 0;
+  // Sums of frames per drop level.
+  int64_t drop_level[5] = {0, 0, 0, 0, 0};
+};
+
+struct FleetShow {
+  int64_t count = 0;
+  int64_t hosts = 0;
+  std::vector<std::string> versions;
+  // The worst report's record (highest cost; lowest FPS for frames).
+  IssueRecord worst;
+};
+
+// Orders version strings naturally: "2.10" after "2.9", "2.3" before
+// "2.3.1"; digits compare as numbers.
+bool VersionLess(absl::string_view a, absl::string_view b);
+
+class FleetQueries {
+ public:
+  FleetQueries(ClickHouseClient& client, FleetOptions options);
+
+  // Hang, slow-method and block keys by hosts affected, then count.
+  absl::StatusOr<std::vector<FleetKey>> Top(const FleetFilter& filter);
+  // Keys seen in `since` or a later version and in no earlier one, by hosts.
+  absl::StatusOr<std::vector<FleetKey>> New(absl::string_view since, const FleetFilter& filter);
+  // FPS and dropped-frame percentiles per scene and version.
+  absl::StatusOr<std::vector<FleetFps>> Fps(const FleetFilter& filter);
+  // One key's numbers and worst report; NotFound when no issue has it.
+  absl::StatusOr<FleetShow> Show(absl::string_view key, const FleetFilter& filter);
+  // Every version, in VersionLess order.
+  absl::StatusOr<std::vector<std::string>> Versions();
+  // Number of issues (FINAL).
+  absl::StatusOr<int64_t> Count();
+
+ private:
+  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql);
+
+  ClickHouseClient& client_;
+  FleetOptions options_;
+  std::string table_;
+};
+
+// Text tables of the answers, for the fleet command.
+std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new);
+std::string RenderFleetFps(const std::vector<FleetFps>& rows);
+
+}  // namespace matrix::report
+
+#endif  // MATRIX_REPORT_FLEET_H_

@@ -1,0 +1,766 @@
+#include "matrix/report/fleet.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "matrix/core/app_identity.h"
+
+namespace matrix::report {
+namespace {
+
+constexpr char kHangTags[] = "tag IN ('Trace_EvilMethod', 'BlockCanary') AND detail != 'STARTUP'";
+
+uint64_t Fnv1a(absl::string_view text, uint64_t hash) {
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+// 32 hex digits: two FNV-1a hashes with different bases.
+std::string StableId(absl::string_view text) {
+  return absl::StrFormat("%016x%016x", Fnv1a(text, 0xcbf29ce484222325ULL),
+                         Fnv1a(text, 0x84222325cbf29ce4ULL));
+}
+
+std::string TableColumns() {
+  return R"((
+    issue_id String,
+    time_ms Int64,
+    time DateTime DEFAULT toDateTime(intDiv(time_ms, 1000)),
+    host_id String,
+    host_name String,
+    process String,
+    pid Int32,
+    build_id String,
+    version String,
+    tag String,
+    detail String,
+    kind String,
+    key String,
+    scene String,
+    cost_ms Float64,
+    fps Float64,
+    frames Int64,
+    dropped_frames Int64,
+    drop_best Int64,
+    drop_normal Int64,
+    drop_middle Int64,
+    drop_high Int64,
+    drop_frozen Int64,
+    report String,
+    quality UInt8
+))";
+}
+
+std::string Num(double value) {
+  if (!std::isfinite(value)) return "0";
+  return absl::StrFormat("%.17g", value);
+}
+
+// ---- Checkpoints ---------------------------------------------------------
+
+struct FileId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  bool operator<(const FileId& o) const { return std::tie(dev, ino) < std::tie(o.dev, o.ino); }
+  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+struct Mark {
+  int64_t offset = 0;  // Bytes sent (whole lines).
+  int64_t line = 0;    // Lines before `offset`.
+  // A hash of the file's first min(offset, 256) bytes: an inode reused by a
+  // new file (the old one deleted by rotation) does not match.
+  uint64_t head = 0;
+  std::string path;
+};
+
+constexpr size_t kHeadBytes = 256;
+
+uint64_t HeadHash(absl::string_view head_bytes, int64_t offset) {
+  return Fnv1a(head_bytes.substr(0, std::min<size_t>(static_cast<size_t>(offset), kHeadBytes)),
+               0xcbf29ce484222325ULL);
+}
+
+std::string ReadHead(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(kHeadBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return head;
+}
+
+using Checkpoint = std::map<FileId, Mark>;
+
+Checkpoint LoadCheckpoint(const std::string& path) {
+  Checkpoint checkpoint;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 5));
+    if (parts.size() != 6) continue;
+    FileId id;
+    Mark mark;
+    if (!absl::SimpleAtoi(parts[0], &id.dev) || !absl::SimpleAtoi(parts[1], &id.ino) ||
+        !absl::SimpleAtoi(parts[2], &mark.offset) || !absl::SimpleAtoi(parts[3], &mark.line) ||
+        !absl::SimpleHexAtoi(parts[4], &mark.head)) {
+      continue;
+    }
+    mark.path = parts[5];
+    checkpoint[id] = mark;
+  }
+  return checkpoint;
+}
+
+absl::Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const auto& [id, mark] : checkpoint) {
+      out << id.dev << ' ' << id.ino << ' ' << mark.offset << ' ' << mark.line << ' '
+          << absl::StrFormat("%016x", mark.head) << ' ' << mark.path << '\n';
+    }
+    out.flush();
+    if (!out) {
+      return absl::InternalError(
+          absl::StrCat("cannot write the checkpoint ", tmp, ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot write the checkpoint ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+bool IsBlockLog(const std::string& path) {
+  std::ifstream in(path);
+  char c = 0;
+  while (in.get(c)) {
+    if (!std::isspace(static_cast<unsigned char>(c))) return c == '*';
+  }
+  return false;
+}
+
+// "['1.0','2.0']" -> {"1.0", "2.0"}.
+std::vector<std::string> ParseStringArray(absl::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] != '\'') {
+      ++i;
+      continue;
+    }
+    std::string value;
+    for (++i; i < text.size() && text[i] != '\''; ++i) {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      value += text[i];
+    }
+    ++i;
+    out.push_back(std::move(value));
+  }
+  return out;
+}
+
+std::string InList(const std::vector<std::string>& values) {
+  std::vector<std::string> quoted;
+  for (const std::string& v : values) quoted.push_back(SqlQuote(v));
+  return absl::StrCat("(", absl::StrJoin(quoted, ", "), ")");
+}
+
+double ToDouble(const std::string& s) {
+  double v = 0;
+  return absl::SimpleAtod(s, &v) ? v : 0;
+}
+int64_t ToInt(const std::string& s) {
+  int64_t v = 0;
+  if (absl::SimpleAtoi(s, &v)) return v;
+  return static_cast<int64_t>(ToDouble(s));
+}
+
+// "[52.4,30]" -> {52.4, 30}.
+std::vector<double> ParseNumberArray(absl::string_view text) {
+  std::vector<double> out;
+  text = absl::StripPrefix(absl::StripSuffix(text, "]"), "[");
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    double v = 0;
+    out.push_back(absl::SimpleAtod(part, &v) ? v : 0);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char kFleetColumns[] =
+    "issue_id, time_ms, host_id, host_name, process, pid, build_id, version, tag, detail, "
+    "kind, key, scene, cost_ms, fps, frames, dropped_frames, drop_best, drop_normal, "
+    "drop_middle, drop_high, drop_frozen, report, quality";
+
+std::vector<std::string> FleetSchema(const FleetOptions& options) {
+  const std::string& db = options.database;
+  std::vector<std::string> statements = {absl::StrCat("CREATE DATABASE IF NOT EXISTS ", db)};
+  // ReplacingMergeTree(quality): rows with one issue_id collapse in merges and
+  // under FINAL, keeping the highest quality (the JSON-lines copy of a block).
+  const std::string engine = "ENGINE = ReplacingMergeTree(quality) ORDER BY (host_id, issue_id)";
+  if (options.cluster.empty()) {
+    statements.push_back(
+        absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues ", TableColumns(), " ", engine));
+  } else {
+    statements.push_back(absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues_local ",
+                                      TableColumns(), " ", engine));
+    // Sharded by host: one issue always lands on one shard, so each shard
+    // collapses its own repeats.
+    statements.push_back(absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues ",
+                                      TableColumns(), " ENGINE = Distributed(", options.cluster,
+                                      ", ", db, ", issues_local, cityHash64(host_id))"));
+  }
+  return statements;
+}
+
+FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
+                      absl::string_view fallback_host_id) {
+  FleetRow row;
+  const proto::Issue& issue = record.issue;
+  row.time_ms = issue.time_ms();
+  row.host_id = issue.app().host_id().empty() ? std::string(fallback_host_id)
+                                              : issue.app().host_id();
+  row.host_name = issue.app().host_name();
+  row.process = issue.process();
+  row.pid = issue.pid();
+  row.build_id = issue.app().build_id();
+  row.version = issue.app().version();
+  row.tag = record.tag();
+  row.detail = record.detail;
+  row.kind = record.kind;
+  row.key = record.key;
+  row.scene = record.scene;
+  if (record.metric.present()) {
+    if (record.metric.unit == "fps") {
+      row.fps = record.metric.value;
+    } else {
+      row.cost_ms = record.metric.value;
+    }
+  }
+  if (issue.has_frame()) {
+    const proto::FrameReport& frame = issue.frame();
+    row.fps = frame.fps();
+    row.frames = frame.frames();
+    row.dropped_frames = frame.dropped_frames();
+    row.drop_level[0] = frame.drop_level().best();
+    row.drop_level[1] = frame.drop_level().normal();
+    row.drop_level[2] = frame.drop_level().middle();
+    row.drop_level[3] = frame.drop_level().high();
+    row.drop_level[4] = frame.drop_level().frozen();
+  }
+  row.report = report_json.empty() ? RecordToJson(record) : std::string(report_json);
+  const bool text_block = record.source.line == 0 && issue.has_block();
+  row.quality = text_block ? 0 : 1;
+  if (issue.has_block()) {
+    // A block is in its JSON-lines issue and in its BlockCanary text file:
+    // one id for both.
+    row.issue_id = StableId(absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
+                                         issue.block().time_start_ms(), "\n",
+                                         issue.block().time_end_ms()));
+  } else {
+    row.issue_id = StableId(absl::StrCat(row.host_id, "\n", row.report));
+  }
+  return row;
+}
+
+void AppendFleetRowTsv(const FleetRow& row, std::string& out) {
+  auto field = [&out](absl::string_view text) {
+    AppendTsvEscaped(text, out);
+    out += '\t';
+  };
+  field(row.issue_id);
+  absl::StrAppend(&out, row.time_ms, "\t");
+  field(row.host_id);
+  field(row.host_name);
+  field(row.process);
+  absl::StrAppend(&out, row.pid, "\t");
+  field(row.build_id);
+  field(row.version);
+  field(row.tag);
+  field(row.detail);
+  field(row.kind);
+  field(row.key);
+  field(row.scene);
+  absl::StrAppend(&out, Num(row.cost_ms), "\t", Num(row.fps), "\t", row.frames, "\t",
+                  row.dropped_frames, "\t");
+  for (int64_t level : row.drop_level) absl::StrAppend(&out, level, "\t");
+  field(row.report);
+  absl::StrAppend(&out, static_cast<int>(row.quality), "\n");
+}
+
+std::string CheckpointPath(const std::string& dir, absl::string_view url,
+                           absl::string_view database) {
+  std::string u(url);
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  return absl::StrCat(dir, "/.matrix-push-",
+                      StableId(absl::StrCat(u, "\n", database)).substr(0, 16));
+}
+
+// ---- FleetPusher -----------------------------------------------------------
+
+struct FleetPusher::Pending {
+  std::string tsv;
+  int64_t rows = 0;
+  // Where each file will be once these rows are acknowledged.
+  std::map<std::pair<std::string, FileId>, Mark> advances;
+  // Loaded checkpoints, by checkpoint file.
+  std::map<std::string, Checkpoint> checkpoints;
+  // Every file of this push, by checkpoint file.
+  std::set<std::pair<std::string, FileId>> seen;
+};
+
+FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      table_(absl::StrCat(options_.fleet.database, ".issues")) {
+  if (options_.fallback_host_id.empty()) {
+    options_.fallback_host_id = CurrentAppIdentity().host_id();
+  }
+}
+
+absl::Status FleetPusher::EnsureSchema() {
+  for (const std::string& sql : FleetSchema(options_.fleet)) {
+    absl::StatusOr<std::string> result = client_.Query(sql);
+    if (!result.ok()) return result.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
+  if (pending.rows > 0) {
+    absl::Status status = client_.Insert(
+        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT TabSeparated"),
+        pending.tsv);
+    if (!status.ok()) return status;
+    stats.sent += pending.rows;
+    stats.bytes += static_cast<int64_t>(pending.tsv.size());
+    ++stats.batches;
+  }
+  // Acknowledged (or nothing to send: skipped lines only): move the marks.
+  std::map<std::string, bool> touched;
+  for (auto& [where, mark] : pending.advances) {
+    pending.checkpoints[where.first][where.second] = mark;
+    touched[where.first] = true;
+  }
+  for (const auto& [path, unused] : touched) {
+    absl::Status status = SaveCheckpoint(path, pending.checkpoints[path]);
+    if (!status.ok()) return status;
+  }
+  pending.tsv.clear();
+  pending.rows = 0;
+  pending.advances.clear();
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats& stats) {
+  Pending pending;
+  const std::string& url = client_.options().url;
+  auto full = [&] {
+    return pending.rows >= options_.batch_rows ||
+           static_cast<int64_t>(pending.tsv.size()) >= options_.batch_bytes;
+  };
+  for (const std::string& input : inputs) {
+    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
+    if (!files.ok()) {
+      stats.errors.push_back(std::string(files.status().message()));
+      continue;
+    }
+    for (const std::string& file : *files) {
+      struct stat st {};
+      if (::stat(file.c_str(), &st) != 0) {
+        stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
+        continue;
+      }
+      ++stats.files;
+      const size_t slash = file.rfind('/');
+      const std::string dir = slash == std::string::npos ? std::string(".")
+                              : slash == 0                ? std::string("/")
+                                                          : file.substr(0, slash);
+      const std::string checkpoint_path =
+          CheckpointPath(dir, url, options_.fleet.database);
+      auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
+      if (inserted) cp->second = LoadCheckpoint(checkpoint_path);
+      const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+      std::string head = ReadHead(file);
+      Mark mark;
+      if (auto it = cp->second.find(id); it != cp->second.end() && !options_.ignore_checkpoints &&
+                                         it->second.offset <= st.st_size &&
+                                         it->second.head == HeadHash(head, it->second.offset)) {
+        // Otherwise the file was truncated, or is another file on a reused
+        // inode: from the start.
+        mark = it->second;
+      }
+      mark.path = file;
+      mark.head = HeadHash(head, mark.offset);
+      const auto where = std::make_pair(checkpoint_path, id);
+      pending.seen.insert(where);
+      if (IsBlockLog(file)) {
+        if (mark.offset > 0 && mark.offset >= st.st_size) continue;
+        std::ifstream in(file, std::ios::binary);
+        ReadStats read;
+        IssueStreamReader reader(in, file, {}, &read);
+        IssueRecord record;
+        while (reader.Next(record)) {
+          AppendFleetRowTsv(MakeFleetRow(record, "", options_.fallback_host_id), pending.tsv);
+          ++pending.rows;
+        }
+        if (read.malformed_lines > 0) {
+          stats.malformed += read.malformed_lines;
+          stats.first_malformed.push_back(read.malformed_files.front().first);
+        }
+        mark.offset = st.st_size;
+        mark.head = HeadHash(head, mark.offset);
+        pending.advances[where] = mark;
+        if (full()) {
+          if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+        }
+        continue;
+      }
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
+        continue;
+      }
+      in.seekg(mark.offset);
+      std::string line;
+      bool file_malformed = false;
+      while (std::getline(in, line)) {
+        const bool terminated = !in.eof();
+        if (!terminated && !options_.take_unterminated_tail) break;
+        const int64_t next_offset = mark.offset + static_cast<int64_t>(line.size()) +
+                                    (terminated ? 1 : 0);
+        const int64_t line_number = mark.line + 1;
+        const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
+        bool advance = true;
+        if (!trimmed.empty()) {
+          std::istringstream one{std::string(trimmed)};
+          ReadStats read;
+          IssueStreamReader reader(one, file, {}, &read);
+          IssueRecord record;
+          int records = 0;
+          while (reader.Next(record)) {
+            record.source = {file, line_number};
+            ++records;
+            // A clean line is stored as written; a glued one as parsed.
+            AppendFleetRowTsv(
+                MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
+                             options_.fallback_host_id),
+                pending.tsv);
+            ++pending.rows;
+          }
+          if (read.malformed_lines > 0 || records == 0) {
+            if (!terminated) {
+              // A torn last line: the writer may still finish it. Not sent,
+              // not passed.
+              advance = false;
+            }
+            ++stats.malformed;
+            if (!file_malformed) {
+              file_malformed = true;
+              MalformedLine bad;
+              bad.where = {file, line_number};
+              bad.reason = read.malformed_files.empty() ? "not an issue"
+                                                        : read.malformed_files.front().first.reason;
+              stats.first_malformed.push_back(bad);
+            }
+          }
+        }
+        if (!advance) break;
+        mark.offset = next_offset;
+        mark.line = line_number;
+        if (head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
+          head = ReadHead(file);  // It was shorter when first read.
+        }
+        mark.head = HeadHash(head, mark.offset);
+        pending.advances[where] = mark;
+        if (full()) {
+          if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+        }
+        if (!terminated) break;
+      }
+      if (pending.advances.find(where) == pending.advances.end()) {
+        // Nothing new: keep its mark (and drop marks of files gone).
+        pending.advances[where] = mark;
+      }
+    }
+  }
+  // Marks of files no longer there are dropped when a checkpoint is saved:
+  // keep only the files seen now.
+  for (auto& [path, checkpoint] : pending.checkpoints) {
+    for (auto it = checkpoint.begin(); it != checkpoint.end();) {
+      if (pending.seen.count({path, it->first}) == 0) {
+        it = checkpoint.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return Flush(pending, stats);
+}
+
+// ---- Queries ---------------------------------------------------------------
+
+bool VersionLess(absl::string_view a, absl::string_view b) {
+  size_t i = 0;
+  size_t j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i]));
+    const bool db = std::isdigit(static_cast<unsigned char>(b[j]));
+    if (da && db) {
+      size_t ei = i;
+      size_t ej = j;
+      while (ei < a.size() && std::isdigit(static_cast<unsigned char>(a[ei]))) ++ei;
+      while (ej < b.size() && std::isdigit(static_cast<unsigned char>(b[ej]))) ++ej;
+      absl::string_view na = a.substr(i, ei - i);
+      absl::string_view nb = b.substr(j, ej - j);
+      while (na.size() > 1 && na[0] == '0') na.remove_prefix(1);
+      while (nb.size() > 1 && nb[0] == '0') nb.remove_prefix(1);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ei;
+      j = ej;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+FleetQueries::FleetQueries(ClickHouseClient& client, FleetOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      table_(absl::StrCat(options_.database, ".issues")) {}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql) {
+  absl::StatusOr<std::string> body = client_.Query(absl::StrCat(sql, " FORMAT TabSeparated"));
+  if (!body.ok()) return body.status();
+  return ParseTsv(*body);
+}
+
+absl::StatusOr<int64_t> FleetQueries::Count() {
+  absl::StatusOr<std::vector<std::vector<std::string>>> rows =
+      Rows(absl::StrCat("SELECT count() FROM ", table_, " FINAL"));
+  if (!rows.ok()) return rows.status();
+  if (rows->empty() || rows->front().empty()) return absl::InternalError("no count returned");
+  return ToInt(rows->front()[0]);
+}
+
+absl::StatusOr<std::vector<std::string>> FleetQueries::Versions() {
+  absl::StatusOr<std::vector<std::vector<std::string>>> rows =
+      Rows(absl::StrCat("SELECT DISTINCT version FROM ", table_));
+  if (!rows.ok()) return rows.status();
+  std::vector<std::string> versions;
+  for (const auto& row : *rows) versions.push_back(row.empty() ? "" : row[0]);
+  std::sort(versions.begin(), versions.end(),
+            [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
+  return versions;
+}
+
+namespace {
+
+std::string VersionFilter(const FleetFilter& filter) {
+  return filter.version.empty() ? "" : absl::StrCat(" AND version = ", SqlQuote(filter.version));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FleetKey>> FleetQueries::Top(const FleetFilter& filter) {
+  absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
+      "SELECT tag, detail, key, uniqExact(host_id) AS hosts, count() AS n, max(cost_ms), "
+      "quantileExact(0.5)(cost_ms), argMax(version, time_ms) FROM ",
+      table_, " FINAL WHERE ", kHangTags, " AND key != ''", VersionFilter(filter),
+      " GROUP BY tag, detail, key ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ",
+      filter.limit));
+  if (!rows.ok()) return rows.status();
+  std::vector<FleetKey> keys;
+  for (const auto& row : *rows) {
+    if (row.size() < 8) continue;
+    keys.push_back({.tag = row[0],
+                    .detail = row[1],
+                    .key = row[2],
+                    .hosts = ToInt(row[3]),
+                    .count = ToInt(row[4]),
+                    .worst_ms = ToDouble(row[5]),
+                    .median_ms = ToDouble(row[6]),
+                    .version = row[7]});
+  }
+  return keys;
+}
+
+absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
+                                                        const FleetFilter& filter) {
+  absl::StatusOr<std::vector<std::string>> versions = Versions();
+  if (!versions.ok()) return versions.status();
+  std::vector<std::string> before;
+  std::vector<std::string> after;
+  for (const std::string& v : *versions) (VersionLess(v, since) ? before : after).push_back(v);
+  if (after.empty()) return std::vector<FleetKey>{};
+  const std::string in_after = absl::StrCat("version IN ", InList(after));
+  const std::string in_before = before.empty() ? "0" : absl::StrCat("version IN ", InList(before));
+  absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
+      "SELECT tag, detail, key, uniqExactIf(host_id, ", in_after, ") AS hosts, countIf(",
+      in_after, ") AS n, maxIf(cost_ms, ", in_after, "), quantileExactIf(0.5)(cost_ms, ",
+      in_after, "), groupUniqArrayIf(version, ", in_after, ") FROM ", table_, " FINAL WHERE ",
+      kHangTags, " AND key != ''", VersionFilter(filter),
+      " GROUP BY tag, detail, key HAVING countIf(", in_before, ") = 0 AND n > 0",
+      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit));
+  if (!rows.ok()) return rows.status();
+  std::vector<FleetKey> keys;
+  for (const auto& row : *rows) {
+    if (row.size() < 8) continue;
+    std::vector<std::string> seen = ParseStringArray(row[7]);
+    std::sort(seen.begin(), seen.end(),
+              [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
+    keys.push_back({.tag = row[0],
+                    .detail = row[1],
+                    .key = row[2],
+                    .hosts = ToInt(row[3]),
+                    .count = ToInt(row[4]),
+                    .worst_ms = ToDouble(row[5]),
+                    .median_ms = ToDouble(row[6]),
+                    .version = seen.empty() ? "" : seen.front()});
+  }
+  return keys;
+}
+
+absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filter) {
+  absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
+      "SELECT scene, version, count(), uniqExact(host_id), quantilesExact(0.5, 0.1)(fps), "
+      "quantilesExact(0.5, 0.9)(dropped_frames * 100 / frames), sum(drop_best), "
+      "sum(drop_normal), sum(drop_middle), sum(drop_high), sum(drop_frozen) FROM ",
+      table_, " FINAL WHERE tag = 'Trace_FPS' AND frames > 0", VersionFilter(filter),
+      " GROUP BY scene, version"));
+  if (!rows.ok()) return rows.status();
+  std::vector<FleetFps> out;
+  for (const auto& row : *rows) {
+    if (row.size() < 11) continue;
+    FleetFps fps;
+    fps.scene = row[0];
+    fps.version = row[1];
+    fps.reports = ToInt(row[2]);
+    fps.hosts = ToInt(row[3]);
+    const std::vector<double> f = ParseNumberArray(row[4]);
+    const std::vector<double> d = ParseNumberArray(row[5]);
+    if (f.size() == 2) {
+      fps.fps_p50 = f[0];
+      fps.fps_p10 = f[1];
+    }
+    if (d.size() == 2) {
+      fps.dropped_percent_p50 = d[0];
+      fps.dropped_percent_p90 = d[1];
+    }
+    for (int i = 0; i < 5; ++i) fps.drop_level[i] = ToInt(row[6 + i]);
+    out.push_back(std::move(fps));
+  }
+  std::sort(out.begin(), out.end(), [](const FleetFps& a, const FleetFps& b) {
+    if (a.scene != b.scene) return a.scene < b.scene;
+    return VersionLess(a.version, b.version);
+  });
+  return out;
+}
+
+absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetFilter& filter) {
+  // Without FINAL (ClickHouse 18.16 merges FINAL on one thread, over every
+  // row of the table, before WHERE): one key's rows are few, repeats of an
+  // issue share its id, so uniqExact(issue_id) counts each issue once and the
+  // worst row is the same whichever copy is read.
+  const std::string where =
+      absl::StrCat(" WHERE key = ", SqlQuote(key), VersionFilter(filter));
+  absl::StatusOr<std::vector<std::vector<std::string>>> stats = Rows(absl::StrCat(
+      "SELECT uniqExact(issue_id), uniqExact(host_id), groupUniqArray(version) FROM ", table_,
+      where));
+  if (!stats.ok()) return stats.status();
+  FleetShow show;
+  if (stats->empty() || stats->front().size() < 3 || ToInt(stats->front()[0]) == 0) {
+    return absl::NotFoundError(absl::StrCat("no issue has the key \"", key, "\""));
+  }
+  show.count = ToInt(stats->front()[0]);
+  show.hosts = ToInt(stats->front()[1]);
+  show.versions = ParseStringArray(stats->front()[2]);
+  std::sort(show.versions.begin(), show.versions.end(),
+            [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
+  // The worst row's id first, reading the small columns only; then its
+  // report by primary key (the JSON-lines copy of a block).
+  absl::StatusOr<std::vector<std::vector<std::string>>> worst_id = Rows(absl::StrCat(
+      "SELECT host_id, issue_id FROM ", table_, where,
+      " ORDER BY if(tag = 'Trace_FPS', fps, -cost_ms), time_ms, issue_id LIMIT 1"));
+  if (!worst_id.ok()) return worst_id.status();
+  if (worst_id->empty() || worst_id->front().size() < 2) {
+    return absl::NotFoundError(absl::StrCat("no issue has the key \"", key, "\""));
+  }
+  absl::StatusOr<std::vector<std::vector<std::string>>> worst = Rows(absl::StrCat(
+      "SELECT report FROM ", table_, " WHERE host_id = ", SqlQuote(worst_id->front()[0]),
+      " AND issue_id = ", SqlQuote(worst_id->front()[1]), " ORDER BY quality DESC LIMIT 1"));
+  if (!worst.ok()) return worst.status();
+  if (worst->empty() || worst->front().empty()) {
+    return absl::NotFoundError(absl::StrCat("no issue has the key \"", key, "\""));
+  }
+  absl::StatusOr<IssueRecord> record =
+      ParseIssueLine(worst->front()[0], {.file = absl::StrCat(table_, "@", client_.options().url)});
+  if (!record.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("the stored report does not parse: ", record.status().message()));
+  }
+  show.worst = *std::move(record);
+  return show;
+}
+
+std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new) {
+  if (keys.empty()) return is_new ? "no new keys\n" : "no hangs or slow methods\n";
+  std::string out = absl::StrFormat("%-6s %-7s %-10s %-10s %-12s %-20s %s\n", "HOSTS", "COUNT",
+                                    "WORST_MS", "MEDIAN_MS", is_new ? "FIRST_IN" : "LAST_IN",
+                                    "TAG/DETAIL", "KEY");
+  for (const FleetKey& k : keys) {
+    absl::StrAppendFormat(&out, "%-6d %-7d %-10.1f %-10.1f %-12s %-20s %s\n", k.hosts, k.count,
+                          k.worst_ms, k.median_ms, k.version.empty() ? "-" : k.version,
+                          k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail), k.key);
+  }
+  return out;
+}
+
+std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
+  if (rows.empty()) return "no frame reports\n";
+  std::string out = absl::StrFormat(
+      "%-20s %-12s %-8s %-6s %-8s %-8s %-10s %-10s %s\n", "SCENE", "VERSION", "REPORTS", "HOSTS",
+      "FPS_P50", "FPS_P10", "DROP%_P50", "DROP%_P90", "FRAMES best/normal/middle/high/frozen");
+  for (const FleetFps& r : rows) {
+    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8.1f %-8.1f %-10.1f %-10.1f %d/%d/%d/%d/%d\n",
+                          r.scene.empty() ? "-" : r.scene, r.version.empty() ? "-" : r.version,
+                          r.reports, r.hosts, r.fps_p50, r.fps_p10, r.dropped_percent_p50,
+                          r.dropped_percent_p90, r.drop_level[0], r.drop_level[1],
+                          r.drop_level[2], r.drop_level[3], r.drop_level[4]);
+  }
+  return out;
+}
+
+}  // namespace matrix::report

@@ -1,0 +1,478 @@
+#include "matrix/report/fleet_cli.h"
+
+#include <algorithm>
+#include <csignal>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "matrix/report/clickhouse_client.h"
+#include "matrix/report/fleet.h"
+#include "matrix/report/html_report.h"
+#include "matrix/report/issue_filter.h"
+#include "matrix/report/text_render.h"
+
+namespace matrix::report {
+namespace {
+
+constexpr char kFleetUsage[] = R"(Fleet commands (ClickHouse; docs/fleet.md):
+  push --clickhouse URL [--database DB] [--cluster NAME] DIR|FILE...
+              ship the issues of report directories into DB.issues (created
+              when missing), one row per issue: pushing again stores nothing
+              twice, and a checkpoint per directory sends only new lines
+    --follow            keep shipping as the files grow (until SIGINT/SIGTERM
+                        or --follow-for)
+    --follow-for=SECS   stop following after SECS seconds
+    --poll-ms=MS        --follow: how often files are looked at (default 1000)
+    --all               ignore the checkpoints and send everything again
+    --retry-for=SECS    keep retrying an unreachable or failing server this
+                        long, with backoff, before giving up (default 60)
+    --timeout=SECS      one request's time limit (default 30)
+    --batch=N           issues per INSERT (default 20000)
+    --cluster=NAME      the servers' <remote_servers> cluster: rows go to
+                        DB.issues_local on each shard through the Distributed
+                        DB.issues; --clickhouse may then be repeated to create
+                        the tables on every shard (rows go to the first)
+  fleet --clickhouse URL [--database DB] QUERY
+    top                 hang and slow-method keys by machines affected, with
+                        counts, worst and median cost
+    new --since=VERSION keys seen in VERSION or later and in no earlier version
+    fps                 FPS and dropped-frame percentiles per scene and version
+    show KEY            one key's hosts, versions and worst report, in full
+    --version=V         only issues of version V;  --limit=N  rows (default 20)
+  html --clickhouse URL [--database DB] [-o FILE] [--limit=N]
+              the HTML report over the fleet's newest N issues (default
+              5000), with the fleet tables (top, new in the newest version,
+              FPS) added
+)";
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnStopSignal(int) { g_stop = 1; }
+
+struct FleetCommandLine {
+  std::string command;  // push, fleet, html
+  std::vector<std::string> urls;
+  std::string database = "matrix";
+  std::string cluster;
+  bool follow = false;
+  std::optional<absl::Duration> follow_for;
+  absl::Duration poll = absl::Seconds(1);
+  bool all = false;
+  absl::Duration retry_for = absl::Seconds(60);
+  absl::Duration timeout = absl::Seconds(30);
+  int64_t batch = 20000;
+  std::string version;
+  std::string since;
+  int limit = 0;
+  std::string output;
+  bool utc = false;
+  std::vector<std::string> positional;
+};
+
+absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string& value) {
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v) || !(v > 0)) {
+    return UsageError(absl::StrCat(flag, " needs a positive number, not \"", value, "\""));
+  }
+  return v;
+}
+
+absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
+  FleetCommandLine cl;
+  cl.command = args[0];
+  const std::vector<std::string> with_value = {
+      "--clickhouse", "--database", "--cluster", "--follow-for", "--poll-ms", "--retry-for",
+      "--timeout",    "--batch",    "--version", "--since",      "--limit",   "--output",
+      "-o"};
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg.empty() || arg[0] != '-' || arg == "-") {
+      cl.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg;
+    std::optional<std::string> value;
+    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    const bool takes = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
+    if (takes && !value.has_value()) {
+      if (i + 1 >= args.size()) return UsageError(absl::StrCat(name, " needs a value"));
+      value = args[++i];
+    }
+    if (takes && value->empty()) return UsageError(absl::StrCat(name, " needs a non-empty value"));
+    if (!takes && value.has_value()) return UsageError(absl::StrCat(name, " takes no value"));
+    if (name == "--clickhouse") {
+      if (!absl::StartsWith(*value, "http://") && !absl::StartsWith(*value, "https://")) {
+        return UsageError(absl::StrCat("--clickhouse needs the HTTP interface's URL, "
+                                       "http://HOST:PORT (8123 by default), not \"",
+                                       *value, "\""));
+      }
+      cl.urls.push_back(*value);
+    } else if (name == "--database") {
+      cl.database = *value;
+    } else if (name == "--cluster") {
+      cl.cluster = *value;
+    } else if (name == "--follow") {
+      cl.follow = true;
+    } else if (name == "--follow-for") {
+      absl::StatusOr<double> v = PositiveNumber(name, *value);
+      if (!v.ok()) return v.status();
+      cl.follow_for = absl::Seconds(*v);
+    } else if (name == "--poll-ms") {
+      absl::StatusOr<double> v = PositiveNumber(name, *value);
+      if (!v.ok()) return v.status();
+      cl.poll = absl::Milliseconds(*v);
+    } else if (name == "--all") {
+      cl.all = true;
+    } else if (name == "--retry-for") {
+      double v = 0;
+      if (!absl::SimpleAtod(*value, &v) || v < 0) {
+        return UsageError(absl::StrCat("--retry-for needs seconds, not \"", *value, "\""));
+      }
+      cl.retry_for = absl::Seconds(v);
+    } else if (name == "--timeout") {
+      absl::StatusOr<double> v = PositiveNumber(name, *value);
+      if (!v.ok()) return v.status();
+      cl.timeout = absl::Seconds(*v);
+    } else if (name == "--batch") {
+      if (!absl::SimpleAtoi(*value, &cl.batch) || cl.batch <= 0) {
+        return UsageError(absl::StrCat("--batch needs a positive number, not \"", *value, "\""));
+      }
+    } else if (name == "--version") {
+      cl.version = *value;
+    } else if (name == "--since") {
+      cl.since = *value;
+    } else if (name == "--limit") {
+      if (!absl::SimpleAtoi(*value, &cl.limit) || cl.limit <= 0) {
+        return UsageError(absl::StrCat("--limit needs a positive number, not \"", *value, "\""));
+      }
+    } else if (name == "--output" || name == "-o") {
+      cl.output = *value;
+    } else if (name == "--utc") {
+      cl.utc = true;
+    } else {
+      return UsageError(absl::StrCat("unknown option ", name, " for ", cl.command));
+    }
+  }
+  if (cl.urls.empty()) return UsageError(absl::StrCat(cl.command, " needs --clickhouse URL"));
+  if (cl.urls.size() > 1 && cl.cluster.empty()) {
+    return UsageError("--clickhouse is given once, or once per shard with --cluster");
+  }
+  for (char c : cl.database) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
+      return UsageError(absl::StrCat("--database: letters, digits and _ only, not \"",
+                                     cl.database, "\""));
+    }
+  }
+  for (char c : cl.cluster) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
+      return UsageError(absl::StrCat("--cluster: letters, digits and _ only, not \"", cl.cluster,
+                                     "\""));
+    }
+  }
+  if (cl.command == "push") {
+    if (cl.positional.empty()) cl.positional.push_back(kDefaultInput);
+  } else if (cl.command == "fleet") {
+    if (cl.positional.empty()) return UsageError("fleet needs a query: top, new, fps or show");
+    const std::string& q = cl.positional[0];
+    if (q != "top" && q != "new" && q != "fps" && q != "show") {
+      return UsageError(absl::StrCat("fleet queries are top, new, fps and show, not \"", q, "\""));
+    }
+    if (q == "new" && cl.since.empty()) return UsageError("fleet new needs --since=VERSION");
+    if (q == "show" && cl.positional.size() != 2) return UsageError("fleet show needs one KEY");
+    if (q != "show" && cl.positional.size() != 1) {
+      return UsageError(absl::StrCat("fleet ", q, " takes no arguments"));
+    }
+  } else if (!cl.positional.empty()) {
+    return UsageError("html --clickhouse reads the server, not files");
+  }
+  return cl;
+}
+
+ClickHouseOptions ClientOptions(const FleetCommandLine& cl, const std::string& url,
+                                std::ostream& err) {
+  ClickHouseOptions options;
+  options.url = url;
+  options.retry_for = cl.retry_for;
+  options.request_timeout = cl.timeout;
+  // Through a Distributed table, an INSERT is acknowledged once every shard
+  // has its rows (not when they are queued locally).
+  if (!cl.cluster.empty()) options.settings = "insert_distributed_sync=1";
+  options.on_retry = [&err](const absl::Status& status, absl::Duration wait) {
+    err << "matrix-report: " << status.message() << "; retrying in "
+        << absl::FormatDuration(wait) << "\n";
+  };
+  return options;
+}
+
+void ReportPushStats(const FleetCommandLine& cl, const PushStats& stats, std::ostream& out,
+                     std::ostream& err) {
+  for (const std::string& error : stats.errors) err << "matrix-report: " << error << "\n";
+  for (const MalformedLine& bad : stats.first_malformed) {
+    err << "matrix-report: " << bad.where.file << ": skipped a malformed line at line "
+        << bad.where.line << ": " << bad.reason << "\n";
+  }
+  out << "matrix-report: pushed " << stats.sent << (stats.sent == 1 ? " issue" : " issues")
+      << " from " << stats.files << (stats.files == 1 ? " file" : " files") << " in "
+      << stats.batches << (stats.batches == 1 ? " batch" : " batches") << " to " << cl.urls[0]
+      << " " << cl.database << ".issues";
+  if (stats.malformed > 0) out << "; skipped " << stats.malformed << " malformed";
+  out << "\n";
+  out.flush();
+}
+
+int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
+  PushOptions options;
+  options.fleet = {.database = cl.database, .cluster = cl.cluster};
+  options.batch_rows = cl.batch;
+  options.ignore_checkpoints = cl.all;
+  options.take_unterminated_tail = !cl.follow;
+  for (size_t i = 1; i < cl.urls.size(); ++i) {
+    ClickHouseClient shard(ClientOptions(cl, cl.urls[i], err));
+    FleetPusher schema(shard, options);
+    if (absl::Status s = schema.EnsureSchema(); !s.ok()) {
+      err << "matrix-report: cannot create the schema: " << s.message() << "\n";
+      return kExitNoInput;
+    }
+  }
+  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err));
+  FleetPusher pusher(client, options);
+  if (absl::Status s = pusher.EnsureSchema(); !s.ok()) {
+    err << "matrix-report: cannot create the schema: " << s.message() << "\n";
+    return kExitNoInput;
+  }
+  const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
+                                                   : absl::InfiniteFuture();
+  if (cl.follow) {
+    g_stop = 0;
+    std::signal(SIGINT, OnStopSignal);
+    std::signal(SIGTERM, OnStopSignal);
+  }
+  // The default handlers again when push returns (it may run in-process).
+  struct RestoreSignals {
+    bool follow;
+    ~RestoreSignals() {
+      if (!follow) return;
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+    }
+  } restore{cl.follow};
+  while (true) {
+    PushStats stats;
+    const absl::Status status = pusher.Push(cl.positional, stats);
+    if (!status.ok()) {
+      ReportPushStats(cl, stats, out, err);
+      err << "matrix-report: push failed: " << status.message()
+          << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
+             "rest (nothing is stored twice)\n";
+      return kExitNoInput;
+    }
+    if (!cl.follow) {
+      ReportPushStats(cl, stats, out, err);
+      return stats.errors.empty() ? kExitOk : kExitNoInput;
+    }
+    if (stats.sent > 0 || stats.malformed > 0 || !stats.errors.empty()) {
+      ReportPushStats(cl, stats, out, err);
+    }
+    const absl::Time wake = absl::Now() + cl.poll;
+    while (!g_stop && absl::Now() < end && absl::Now() < wake) {
+      absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
+    }
+    if (g_stop || absl::Now() >= end) {
+      // One last look, so what was written before the stop is sent.
+      PushStats last;
+      const absl::Status s = pusher.Push(cl.positional, last);
+      if (last.sent > 0 || !s.ok()) ReportPushStats(cl, last, out, err);
+      if (!s.ok()) {
+        err << "matrix-report: push failed: " << s.message() << "\n";
+        return kExitNoInput;
+      }
+      return kExitOk;
+    }
+  }
+}
+
+std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
+  std::string html = "<section id=\"fleet\"><h2>Fleet</h2>\n";
+  auto keys_table = [&](const std::vector<FleetKey>& keys, absl::string_view version_header) {
+    std::string t = absl::StrCat(
+        "<table><tr><th>Hosts</th><th>Count</th><th>Worst ms</th><th>Median ms</th><th>",
+        version_header, "</th><th>Tag/detail</th><th>Key</th></tr>\n");
+    for (const FleetKey& k : keys) {
+      absl::StrAppend(&t, "<tr><td>", k.hosts, "</td><td>", k.count, "</td><td>",
+                      absl::StrFormat("%.1f", k.worst_ms), "</td><td>",
+                      absl::StrFormat("%.1f", k.median_ms), "</td><td>", HtmlEscape(k.version),
+                      "</td><td>", HtmlEscape(k.tag), k.detail.empty() ? "" : "/",
+                      HtmlEscape(k.detail), "</td><td><code>", HtmlEscape(k.key),
+                      "</code></td></tr>\n");
+    }
+    return t + "</table>\n";
+  };
+  absl::StatusOr<std::vector<FleetKey>> top = fleet.Top({.version = "", .limit = 20});
+  if (top.ok()) {
+    absl::StrAppend(&html, "<h3>Top hangs and slow methods by machines affected</h3>\n",
+                    keys_table(*top, "Last in"));
+  } else {
+    err << "matrix-report: fleet top: " << top.status().message() << "\n";
+  }
+  absl::StatusOr<std::vector<std::string>> versions = fleet.Versions();
+  if (versions.ok() && !versions->empty()) {
+    const std::string newest = versions->back();
+    absl::StatusOr<std::vector<FleetKey>> fresh = fleet.New(newest, {.version = "", .limit = 20});
+    if (fresh.ok()) {
+      absl::StrAppend(&html, "<h3>New in ", HtmlEscape(newest.empty() ? "-" : newest),
+                      "</h3>\n", keys_table(*fresh, "First in"));
+    }
+  }
+  absl::StatusOr<std::vector<FleetFps>> fps = fleet.Fps({.version = "", .limit = 1000});
+  if (fps.ok()) {
+    html += "<h3>FPS per scene and version</h3>\n<table><tr><th>Scene</th><th>Version</th>"
+            "<th>Reports</th><th>Hosts</th><th>FPS p50</th><th>FPS p10</th><th>Dropped % p50"
+            "</th><th>Dropped % p90</th></tr>\n";
+    for (const FleetFps& r : *fps) {
+      absl::StrAppend(&html, "<tr><td>", HtmlEscape(r.scene), "</td><td>",
+                      HtmlEscape(r.version), "</td><td>", r.reports, "</td><td>", r.hosts,
+                      "</td><td>", absl::StrFormat("%.1f", r.fps_p50), "</td><td>",
+                      absl::StrFormat("%.1f", r.fps_p10), "</td><td>",
+                      absl::StrFormat("%.1f", r.dropped_percent_p50), "</td><td>",
+                      absl::StrFormat("%.1f", r.dropped_percent_p90), "</td></tr>\n");
+    }
+    html += "</table>\n";
+  }
+  return html + "</section>\n";
+}
+
+int RunHtml(const FleetCommandLine& cl, std::ostream& out, std::ostream& err,
+            const RunEnvironment& env) {
+  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err));
+  FleetQueries fleet(client, {.database = cl.database, .cluster = cl.cluster});
+  const int limit = cl.limit > 0 ? cl.limit : 5000;
+  absl::StatusOr<std::string> body = client.Query(absl::StrCat(
+      "SELECT report FROM ", cl.database, ".issues FINAL ORDER BY time_ms DESC, issue_id LIMIT ",
+      limit, " FORMAT TabSeparated"));
+  if (!body.ok()) {
+    err << "matrix-report: " << body.status().message() << "\n";
+    return kExitNoInput;
+  }
+  ReadResult read;
+  const std::string source = absl::StrCat(cl.database, ".issues@", cl.urls[0]);
+  read.files.push_back(source);
+  std::vector<std::vector<std::string>> rows = ParseTsv(*body);
+  std::reverse(rows.begin(), rows.end());
+  for (const auto& row : rows) {
+    if (row.empty()) continue;
+    ++read.lines;
+    absl::StatusOr<IssueRecord> record =
+        ParseIssueLine(row[0], {.file = source, .line = read.lines});
+    if (!record.ok()) {
+      ++read.malformed_lines;
+      continue;
+    }
+    record->sequence = static_cast<int64_t>(read.records.size());
+    read.records.push_back(*std::move(record));
+  }
+  std::vector<const IssueRecord*> selected = SelectIssues(read.records, IssueFilter{});
+  std::string page = RenderHtmlReport(
+      read, selected, false,
+      {.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone, .full_paths = false});
+  const std::string anchor = "<ul id=\"render-errors\"></ul>\n";
+  const std::string fleet_html = FleetTablesHtml(fleet, err);
+  if (const size_t at = page.find(anchor); at != std::string::npos) {
+    page.insert(at + anchor.size(), fleet_html);
+  }
+  if (cl.output.empty()) {
+    out << page;
+    out.flush();
+    return kExitOk;
+  }
+  std::ofstream file(cl.output, std::ios::trunc | std::ios::binary);
+  file << page;
+  file.flush();
+  if (!file) {
+    err << "matrix-report: cannot write " << cl.output << "\n";
+    return kExitNoInput;
+  }
+  err << "matrix-report: wrote an HTML report of " << read.records.size()
+      << " fleet issues to " << cl.output << "\n";
+  return kExitOk;
+}
+
+int RunFleetQuery(const FleetCommandLine& cl, std::ostream& out, std::ostream& err,
+                  const RunEnvironment& env) {
+  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err));
+  FleetQueries fleet(client, {.database = cl.database, .cluster = cl.cluster});
+  FleetFilter filter{.version = cl.version, .limit = cl.limit > 0 ? cl.limit : 20};
+  const std::string& q = cl.positional[0];
+  auto fail = [&](const absl::Status& status) {
+    err << "matrix-report: fleet " << q << ": " << status.message() << "\n";
+    return kExitNoInput;
+  };
+  if (q == "top" || q == "new") {
+    absl::StatusOr<std::vector<FleetKey>> keys =
+        q == "top" ? fleet.Top(filter) : fleet.New(cl.since, filter);
+    if (!keys.ok()) return fail(keys.status());
+    out << RenderFleetKeys(*keys, q == "new");
+  } else if (q == "fps") {
+    absl::StatusOr<std::vector<FleetFps>> rows = fleet.Fps(filter);
+    if (!rows.ok()) return fail(rows.status());
+    out << RenderFleetFps(*rows);
+  } else {
+    absl::StatusOr<FleetShow> show = fleet.Show(cl.positional[1], filter);
+    if (!show.ok()) return fail(show.status());
+    out << "Key " << cl.positional[1] << ": " << show->count
+        << (show->count == 1 ? " issue" : " issues") << " on " << show->hosts
+        << (show->hosts == 1 ? " host" : " hosts") << ", versions "
+        << absl::StrJoin(show->versions, ", ") << "\nWorst:\n";
+    RenderOptions options;
+    options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
+    out << RenderIssue(show->worst, options);
+  }
+  out.flush();
+  return kExitOk;
+}
+
+}  // namespace
+
+const char* FleetUsageText() { return kFleetUsage; }
+
+bool IsFleetCommandLine(const std::vector<std::string>& args) {
+  if (args.empty()) return false;
+  if (args[0] == "push" || args[0] == "fleet") return true;
+  if (args[0] != "html") return false;
+  for (const std::string& arg : args) {
+    if (arg == "--clickhouse" || absl::StartsWith(arg, "--clickhouse=")) return true;
+  }
+  return false;
+}
+
+int RunFleetCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    const RunEnvironment& env) {
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      out << kFleetUsage;
+      return kExitOk;
+    }
+  }
+  absl::StatusOr<FleetCommandLine> cl = Parse(args);
+  if (!cl.ok()) {
+    err << "matrix-report: " << cl.status().message() << "\nTry 'matrix-report --help'.\n";
+    return kExitUsage;
+  }
+  if (cl->command == "push") return RunPush(*cl, out, err);
+  if (cl->command == "fleet") return RunFleetQuery(*cl, out, err, env);
+  return RunHtml(*cl, out, err, env);
+}
+
+}  // namespace matrix::report
