@@ -212,11 +212,14 @@ void TracePlugin::PreloadSymbols() {
   }
   const ThreadHandle looper_thread = ui_thread_monitor_->looper_thread();
   preload_handler_->Post([this, looper_thread] {
+    // The capture first: it interrupts the looper thread once, right at
+    // start, not later in the program's run.
+    RawStack raw;
+    const absl::Status captured = CaptureStack(looper_thread, &raw);
     // The program's own modules: symbol tables, DWARF and unit indexes, so a
     // first report in any of them costs what later ones do.
     Symbolizer::Get()->PreloadModules();
-    RawStack raw;
-    if (!CaptureStack(looper_thread, &raw).ok()) return;
+    if (!captured.ok()) return;
     const SymbolizedStack symbolized = SymbolizeStack(raw);
     preloaded_symbols_.fetch_add(static_cast<int64_t>(symbolized.frames.size()));
   });
