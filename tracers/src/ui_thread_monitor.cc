@@ -58,6 +58,29 @@ class UIThreadMonitor::CpuSampler {
   std::atomic<int64_t> sample_wall_ns_{0};
 };
 
+// Times the ANIMATION, TRAVERSAL and COMMIT phases of a frame that the INPUT
+// marker claimed, from the Choreographer's own queue starts (one virtual call
+// per queue instead of a marker callback inserted and run per phase).
+class UIThreadMonitor::QueueHook : public Choreographer::QueueStartListener {
+ public:
+  explicit QueueHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
+  void OnQueueStart(Choreographer::CallbackType type, TimeTicks start) override {
+    if (!monitor_->hooked_frame_) return;
+    switch (type) {
+      case Choreographer::kAnimation: monitor_->BeginPhase(Phase::kAnimation, start); break;
+      case Choreographer::kTraversal: monitor_->BeginPhase(Phase::kTraversal, start); break;
+      case Choreographer::kCommit:
+        monitor_->BeginPhase(Phase::kCommit, start);
+        monitor_->hooked_frame_ = false;  // The last queue: as the one-shot markers.
+        break;
+      default: break;  // INPUT: the marker; INSETS_ANIMATION counts as animation.
+    }
+  }
+
+ private:
+  UIThreadMonitor* const monitor_;
+};
+
 UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* choreographer,
                                  Options options)
     : looper_monitor_(looper_monitor),
@@ -80,6 +103,12 @@ void UIThreadMonitor::Start() {
     cpu_sampler_ =
         std::make_unique<CpuSampler>(this, options_.sampler_looper, options_.cpu_sample_period);
   }
+  if (choreographer_ != nullptr) {
+    // The Choreographer has one hook slot: when another monitor holds it,
+    // this one times phases with a marker at the head of each queue.
+    if (queue_hook_ == nullptr) queue_hook_ = std::make_unique<QueueHook>(this);
+    queue_hook_installed_ = choreographer_->SetQueueStartListener(queue_hook_.get());
+  }
   ArmInputMarker();
 }
 
@@ -94,7 +123,10 @@ void UIThreadMonitor::Stop() {
                       Choreographer::kCommit}) {
       choreographer_->RemoveCallbacks(type, this);
     }
+    if (queue_hook_installed_) choreographer_->SetQueueStartListener(nullptr);
   }
+  queue_hook_installed_ = false;
+  hooked_frame_ = false;
   input_marker_armed_ = false;
   if (end_scope_.has_value()) {
     // Stopped mid-dispatch: end it for the observers that saw it begin.
@@ -140,6 +172,10 @@ void UIThreadMonitor::OnInputMarker() {
   // The Choreographer knows the vsync each frame was scheduled for.
   SetFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
   BeginPhase(Phase::kInput, choreographer_->current_queue_start());
+  if (queue_hook_installed_) {
+    hooked_frame_ = true;  // The hook times the later phases of this frame.
+    return;
+  }
   choreographer_->InsertCallbackAtHead(
       Choreographer::kAnimation, [this] { OnPhaseMarker(Phase::kAnimation); }, this);
   choreographer_->InsertCallbackAtHead(
@@ -269,6 +305,7 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     last_frame_interval_ = absl::Nanoseconds(interval_ns);
     due_gap_ns_ = interval_ns * kDueIntervals;
     idle_since_frame_ = false;
+    hooked_frame_ = false;
     ArmInputMarker();
   }
   last_dispatch_end_ = end;

@@ -10,10 +10,12 @@
 //   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
 // Frames are timed as Matrix does: a callback at the head of the INPUT queue
-// (inserted without requesting a frame) marks the start of a vsync frame and
-// inserts callbacks at the heads of ANIMATION, TRAVERSAL and COMMIT. Each
-// marker reads the time the Choreographer took when that queue started, so
-// timing a frame costs no extra clock read.
+// (inserted without requesting a frame) marks the start of a vsync frame. The
+// later phases are timed by the Choreographer's queue-start hook
+// (Choreographer::SetQueueStartListener), or, when another monitor holds it,
+// by callbacks the INPUT marker inserts at the heads of ANIMATION, TRAVERSAL
+// and COMMIT. Either way each phase starts at the time the Choreographer took
+// when that queue started, so timing a frame costs no extra clock read.
 //
 //   input      = ANIMATION start - INPUT start
 //   animation  = TRAVERSAL start - ANIMATION start (includes INSETS_ANIMATION)
@@ -250,6 +252,7 @@ class UIThreadMonitor : public LooperDispatchListener {
 
  private:
   class CpuSampler;
+  class QueueHook;
   void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
   void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
   void ArmInputMarker();
@@ -285,6 +288,11 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::array<TimeTicks, kPhaseCount> phase_start_{};
   bool phases_marked_ = false;  // Some phase_start_ is set (cleared lazily).
   bool input_marker_armed_ = false;
+  // The Choreographer's queue-start hook (see QueueHook), whether it is
+  // ours, and whether it times the frame in progress.
+  std::unique_ptr<QueueHook> queue_hook_;
+  bool queue_hook_installed_ = false;
+  bool hooked_frame_ = false;
   int frame_sources_ = 0;
   // The due rule (MarkFrame()): the last two frames' ends, the interval of
   // the last one, the last dispatch's end, and whether the loop waited
