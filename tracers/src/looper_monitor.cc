@@ -248,7 +248,12 @@ ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener
         [weak = std::weak_ptr<LooperMonitor*>(self_), listener] {
           if (auto self = weak.lock()) {
             LooperMonitor* monitor = *self;
-            if (monitor->first_listener_ == listener) monitor->first_listener_ = nullptr;
+            if (monitor->first_listener_ == listener) {
+              monitor->first_listener_ = nullptr;
+              // Removed mid-dispatch: no end for it, even if added again
+              // before the dispatch ends (as for the listed listeners).
+              monitor->first_in_dispatch_ = nullptr;
+            }
           }
         },
         std::weak_ptr<const void>(self_));
