@@ -235,9 +235,20 @@ void Choreographer::DoFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t 
   }
 }
 
+bool Choreographer::SetQueueStartListener(QueueStartListener* listener) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (listener != nullptr && queue_start_listener_ != nullptr &&
+      queue_start_listener_ != listener) {
+    return false;
+  }
+  queue_start_listener_ = listener;
+  return true;
+}
+
 void Choreographer::DoCallbacks(CallbackType type, TimeTicks frame_time) {
   CallbackQueue& queue = queues_[type];
   const TimeTicks now = looper_->clock()->NowTicks();
+  if (queue_start_listener_ != nullptr) queue_start_listener_->OnQueueStart(type, now);
   // Take the callbacks due now; ones posted while they run wait for a later
   // frame (or, for later queues, run in this one).
   auto due_end = std::upper_bound(queue.pending.begin(), queue.pending.end(), now,

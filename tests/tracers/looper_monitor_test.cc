@@ -568,6 +568,35 @@ TEST_F(LooperMonitorListenerTest, ListenerAddedBetweenBeginAndEnd_GetsNoEnd) {
   EXPECT_THAT(late.events, ElementsAre("Late.begin", "Late.end"));
 }
 
+// The first listener is called directly, outside the list (one hop on the
+// hot path): it follows the same rules as the listed ones.
+TEST_F(LooperMonitorListenerTest, FirstListenerRemovedAndAddedAgainMidDispatch_GetsNoEnd) {
+  RecordingListener a("A");
+  ObserverRegistration ra = monitor_.AddListener(&a);  // The first slot.
+  monitor_.DispatchBegin();
+  ra.Reset();
+  ra = monitor_.AddListener(&a);  // The first slot again.
+  monitor_.DispatchEnd();
+  EXPECT_THAT(a.events, ElementsAre("A.begin"));
+  Dispatch();
+  EXPECT_THAT(a.events, ElementsAre("A.begin", "A.begin", "A.end"));
+}
+
+TEST_F(LooperMonitorListenerTest, ListenersHearDispatchesInTheOrderTheyWereAdded) {
+  std::vector<std::string> order;
+  RecordingListener a("A"), b("B"), c("C");
+  a.on_begin = [&] { order.push_back("A"); };
+  b.on_begin = [&] { order.push_back("B"); };
+  c.on_begin = [&] { order.push_back("C"); };
+  ObserverRegistration ra = monitor_.AddListener(&a);
+  ObserverRegistration rb = monitor_.AddListener(&b);
+  ra.Reset();  // The first slot stays empty while B is listed...
+  ObserverRegistration rc = monitor_.AddListener(&c);  // ...so C comes after B.
+  ra = monitor_.AddListener(&a);
+  Dispatch();
+  EXPECT_THAT(order, ElementsAre("B", "C", "A"));
+}
+
 // Idle-callback runs of a foreign loop (matrix::glib's idle-priority sources).
 class RecordingIdleListener : public LooperIdleListener {
  public:

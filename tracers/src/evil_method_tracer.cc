@@ -26,7 +26,7 @@ struct EvilMethodTracer::SlowDispatch {
 };
 
 EvilMethodTracer::EvilMethodTracer(Options options)
-    : Tracer(kDoFrame | kDispatchEnd),
+    : Tracer(kDispatchEnd),
       options_(std::move(options)),
       threshold_ns_(absl::ToInt64Nanoseconds(options_.threshold)) {
   MATRIX_CHECK(options_.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
@@ -50,13 +50,15 @@ void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->Add
 
 void EvilMethodTracer::OnDead() { monitor_registration_.Reset(); }
 
-void EvilMethodTracer::DoFrame(const FrameData& frame) { frame_ = frame; }
-
 void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
   // Plain nanoseconds: absl::Duration arithmetic costs dozens of
   // instructions per message.
   const int64_t cost_ns = dispatch.end.ToNanoseconds() - dispatch.begin.ToNanoseconds();
   if (cost_ns < threshold_ns_.load(std::memory_order_relaxed)) return;
+  OnSlowDispatch(dispatch);
+}
+
+__attribute__((noinline)) void EvilMethodTracer::OnSlowDispatch(const DispatchData& dispatch) {
   if (options_.anr_tracer != nullptr &&
       options_.anr_tracer->last_claimed_dispatch() == dispatch.dispatch_number) {
     return;  // Reported as LAG or ANR, with more evidence.
@@ -69,9 +71,10 @@ void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
   slow->dispatch.info = nullptr;
   slow->message = options_.monitor->heartbeat().Read();
   FillMessageInfo(slow->message, &slow->message_info);
-  // DoFrame() ran for this dispatch exactly when it drew a frame.
+  // The monitor still holds the frame this dispatch drew (no copy per frame
+  // on the looper thread: only a slow dispatch reads it).
   slow->is_frame = dispatch.is_vsync_frame;
-  if (slow->is_frame) slow->frame = frame_;
+  if (slow->is_frame) slow->frame = options_.monitor->current_frame();
   slow->scene = options_.app_state->visible_scene_id();
   slow->foreground = options_.app_state->is_foreground();
   worker_handler_->Post([this, slow] { Analyze(*slow); });

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -214,8 +215,12 @@ void LooperMonitor::Begin(TimeTicks begin, const DispatchInfo& info) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (depth_++ > 0) return;  // Nested dispatch: only the outermost counts.
   begin_ = begin;
-  if (listeners_.empty()) return;
-  scope_.emplace(listeners_);
+  // The listeners present now hear this dispatch: fix the list's set before
+  // any of them runs (one added by the first listener waits for the next).
+  first_in_dispatch_ = first_listener_;
+  if (!listeners_.empty()) scope_.emplace(listeners_);
+  if (first_in_dispatch_ != nullptr) first_in_dispatch_->OnDispatchBegin(begin, info);
+  if (!scope_.has_value()) return;
   scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchBegin(begin, info); });
 }
 
@@ -223,6 +228,8 @@ void LooperMonitor::End(TimeTicks end) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (depth_ == 0) return;  // An end without a begin (hooked mid-dispatch).
   if (--depth_ > 0) return;
+  LooperDispatchListener* first = std::exchange(first_in_dispatch_, nullptr);
+  if (first != nullptr && first == first_listener_) first->OnDispatchEnd(begin_, end);
   if (!scope_.has_value()) return;
   scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchEnd(begin_, end); });
   scope_.reset();
@@ -230,6 +237,27 @@ void LooperMonitor::End(TimeTicks end) {
 
 ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  MATRIX_CHECK(listener != nullptr, "null listener");
+  MATRIX_CHECK(listener != first_listener_ && !listeners_.Contains(listener),
+               "listener added twice");
+  // The first slot is free only while no other listener is registered, so
+  // listeners are still called in the order they were added.
+  if (first_listener_ == nullptr && listeners_.empty()) {
+    first_listener_ = listener;
+    return ObserverRegistration(
+        [weak = std::weak_ptr<LooperMonitor*>(self_), listener] {
+          if (auto self = weak.lock()) {
+            LooperMonitor* monitor = *self;
+            if (monitor->first_listener_ == listener) {
+              monitor->first_listener_ = nullptr;
+              // Removed mid-dispatch: no end for it, even if added again
+              // before the dispatch ends (as for the listed listeners).
+              monitor->first_in_dispatch_ = nullptr;
+            }
+          }
+        },
+        std::weak_ptr<const void>(self_));
+  }
   return listeners_.Add(listener);
 }
 

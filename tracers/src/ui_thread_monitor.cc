@@ -58,6 +58,29 @@ class UIThreadMonitor::CpuSampler {
   std::atomic<int64_t> sample_wall_ns_{0};
 };
 
+// Times the ANIMATION, TRAVERSAL and COMMIT phases of a frame that the INPUT
+// marker claimed, from the Choreographer's own queue starts (one virtual call
+// per queue instead of a marker callback inserted and run per phase).
+class UIThreadMonitor::QueueHook : public Choreographer::QueueStartListener {
+ public:
+  explicit QueueHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
+  void OnQueueStart(Choreographer::CallbackType type, TimeTicks start) override {
+    if (!monitor_->hooked_frame_) return;
+    switch (type) {
+      case Choreographer::kAnimation: monitor_->BeginPhase(Phase::kAnimation, start); break;
+      case Choreographer::kTraversal: monitor_->BeginPhase(Phase::kTraversal, start); break;
+      case Choreographer::kCommit:
+        monitor_->BeginPhase(Phase::kCommit, start);
+        monitor_->hooked_frame_ = false;  // The last queue: as the one-shot markers.
+        break;
+      default: break;  // INPUT: the marker; INSETS_ANIMATION counts as animation.
+    }
+  }
+
+ private:
+  UIThreadMonitor* const monitor_;
+};
+
 UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* choreographer,
                                  Options options)
     : looper_monitor_(looper_monitor),
@@ -80,6 +103,12 @@ void UIThreadMonitor::Start() {
     cpu_sampler_ =
         std::make_unique<CpuSampler>(this, options_.sampler_looper, options_.cpu_sample_period);
   }
+  if (choreographer_ != nullptr) {
+    // The Choreographer has one hook slot: when another monitor holds it,
+    // this one times phases with a marker at the head of each queue.
+    if (queue_hook_ == nullptr) queue_hook_ = std::make_unique<QueueHook>(this);
+    queue_hook_installed_ = choreographer_->SetQueueStartListener(queue_hook_.get());
+  }
   ArmInputMarker();
 }
 
@@ -94,21 +123,35 @@ void UIThreadMonitor::Stop() {
                       Choreographer::kCommit}) {
       choreographer_->RemoveCallbacks(type, this);
     }
+    if (queue_hook_installed_) choreographer_->SetQueueStartListener(nullptr);
   }
+  queue_hook_installed_ = false;
+  hooked_frame_ = false;
   input_marker_armed_ = false;
-  if (scope_.has_value()) {
+  if (end_scope_.has_value()) {
     // Stopped mid-dispatch: end it for the observers that saw it begin.
     dispatch_.end = looper_monitor_->clock()->NowTicks();
-    scope_->Notify([&](LooperObserver* o) {
-      if (o->callbacks() & LooperObserver::kDispatchEnd) o->DispatchEnd(dispatch_);
-    });
-    scope_.reset();
+    frame_scope_.reset();
+    end_scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
+    end_scope_.reset();
   }
 }
 
 ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  return observers_.Add(observer);
+  MATRIX_CHECK(observer != nullptr, "null observer");
+  // One list per callback: a notification walks only the observers that
+  // want it (no per-observer test and skipped entry per event).
+  const uint8_t callbacks = observer->callbacks();
+  std::array<ObserverRegistration, 3> registrations;
+  if (callbacks & LooperObserver::kDispatchBegin) {
+    registrations[0] = begin_observers_.Add(observer);
+  }
+  if (callbacks & LooperObserver::kDoFrame) registrations[1] = frame_observers_.Add(observer);
+  if (callbacks & LooperObserver::kDispatchEnd) registrations[2] = end_observers_.Add(observer);
+  return ObserverRegistration([registrations = std::move(registrations)]() mutable {
+    for (ObserverRegistration& r : registrations) r.Reset();
+  }, std::weak_ptr<const void>(self_));
 }
 
 void UIThreadMonitor::ArmInputMarker() {
@@ -121,7 +164,7 @@ void UIThreadMonitor::ArmInputMarker() {
 
 void UIThreadMonitor::OnInputMarker() {
   input_marker_armed_ = false;
-  if (!scope_.has_value()) {
+  if (!end_scope_.has_value()) {
     ArmInputMarker();  // A frame outside a tracked dispatch: wait for the next.
     return;
   }
@@ -129,6 +172,10 @@ void UIThreadMonitor::OnInputMarker() {
   // The Choreographer knows the vsync each frame was scheduled for.
   SetFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
   BeginPhase(Phase::kInput, choreographer_->current_queue_start());
+  if (queue_hook_installed_) {
+    hooked_frame_ = true;  // The hook times the later phases of this frame.
+    return;
+  }
   choreographer_->InsertCallbackAtHead(
       Choreographer::kAnimation, [this] { OnPhaseMarker(Phase::kAnimation); }, this);
   choreographer_->InsertCallbackAtHead(
@@ -168,6 +215,7 @@ void UIThreadMonitor::MarkPhase(Phase phase, TimeTicks start) { BeginPhase(phase
 void UIThreadMonitor::BeginPhase(Phase phase, TimeTicks start) {
   const int i = static_cast<int>(phase);
   phase_start_[i] = start;
+  phases_marked_ = true;
   snapshot_phase_start_ns_[i].store(start.ToNanoseconds(), std::memory_order_relaxed);
 }
 
@@ -200,8 +248,11 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
   dispatch_.method_end = 0;
   heartbeat_.Begin(begin, info, dispatch_.method_mark);
   dispatch_.dispatch_number = heartbeat_.dispatch_number();
+  // Plain nanoseconds (absl::Duration multiplication costs dozens of
+  // instructions per message): due_gap_ns_ is kDueIntervals intervals of
+  // the last frame, a whole number of nanoseconds like the times.
   if (!last_dispatch_end_.is_null() &&
-      begin - last_dispatch_end_ >= last_frame_interval_ * kDueIntervals) {
+      begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_) {
     idle_since_frame_ = true;  // The loop waited: no frame was due.
   }
   dispatch_.begin = begin;
@@ -210,11 +261,14 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
   dispatch_.cpu_sampled = false;
   dispatch_.info = &info;
   frame_.is_vsync_frame = false;
-  phase_start_.fill(TimeTicks());
-  scope_.emplace(observers_);
-  scope_->Notify([&](LooperObserver* o) {
-    if (o->callbacks() & LooperObserver::kDispatchBegin) o->DispatchBegin(dispatch_);
-  });
+  if (phases_marked_) {  // Only a dispatch that marked a phase left any.
+    phase_start_.fill(TimeTicks());
+    phases_marked_ = false;
+  }
+  // The observers present now hear this dispatch's frame and end.
+  frame_scope_.emplace(frame_observers_);
+  end_scope_.emplace(end_observers_);
+  begin_observers_.Notify([&](LooperObserver* o) { o->DispatchBegin(dispatch_); });
   dispatch_.info = nullptr;
 }
 
@@ -224,7 +278,7 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     options_.method_tracer->DispatchEnd(end);
     dispatch_.method_end = options_.method_tracer->Mark();
   }
-  if (!scope_.has_value()) return;
+  if (!end_scope_.has_value()) return;
 
   if (frame_.is_vsync_frame) {
     frame_.scene = options_.app_state->visible_scene_id();
@@ -245,8 +299,13 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     snapshot_in_frame_.store(false, std::memory_order_relaxed);
     frame_before_last_end_ = last_frame_end_;
     last_frame_end_ = end;
-    last_frame_interval_ = frame_.refresh_rate.Intervals(1);
+    // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
+    // absl::Duration arithmetic on the looper thread).
+    const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
+    last_frame_interval_ = absl::Nanoseconds(interval_ns);
+    due_gap_ns_ = interval_ns * kDueIntervals;
     idle_since_frame_ = false;
+    hooked_frame_ = false;
     ArmInputMarker();
   }
   last_dispatch_end_ = end;
@@ -270,14 +329,11 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   }
 
   if (frame_.is_vsync_frame) {
-    scope_->Notify([&](LooperObserver* o) {
-      if (o->callbacks() & LooperObserver::kDoFrame) o->DoFrame(frame_);
-    });
+    frame_scope_->Notify([&](LooperObserver* o) { o->DoFrame(frame_); });
   }
-  scope_->Notify([&](LooperObserver* o) {
-    if (o->callbacks() & LooperObserver::kDispatchEnd) o->DispatchEnd(dispatch_);
-  });
-  scope_.reset();
+  frame_scope_.reset();
+  end_scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
+  end_scope_.reset();
 }
 
 std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(

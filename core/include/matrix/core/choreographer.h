@@ -110,6 +110,23 @@ class Choreographer : private VsyncSource::Receiver {
   void InsertCallbackAtHead(CallbackType type, Task action, const void* token = nullptr);
 
   bool HasPendingCallbacks(CallbackType type) const;
+
+  // Told when each queue of a frame starts, before its callbacks run, with
+  // the time current_queue_start() gives them. Lets a monitor time every
+  // phase of a frame without a marker callback per queue. Looper thread.
+  class QueueStartListener {
+   public:
+    virtual void OnQueueStart(CallbackType type, TimeTicks start) = 0;
+
+   protected:
+    ~QueueStartListener() = default;
+  };
+  // SetQueueStartListener()
+  //
+  // Installs `listener` (not owned; null removes it). There is one slot:
+  // returns false, changing nothing, when another listener holds it.
+  // Looper thread.
+  bool SetQueueStartListener(QueueStartListener* listener);
   // True between the start and end of a frame.
   bool is_in_frame() const { return in_frame_; }
   // The queue being run, when is_in_frame().
@@ -159,6 +176,7 @@ class Choreographer : private VsyncSource::Receiver {
   bool in_frame_ = false;
   CallbackType current_type_ = kInput;
   TimeTicks current_queue_start_;
+  QueueStartListener* queue_start_listener_ = nullptr;
   TimeTicks last_frame_time_;
   FrameInfo frame_info_;
   int64_t skipped_frame_warning_limit_ = 30;

@@ -41,14 +41,30 @@ class RefreshRate {
   // Whole intervals in `d` (floor), exact for durations in whole nanoseconds.
   // Negative durations give 0.
   int64_t IntervalsIn(absl::Duration d) const {
-    const int64_t ns = absl::ToInt64Nanoseconds(d);
+    return IntervalsInNanoseconds(absl::ToInt64Nanoseconds(d));
+  }
+  // The same for `ns` nanoseconds. In 64 bits when the product fits (any
+  // span under about 42 hours at 60 Hz), else in 128: the same result.
+  int64_t IntervalsInNanoseconds(int64_t ns) const {
     if (ns <= 0) return 0;
-    return static_cast<int64_t>((static_cast<__int128>(ns) * mhz_) / 1'000'000'000'000);
+    int64_t scaled;
+    if (!__builtin_mul_overflow(ns, mhz_, &scaled)) return scaled / kNsTimesMhzPerInterval;
+    return static_cast<int64_t>((static_cast<__int128>(ns) * mhz_) / kNsTimesMhzPerInterval);
   }
   // The `k`-th tick after `base` (base + k intervals, rounded down to a
   // nanosecond). Ticks computed from one base never drift.
   TimeTicks TickAfter(TimeTicks base, int64_t k) const {
-    const __int128 offset = static_cast<__int128>(k) * 1'000'000'000'000 / mhz_;
+    int64_t scaled;
+    if (!__builtin_mul_overflow(k, kNsTimesMhzPerInterval, &scaled)) {
+      // 64-bit fast path (no absl::Duration round trip); the offset is a
+      // whole number of nanoseconds well inside int64, as below.
+      const int64_t offset = scaled / mhz_;
+      int64_t out;
+      if (!__builtin_add_overflow(base.ToNanoseconds(), offset, &out)) {
+        return TimeTicks::FromNanoseconds(out);
+      }
+    }
+    const __int128 offset = static_cast<__int128>(k) * kNsTimesMhzPerInterval / mhz_;
     return base + absl::Nanoseconds(static_cast<int64_t>(offset));
   }
   // Duration of `k` intervals, rounded down to a nanosecond.
@@ -59,6 +75,9 @@ class RefreshRate {
   friend constexpr bool operator==(RefreshRate a, RefreshRate b) { return a.mhz_ == b.mhz_; }
 
  private:
+  // Nanoseconds times millihertz in one interval (1 s = 1e9 ns, 1 Hz = 1e3 mHz).
+  static constexpr int64_t kNsTimesMhzPerInterval = 1'000'000'000'000;
+
   constexpr explicit RefreshRate(int64_t mhz) : mhz_(mhz) {}
   int64_t mhz_ = 60'000;
 };

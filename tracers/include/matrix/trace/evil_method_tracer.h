@@ -74,7 +74,6 @@ class EvilMethodTracer : public Tracer {
   // stopped (UIThreadMonitor::stopped_time()), they were under the threshold.
   int64_t suppressed_as_stopped() const { return stopped_suppressed_.load(); }
 
-  void DoFrame(const FrameData& frame) override;
   void DispatchEnd(const DispatchData& dispatch) override;
 
  protected:
@@ -83,6 +82,9 @@ class EvilMethodTracer : public Tracer {
 
  private:
   struct SlowDispatch;
+  // The slow path of DispatchEnd(), out of line so that the fast path (one
+  // comparison per message) pays no register saves for it.
+  void OnSlowDispatch(const DispatchData& dispatch);
   void Analyze(const SlowDispatch& slow);
 
   Options options_;
@@ -92,9 +94,6 @@ class EvilMethodTracer : public Tracer {
   std::atomic<int64_t> stopped_suppressed_{0};
   ObserverRegistration monitor_registration_;
   std::unique_ptr<Handler> worker_handler_;
-  // Looper thread: the last frame drawn (by the dispatch in progress when it
-  // is a vsync frame).
-  FrameData frame_;
 };
 
 }  // namespace matrix

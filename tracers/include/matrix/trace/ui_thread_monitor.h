@@ -10,10 +10,12 @@
 //   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
 // Frames are timed as Matrix does: a callback at the head of the INPUT queue
-// (inserted without requesting a frame) marks the start of a vsync frame and
-// inserts callbacks at the heads of ANIMATION, TRAVERSAL and COMMIT. Each
-// marker reads the time the Choreographer took when that queue started, so
-// timing a frame costs no extra clock read.
+// (inserted without requesting a frame) marks the start of a vsync frame. The
+// later phases are timed by the Choreographer's queue-start hook
+// (Choreographer::SetQueueStartListener), or, when another monitor holds it,
+// by callbacks the INPUT marker inserts at the heads of ANIMATION, TRAVERSAL
+// and COMMIT. Either way each phase starts at the time the Choreographer took
+// when that queue started, so timing a frame costs no extra clock read.
 //
 //   input      = ANIMATION start - INPUT start
 //   animation  = TRAVERSAL start - ANIMATION start (includes INSETS_ANIMATION)
@@ -200,6 +202,11 @@ class UIThreadMonitor : public LooperDispatchListener {
   bool has_frame_source() const { return frame_sources_ > 0; }
 
   const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
+
+  // The frame the dispatch in progress draws, as DoFrame() passed it:
+  // meaningful from DoFrame() until the dispatch's DispatchEnd() returns.
+  // Looper thread.
+  const FrameData& current_frame() const { return frame_; }
   // Any thread (the watchdogs). When `s` (a heartbeat snapshot) has no
   // dispatch open and the loop's ProvisionalDispatchSource (see
   // LooperMonitor::SetProvisionalSource()) says the loop thread already runs
@@ -245,6 +252,7 @@ class UIThreadMonitor : public LooperDispatchListener {
 
  private:
   class CpuSampler;
+  class QueueHook;
   void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
   void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
   void ArmInputMarker();
@@ -260,8 +268,16 @@ class UIThreadMonitor : public LooperDispatchListener {
   const ThreadHandle looper_thread_;
   bool alive_ = false;
   ObserverRegistration monitor_registration_;
-  ObserverList<LooperObserver> observers_;
-  std::optional<ObserverList<LooperObserver>::Scope> scope_;
+  // The observers of each callback (see AddObserver()), and the frame and
+  // end observers fixed when the dispatch in progress began (end_scope_ is
+  // set exactly while a tracked dispatch runs).
+  ObserverList<LooperObserver> begin_observers_;
+  ObserverList<LooperObserver> frame_observers_;
+  ObserverList<LooperObserver> end_observers_;
+  std::optional<ObserverList<LooperObserver>::Scope> frame_scope_;
+  std::optional<ObserverList<LooperObserver>::Scope> end_scope_;
+  // Keeps AddObserver() handles' active() honest once the monitor is gone.
+  std::shared_ptr<UIThreadMonitor*> self_ = std::make_shared<UIThreadMonitor*>(this);
   DispatchHeartbeat heartbeat_;
   std::unique_ptr<CpuSampler> cpu_sampler_;
   StoppedTime stopped_time_;
@@ -270,7 +286,13 @@ class UIThreadMonitor : public LooperDispatchListener {
   DispatchData dispatch_;
   FrameData frame_;
   std::array<TimeTicks, kPhaseCount> phase_start_{};
+  bool phases_marked_ = false;  // Some phase_start_ is set (cleared lazily).
   bool input_marker_armed_ = false;
+  // The Choreographer's queue-start hook (see QueueHook), whether it is
+  // ours, and whether it times the frame in progress.
+  std::unique_ptr<QueueHook> queue_hook_;
+  bool queue_hook_installed_ = false;
+  bool hooked_frame_ = false;
   int frame_sources_ = 0;
   // The due rule (MarkFrame()): the last two frames' ends, the interval of
   // the last one, the last dispatch's end, and whether the loop waited
@@ -278,6 +300,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   TimeTicks last_frame_end_;
   TimeTicks frame_before_last_end_;
   absl::Duration last_frame_interval_;
+  int64_t due_gap_ns_ = 0;  // kDueIntervals * last_frame_interval_, in ns.
   TimeTicks last_dispatch_end_;
   bool idle_since_frame_ = true;
 
