@@ -16,6 +16,7 @@
 #include "matrix/core/tick_clock.h"
 #include "matrix/trace/internal/python311_layout.h"
 #include "matrix/trace/internal/python312_layout.h"
+#include "matrix/trace/internal/safe_read.h"
 #include "matrix/trace/stack_capture.h"
 
 namespace matrix {
@@ -162,14 +163,7 @@ class Reader {
  public:
   Reader() : pid_(getpid()) {}
   bool Read(uintptr_t address, void* out, size_t size) const {
-    if (size == 0) return true;
-    if (address == 0 || address + size < address) return false;
-    iovec local{out, size};
-    iovec remote{reinterpret_cast<void*>(address), size};
-    const int saved_errno = errno;
-    ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
-    errno = saved_errno;
-    return n == static_cast<ssize_t>(size);
+    return internal::SafeRead(pid_, address, out, size);
   }
   bool ReadPointer(uintptr_t address, uintptr_t* out) const {
     return Read(address, out, sizeof(*out));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "matrix/core/tick_clock.h"
+#include "matrix/trace/internal/safe_read.h"
 #include "matrix/trace/proc_stats.h"
 
 namespace matrix {
@@ -144,20 +145,10 @@ _Unwind_Reason_Code UnwindCallback(_Unwind_Context* context, void* arg) {
 // Stack span searched above the interrupted stack pointer.
 constexpr uintptr_t kMaxFramePointerSpan = uintptr_t{64} << 20;
 
-// Reads two words at `address` without faulting on bad memory: the kernel
-// copies them (process_vm_readv on this process returns EFAULT instead of
-// raising SIGSEGV). False when they cannot be read.
-bool ReadTwoWords(pid_t pid, uintptr_t address, uintptr_t out[2]) {
-  iovec local{out, 2 * sizeof(uintptr_t)};
-  iovec remote{reinterpret_cast<void*>(address), 2 * sizeof(uintptr_t)};
-  const ssize_t n = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0);
-  return n == static_cast<ssize_t>(2 * sizeof(uintptr_t));
-}
-
 // Appends the return addresses of the frame-pointer chain starting at
 // `fp` to `state`. Every frame pointer must be aligned, inside
 // [stack_low, stack_low + kMaxFramePointerSpan) and above the previous one;
-// every read goes through ReadTwoWords().
+// every read goes through SafeRead().
 void WalkFramePointers(UnwindState* state, uintptr_t fp, uintptr_t stack_low) {
   const uintptr_t stack_high =
       stack_low + kMaxFramePointerSpan < stack_low ? UINTPTR_MAX : stack_low + kMaxFramePointerSpan;
@@ -166,7 +157,7 @@ void WalkFramePointers(UnwindState* state, uintptr_t fp, uintptr_t stack_low) {
   while (fp != 0 && (fp & (sizeof(uintptr_t) - 1)) == 0 && fp >= low &&
          fp <= stack_high - 2 * sizeof(uintptr_t)) {
     uintptr_t words[2];
-    if (!ReadTwoWords(pid, fp, words)) break;
+    if (!internal::SafeRead(pid, fp, words, sizeof(words))) break;
     const uintptr_t next_fp = words[0];
     const uintptr_t return_address = words[1];
     if (return_address < 4096) break;  // The chain's end (0) or not a code address.
