@@ -61,7 +61,7 @@ class UIThreadMonitor::CpuSampler {
 // Times the ANIMATION, TRAVERSAL and COMMIT phases of a frame that the INPUT
 // marker claimed, from the Choreographer's own queue starts (one virtual call
 // per queue instead of a marker callback inserted and run per phase).
-class UIThreadMonitor::QueueHook : public Choreographer::QueueStartListener {
+class UIThreadMonitor::QueueHook final : public Choreographer::QueueStartListener {
  public:
   explicit QueueHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
   void OnQueueStart(Choreographer::CallbackType type, TimeTicks start) override {
