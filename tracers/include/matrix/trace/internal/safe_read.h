@@ -16,7 +16,6 @@
 #define MATRIX_TRACE_INTERNAL_SAFE_READ_H_
 
 #include <errno.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -34,9 +33,11 @@ inline bool SafeRead(pid_t pid, uintptr_t address, void* out, size_t size) {
   iovec local{out, size};
   iovec remote{reinterpret_cast<void*>(address), size};
   const int saved_errno = errno;
-  const long n = syscall(SYS_process_vm_readv, pid, &local, 1, &remote, 1, 0);
+  // The typed libc wrapper, not syscall(): its variadic int arguments would
+  // reach the kernel with undefined upper halves (seen failing under ASan).
+  const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
   errno = saved_errno;
-  return n == static_cast<long>(size);
+  return n == static_cast<ssize_t>(size);
 }
 
 }  // namespace matrix::internal
