@@ -1,10 +1,12 @@
 #include "matrix/core/matrix.h"
 
+#include <memory>
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "matrix/core/check.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/handler_thread.h"
@@ -128,9 +130,15 @@ absl::Status Matrix::InitPlugins() {
     // preempt the running threads when it wakes (EEVDF, Linux 6.12+),
     // instead of waiting out their slices: ANR captures stay within 10 ms
     // of the threshold with both cores busy (AnrE2ETest). Best effort.
+    // Waited for: Looper::Flush() returns at once while the new thread has
+    // not begun looping yet, and Init would return before the slice is set.
     Handler setup(context_.watchdog_looper, "matrix::Matrix$Watchdog");
-    setup.Post([] { (void)RequestShortTimeSlice(absl::Microseconds(100)); });
-    context_.watchdog_looper->Flush();  // Runs it (a Handler's messages go with it).
+    auto slice_set = std::make_shared<absl::Notification>();
+    setup.Post([slice_set] {
+      (void)RequestShortTimeSlice(absl::Microseconds(100));
+      slice_set->Notify();
+    });
+    slice_set->WaitForNotificationWithTimeout(absl::Seconds(1));
   }
   if (context_.worker_looper == nullptr) {
     worker_thread_ = std::make_unique<HandlerThread>("matrix-worker", context_.clock);
