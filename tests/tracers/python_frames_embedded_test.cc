@@ -27,19 +27,22 @@ namespace {
 
 #ifdef MATRIX_HAVE_PYTHON
 
+// leaf() tells the test it is spinning (flags[0] = 1) and spins until the
+// test says stop (flags[1] = 1): no sleeping on either side.
 constexpr char kScript[] =
-    "import time\n"                                        // 1
-    "def leaf(ms):\n"                                      // 2
-    "    end = time.monotonic() + ms / 1000.0\n"           // 3
-    "    while time.monotonic() < end: pass  # leaf loop\n"  // 4
-    "def recurse(n, ms):\n"                                // 5
-    "    if n == 0:\n"                                     // 6
-    "        return leaf(ms)\n"                            // 7
-    "    return recurse(n - 1, ms)\n"                      // 8
-    "def start(ms):\n"                                     // 9
-    "    return recurse(30, ms)\n";                        // 10
+    "import ctypes\n"                                                  // 1
+    "def leaf(flags):\n"                                               // 2
+    "    ctypes.c_int.from_address(flags).value = 1\n"                 // 3
+    "    while ctypes.c_int.from_address(flags + 4).value == 0: pass\n"  // 4
+    "def recurse(n, flags):\n"                                         // 5
+    "    if n == 0:\n"                                                 // 6
+    "        return leaf(flags)\n"                                     // 7
+    "    return recurse(n - 1, flags)\n"                               // 8
+    "def start(flags):\n"                                              // 9
+    "    return recurse(30, flags)\n";                                 // 10
 
 std::atomic<pid_t> g_python_tid{0};
+int g_flags[2] = {0, 0};  // Written by the Python thread through ctypes.
 
 TEST(PythonFramesEmbeddedTest, CapturesARealInterpretersFrames) {
   if (PY_VERSION_HEX >> 16 != 0x030b) GTEST_SKIP() << "not CPython 3.11 headers";
@@ -50,11 +53,12 @@ TEST(PythonFramesEmbeddedTest, CapturesARealInterpretersFrames) {
   std::thread worker([] {
     PyGILState_STATE gil = PyGILState_Ensure();
     g_python_tid = static_cast<pid_t>(syscall(SYS_gettid));
-    PyRun_SimpleString("start(1500)\n");
+    const std::string call =
+        "start(" + std::to_string(reinterpret_cast<uintptr_t>(&g_flags[0])) + ")\n";
+    PyRun_SimpleString(call.c_str());
     PyGILState_Release(gil);
   });
-  while (g_python_tid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Into leaf().
+  while (__atomic_load_n(&g_flags[0], __ATOMIC_ACQUIRE) == 0) std::this_thread::yield();
 
   ASSERT_TRUE(StackCapturer::Get()->Install().ok());
   ASSERT_NE(CurrentPythonRuntime(), nullptr);
@@ -62,7 +66,7 @@ TEST(PythonFramesEmbeddedTest, CapturesARealInterpretersFrames) {
   ASSERT_TRUE(StackCapturer::Get()->Capture(g_python_tid.load(), &raw).ok());
   EXPECT_EQ(raw.python.error, PythonReadError::kNone)
       << PythonReadErrorName(raw.python.error);
-  // leaf, recurse x31, start, <module> of the "start(3000)" string.
+  // leaf, recurse x31, start, <module> of the "start(...)" string.
   EXPECT_EQ(raw.python.depth, 34);
   SymbolizedStack stack = SymbolizeStack(raw);
   int leaf = -1, recursions = 0, evals_after_leaf = 0;
@@ -105,6 +109,7 @@ TEST(PythonFramesEmbeddedTest, CapturesARealInterpretersFrames) {
   std::printf("real chain of %d frames: ReadPythonStack %.1f us, Capture() %.1f us (%d native)\n",
               python.depth, read_us, capture_us, raw.depth);
 
+  __atomic_store_n(&g_flags[1], 1, __ATOMIC_RELEASE);  // leaf() returns.
   worker.join();
   PyEval_RestoreThread(main_state);
   EXPECT_EQ(Py_FinalizeEx(), 0);
