@@ -35,32 +35,34 @@ bool CollectingListener::WaitFor(
   return predicate(issues());
 }
 
-TracedProgram::TracedProgram(matrix::TraceConfig config)
-    : TracedProgram(std::move(config), nullptr) {}
+TracedProgram::TracedProgram(matrix::TraceConfig config, MainLooper main_looper)
+    : TracedProgram(std::move(config), nullptr, main_looper) {}
 
 TracedProgram::TracedProgram(matrix::TraceConfig config, std::unique_ptr<matrix::Plugin> extra)
+    : TracedProgram(std::move(config), std::move(extra), MainLooper::kPrepare) {}
+
+TracedProgram::TracedProgram(matrix::TraceConfig config, std::unique_ptr<matrix::Plugin> extra,
+                             MainLooper main_looper)
     : listener_(std::make_shared<CollectingListener>()) {
-  looper_ = matrix::Looper::PrepareMainLooper();
+  if (main_looper == MainLooper::kPrepare) looper_ = matrix::Looper::PrepareMainLooper();
   auto plugin = std::make_unique<matrix::TracePlugin>(std::move(config));
   plugin_ = plugin.get();
   matrix::Plugin* extra_plugin = extra.get();
   matrix::Matrix::Builder builder;
   builder.AddPlugin(std::move(plugin)).SetPluginListener(listener_);
   if (extra != nullptr) builder.AddPlugin(std::move(extra));
-  absl::Status status = matrix::Matrix::Init(builder.Build());
-  EXPECT_TRUE(status.ok()) << status;
-  status = plugin_->Start();
-  EXPECT_TRUE(status.ok()) << status;
-  if (extra_plugin != nullptr) {
-    status = extra_plugin->Start();
-    EXPECT_TRUE(status.ok()) << status;
-  }
+  status_ = matrix::Matrix::Init(builder.Build());
+  if (status_.ok()) status_ = plugin_->Start();
+  if (status_.ok() && extra_plugin != nullptr) status_ = extra_plugin->Start();
+  EXPECT_TRUE(status_.ok()) << status_;
 }
 
 TracedProgram::~TracedProgram() {
   matrix::Matrix::Shutdown();
-  matrix::Choreographer::ReleaseForTesting();
-  matrix::Looper::ReleaseForTesting();
+  if (looper_ != nullptr) {
+    matrix::Choreographer::ReleaseForTesting();
+    matrix::Looper::ReleaseForTesting();
+  }
 }
 
 void TracedProgram::RunFor(absl::Duration d) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "matrix/core/issue.h"
@@ -32,15 +33,31 @@ class CollectingListener : public matrix::PluginListener {
   std::vector<absl::Time> arrivals_ ABSL_GUARDED_BY(mu_);
 };
 
-// Prepares the main looper, installs Matrix with a TracePlugin built from
-// `config` and starts it. Tears everything down on destruction.
+// Whether TracedProgram prepares matrix's main Looper: the end-to-end tests
+// run their messages on it, the toolkit tests run a toolkit's own loop
+// (TraceConfig's LooperMonitor::Source::kForeign) and attach an adapter.
+enum class MainLooper { kPrepare, kNone };
+
+// Installs Matrix with a TracePlugin built from `config`, a CollectingListener
+// for its issues, and starts it (on the main looper it prepares, or for a
+// foreign loop). Shuts Matrix down on destruction, so a test that stops at a
+// failed assertion leaves nothing running.
+//
+//   e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+//   ASSERT_TRUE(traced.status().ok()) << traced.status();
+//   auto monitor = matrix::glib::Attach(context, traced.plugin());
 class TracedProgram {
  public:
-  explicit TracedProgram(matrix::TraceConfig config);
+  explicit TracedProgram(matrix::TraceConfig config, MainLooper main_looper = MainLooper::kPrepare);
   // Also installs and starts `extra` (e.g. a BlockCanaryPlugin) beside it.
   TracedProgram(matrix::TraceConfig config, std::unique_ptr<matrix::Plugin> extra);
   ~TracedProgram();
+  TracedProgram(const TracedProgram&) = delete;
+  TracedProgram& operator=(const TracedProgram&) = delete;
 
+  // Matrix::Init's and the plugins' Start's first error; OK when all started.
+  const absl::Status& status() const { return status_; }
+  // The main looper; null with MainLooper::kNone.
   matrix::Looper* looper() const { return looper_; }
   matrix::TracePlugin* plugin() const { return plugin_; }
   CollectingListener& listener() { return *listener_; }
@@ -48,6 +65,10 @@ class TracedProgram {
   void RunFor(absl::Duration d);
 
  private:
+  TracedProgram(matrix::TraceConfig config, std::unique_ptr<matrix::Plugin> extra,
+                MainLooper main_looper);
+
+  absl::Status status_;
   matrix::Looper* looper_ = nullptr;
   matrix::TracePlugin* plugin_ = nullptr;
   std::shared_ptr<CollectingListener> listener_;

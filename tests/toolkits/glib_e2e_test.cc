@@ -11,7 +11,6 @@
 #include "absl/strings/match.h"
 #include "e2e_util.h"
 #include "gtest/gtest.h"
-#include "matrix/core/matrix.h"
 #include "matrix/glib/glib_monitor.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "uninstrumented.h"
@@ -42,15 +41,10 @@ TEST(GlibE2ETest, TimeoutsLagAndAnrOnTheDefaultContext) {
                     .SetAnrThreshold(absl::Seconds(1))
                     .Build();
   ASSERT_TRUE(config.ok()) << config.status();
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
-  matrix::TracePlugin* plugin = trace.get();
-  auto listener = std::make_shared<e2e::CollectingListener>();
-  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
-                                       .AddPlugin(std::move(trace))
-                                       .SetPluginListener(listener)
-                                       .Build())
-                  .ok());
-  ASSERT_TRUE(plugin->Start().ok());
+  e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+  ASSERT_TRUE(traced.status().ok()) << traced.status();
+  matrix::TracePlugin* plugin = traced.plugin();
+  e2e::CollectingListener* listener = &traced.listener();
 
   GMainContext* context = g_main_context_default();
   const GPollFunc glib_poll = g_main_context_get_poll_func(context);
@@ -107,7 +101,6 @@ TEST(GlibE2ETest, TimeoutsLagAndAnrOnTheDefaultContext) {
       << anr->stack_key();
 
   g_main_loop_unref(program.loop);
-  matrix::Matrix::Shutdown();
 }
 
 }  // namespace

@@ -35,17 +35,7 @@ namespace {
 
 using matrix::TimeTicks;
 
-class RecordingListener : public matrix::LooperDispatchListener {
- public:
-  void OnDispatchBegin(TimeTicks, const matrix::DispatchInfo& info) override {
-    labels.push_back(info.label);
-  }
-  void OnDispatchEnd(TimeTicks begin, TimeTicks end) override {
-    durations.push_back(end - begin);
-  }
-  std::vector<const char*> labels;
-  std::vector<absl::Duration> durations;
-};
+using RecordingListener = matrix::trace_test::RecordingDispatchListener;
 
 // Idle runs as LooperMonitor reports them. Cancelled runs (the check phase
 // reached idle priority but nothing was ready) last no time on the fake clock.
@@ -124,7 +114,7 @@ TEST_F(GlibMonitorTest, EachPollToPollSpanIsOneDispatch) {
   EXPECT_EQ(listener_.durations[1], absl::Milliseconds(10));
   EXPECT_EQ((*glib)->dispatch_count(), 3u);
   ASSERT_EQ(listener_.labels.size(), 3u);
-  EXPECT_STREQ(listener_.labels[0], "glib-dispatch");
+  EXPECT_EQ(listener_.labels[0], "glib-dispatch");
 
   glib->reset();  // Detaching mid-dispatch ends it.
   ASSERT_EQ(listener_.durations.size(), 3u);
@@ -356,30 +346,22 @@ TEST_F(GlibMonitorTest, Detach_EndsTheIdleRunAndRemovesTheProbes) {
 // Through to the tracer: a slow GLib idle callback gives LAG_IDLE_HANDLER with
 // the stack captured when the threshold was crossed; a slow default-priority
 // source does not.
-class GlibIdleLagTest : public ::testing::Test {
+class GlibIdleLagTest : public ::testing::Test, protected matrix::trace_test::TracerRig {
  protected:
   static constexpr absl::Duration kThreshold = absl::Seconds(2);
 
   GlibIdleLagTest()
-      : env_(EnvOptions()),
-        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
+      : TracerRig(NoChoreographer()),
         context_(g_main_context_new()),
         looper_monitor_(env_.clock()),
-        monitor_(&looper_monitor_, nullptr, matrix::UIThreadMonitor::Options()),
-        capture_(env_.clock()) {
-    matrix::AppState::Get()->ResetForTesting();
+        monitor_(&looper_monitor_, nullptr, matrix::UIThreadMonitor::Options()) {
     capture_.SetFrames({matrix::trace_test::ReturnAddressIn(&app::PrefetchThumbnails)});
     looper_monitor_.Start();
     monitor_.Start();
     matrix::IdleHandlerLagTracer::Options options;
+    Wire(&options, &monitor_);
     options.looper_monitor = &looper_monitor_;
-    options.monitor = &monitor_;
-    options.watchdog_looper = watchdog_;
-    options.worker_looper = worker_;
     options.threshold = kThreshold;
-    options.capture = capture_.AsFunction();
-    options.report = issues_.callback();
     tracer_ = std::make_unique<matrix::IdleHandlerLagTracer>(std::move(options));
     tracer_->OnStartTrace();
     env_.RunUntilIdle();
@@ -387,13 +369,6 @@ class GlibIdleLagTest : public ::testing::Test {
   ~GlibIdleLagTest() override {
     tracer_.reset();
     g_main_context_unref(context_);
-    matrix::AppState::Get()->ResetForTesting();
-  }
-
-  static matrix::testing::TestEnvironment::Options EnvOptions() {
-    matrix::testing::TestEnvironment::Options options;
-    options.choreographer = false;
-    return options;
   }
 
   // A source at `priority` that works for `duration` once (the watchdog and
@@ -416,18 +391,14 @@ class GlibIdleLagTest : public ::testing::Test {
     g_source_unref(source);
   }
 
-  matrix::testing::TestEnvironment env_;
-  matrix::Looper* const watchdog_;
-  matrix::Looper* const worker_;
   GMainContext* context_;
   matrix::LooperMonitor looper_monitor_;
   matrix::UIThreadMonitor monitor_;
-  matrix::trace_test::FakeCapture capture_;
-  matrix::trace_test::IssueCollector issues_;
   std::unique_ptr<matrix::IdleHandlerLagTracer> tracer_;
   absl::Duration work_;
   std::vector<TimeTicks> begins_;
 };
+
 
 TEST_F(GlibIdleLagTest, SlowIdleCallback_LagIdleHandlerWithTheStackAtTheCrossing) {
   auto glib = matrix::glib::Attach(context_, &looper_monitor_);

@@ -22,7 +22,6 @@
 #include "e2e_util.h"
 #include "toolkit_e2e.h"
 #include "gtest/gtest.h"
-#include "matrix/core/matrix.h"
 #include "matrix/gtk/gtk_monitor.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "uninstrumented.h"
@@ -69,16 +68,11 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   ASSERT_TRUE(config.ok()) << config.status();
   config->idle_handler = true;
   config->idle_handler_threshold = absl::Milliseconds(200);
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
+  e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+  ASSERT_TRUE(traced.status().ok()) << traced.status();
   Program program;
-  program.plugin = trace.get();
-  auto listener = std::make_shared<e2e::CollectingListener>();
-  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
-                                       .AddPlugin(std::move(trace))
-                                       .SetPluginListener(listener)
-                                       .Build())
-                  .ok());
-  ASSERT_TRUE(program.plugin->Start().ok());
+  program.plugin = traced.plugin();
+  e2e::CollectingListener* listener = &traced.listener();
 
   GtkWidget* window = gtk_window_new(GTK_WINDOW_TOPLEVEL);
   gtk_window_set_title(GTK_WINDOW(window), kTitle);
@@ -210,7 +204,6 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   EXPECT_TRUE(idle_lag_names_slow_idle) << idle_stacks;
 
   gtk_widget_destroy(window);
-  matrix::Matrix::Shutdown();
 }
 
 }  // namespace

@@ -27,7 +27,6 @@
 #include "e2e_util.h"
 #include "toolkit_e2e.h"
 #include "gtest/gtest.h"
-#include "matrix/core/matrix.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/qt/qt_monitor.h"
 #include "uninstrumented.h"
@@ -80,15 +79,10 @@ TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
   QApplication app(argc, argv);
   auto config = e2e::ToolkitTraceConfig(absl::Seconds(30));
   ASSERT_TRUE(config.ok()) << config.status();
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
-  matrix::TracePlugin* plugin = trace.get();
-  auto listener = std::make_shared<e2e::CollectingListener>();
-  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
-                                       .AddPlugin(std::move(trace))
-                                       .SetPluginListener(listener)
-                                       .Build())
-                  .ok());
-  ASSERT_TRUE(plugin->Start().ok());
+  e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+  ASSERT_TRUE(traced.status().ok()) << traced.status();
+  matrix::TracePlugin* plugin = traced.plugin();
+  e2e::CollectingListener* listener = &traced.listener();
 
   Canvas canvas;
   canvas.setWindowTitle(kTitle);
@@ -184,8 +178,6 @@ TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
     slow_slot |= absl::StrContains(issue.proto().evil_method().stack_key(), "SlowSlot");
   }
   EXPECT_TRUE(slow_slot) << keys;
-
-  matrix::Matrix::Shutdown();
 }
 
 }  // namespace

@@ -28,7 +28,6 @@
 #include "e2e_util.h"
 #include "toolkit_e2e.h"
 #include "gtest/gtest.h"
-#include "matrix/core/matrix.h"
 #include "matrix/core/refresh_rate.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/sdl/sdl_monitor.h"
@@ -72,15 +71,10 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   ASSERT_EQ(SDL_Init(SDL_INIT_VIDEO), 0) << SDL_GetError() << " (run under xvfb-run -a)";
   auto config = e2e::ToolkitTraceConfig(absl::Seconds(60));
   ASSERT_TRUE(config.ok()) << config.status();
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
-  matrix::TracePlugin* plugin = trace.get();
-  auto listener = std::make_shared<e2e::CollectingListener>();
-  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
-                                       .AddPlugin(std::move(trace))
-                                       .SetPluginListener(listener)
-                                       .Build())
-                  .ok());
-  ASSERT_TRUE(plugin->Start().ok());
+  e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+  ASSERT_TRUE(traced.status().ok()) << traced.status();
+  matrix::TracePlugin* plugin = traced.plugin();
+  e2e::CollectingListener* listener = &traced.listener();
 
   SDL_Window* window = SDL_CreateWindow(kTitle, SDL_WINDOWPOS_UNDEFINED, SDL_WINDOWPOS_UNDEFINED,
                                         320, 240, SDL_WINDOW_OPENGL);
@@ -216,7 +210,6 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   SDL_GL_DeleteContext(gl);
   SDL_DestroyWindow(window);
   SDL_Quit();
-  matrix::Matrix::Shutdown();
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 #include "e2e_util.h"
 #include "gtest/gtest.h"
 #include "matrix/core/app_state.h"
-#include "matrix/core/matrix.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/core/time_ticks.h"
 #include "matrix/plugins/trace_plugin.h"
@@ -42,15 +41,10 @@ TEST(SdlStartupE2ETest, ColdStartEndsAtTheFirstFrameAfterLoading) {
                     .EnableStartup(true)
                     .Build();
   ASSERT_TRUE(config.ok()) << config.status();
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
-  matrix::TracePlugin* plugin = trace.get();
-  auto listener = std::make_shared<e2e::CollectingListener>();
-  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
-                                       .AddPlugin(std::move(trace))
-                                       .SetPluginListener(listener)
-                                       .Build())
-                  .ok());
-  ASSERT_TRUE(plugin->Start().ok());
+  e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+  ASSERT_TRUE(traced.status().ok()) << traced.status();
+  matrix::TracePlugin* plugin = traced.plugin();
+  e2e::CollectingListener* listener = &traced.listener();
   ASSERT_NE(plugin->GetStartupTracer(), nullptr);
   auto process_start = matrix::ProcReader().ReadProcessStartTime();
   ASSERT_TRUE(process_start.ok()) << process_start.status();
@@ -89,7 +83,6 @@ TEST(SdlStartupE2ETest, ColdStartEndsAtTheFirstFrameAfterLoading) {
 
   monitor->reset();
   SDL_DestroyWindow(window);
-  matrix::Matrix::Shutdown();
   SDL_Quit();
 }
 

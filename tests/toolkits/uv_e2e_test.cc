@@ -29,7 +29,6 @@
 #include "e2e_util.h"
 #include "gtest/gtest.h"
 #include "matrix/core/app_state.h"
-#include "matrix/core/matrix.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/uv/uv_monitor.h"
 #include "uninstrumented.h"
@@ -139,16 +138,11 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
                     .SetIdleHandlerThreshold(absl::Milliseconds(200))
                     .Build();
   ASSERT_TRUE(config.ok()) << config.status();
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
-  matrix::TracePlugin* plugin = trace.get();
-  auto listener = std::make_shared<e2e::CollectingListener>();
   matrix::AppState::Get()->ResetForTesting();
-  ASSERT_TRUE(matrix::Matrix::Init(matrix::Matrix::Builder()
-                                       .AddPlugin(std::move(trace))
-                                       .SetPluginListener(listener)
-                                       .Build())
-                  .ok());
-  ASSERT_TRUE(plugin->Start().ok());
+  e2e::TracedProgram traced(*config, e2e::MainLooper::kNone);
+  ASSERT_TRUE(traced.status().ok()) << traced.status();
+  matrix::TracePlugin* plugin = traced.plugin();
+  e2e::CollectingListener* listener = &traced.listener();
 
   Program p;
   p.loop = uv_default_loop();
@@ -323,7 +317,6 @@ TEST(UvE2ETest, TimersTcpSlowCallbackAndAnrOnARealLoop) {
   }
   EXPECT_TRUE(named) << stack << anr->proto().anr().thread_stack().error();
 
-  matrix::Matrix::Shutdown();
   matrix::AppState::Get()->ResetForTesting();
 }
 

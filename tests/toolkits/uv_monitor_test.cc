@@ -27,17 +27,7 @@ namespace {
 
 using matrix::TimeTicks;
 
-class RecordingListener : public matrix::LooperDispatchListener {
- public:
-  void OnDispatchBegin(TimeTicks, const matrix::DispatchInfo& info) override {
-    labels.push_back(info.label);
-  }
-  void OnDispatchEnd(TimeTicks begin, TimeTicks end) override {
-    durations.push_back(end - begin);
-  }
-  std::vector<const char*> labels;
-  std::vector<absl::Duration> durations;
-};
+using RecordingListener = matrix::trace_test::RecordingDispatchListener;
 
 matrix::uv::Options NoScene() {
   matrix::uv::Options options;
@@ -108,7 +98,7 @@ TEST_F(UvMonitorTest, TimersRunInsideTheDispatchThatBeganAtThePreviousPoll) {
   EXPECT_EQ(listener_.durations[0], absl::Milliseconds(12));
   EXPECT_EQ((*uv)->dispatch_count(), 2u);
   ASSERT_EQ(listener_.labels.size(), 2u);
-  EXPECT_STREQ(listener_.labels[0], "uv-dispatch");
+  EXPECT_EQ(listener_.labels[0], "uv-dispatch");
 
   uv_timer_stop(timer);
   uv->reset();  // Detaching mid-dispatch ends it.
@@ -314,36 +304,23 @@ class FakeIdleTime {
   std::atomic<int64_t> entry_ns_{0};
 };
 
-class UvAnrTest : public ::testing::Test {
+class UvAnrTest : public ::testing::Test, protected matrix::trace_test::TracerRig {
  protected:
   static constexpr absl::Duration kLag = absl::Seconds(2);
   static constexpr absl::Duration kAnr = absl::Seconds(5);
   static constexpr absl::Duration kWait = absl::Seconds(7);  // Longer than kAnr: idle.
 
-  UvAnrTest()
-      : env_(EnvOptions()),
-        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
-        proc_(matrix::ThreadHandle::Current().tid()),
-        capture_(env_.clock()),
-        idle_(env_.clock()),
-        looper_monitor_(env_.clock()) {
-    matrix::AppState::Get()->ResetForTesting();
+  UvAnrTest() : TracerRig(NoChoreographer()), idle_(env_.clock()), looper_monitor_(env_.clock()) {
     uv_loop_init(&loop_);
     looper_monitor_.Start();
     monitor_ = std::make_unique<matrix::UIThreadMonitor>(&looper_monitor_, nullptr,
                                                          matrix::UIThreadMonitor::Options());
     monitor_->Start();
     matrix::AnrTracer::Options options;
+    Wire(&options, monitor_.get());
     options.key_captures = 0;  // The test counts captures.
-    options.monitor = monitor_.get();
-    options.watchdog_looper = watchdog_;
-    options.worker_looper = worker_;
     options.anr_threshold = kAnr;
     options.lag_threshold = kLag;
-    options.proc_root = proc_.root();
-    options.capture = capture_.AsFunction();
-    options.report = issues_.callback();
     anr_ = std::make_unique<matrix::AnrTracer>(std::move(options));
     anr_->OnStartTrace();
     env_.RunUntilIdle();
@@ -380,13 +357,6 @@ class UvAnrTest : public ::testing::Test {
     EXPECT_EQ(uv_loop_close(&loop_), 0);
     anr_.reset();
     monitor_.reset();
-    matrix::AppState::Get()->ResetForTesting();
-  }
-
-  static matrix::testing::TestEnvironment::Options EnvOptions() {
-    matrix::testing::TestEnvironment::Options options;
-    options.choreographer = false;
-    return options;
   }
 
   // A pipe whose read callback hangs for `hang` (the watchdog runs meanwhile)
@@ -420,12 +390,6 @@ class UvAnrTest : public ::testing::Test {
     ASSERT_EQ(uv_try_write(reinterpret_cast<uv_stream_t*>(&ends_[1]), &buf, 1), 1);
   }
 
-  matrix::testing::TestEnvironment env_;
-  matrix::Looper* const watchdog_;
-  matrix::Looper* const worker_;
-  matrix::trace_test::ProcFixture proc_;
-  matrix::trace_test::FakeCapture capture_;
-  matrix::trace_test::IssueCollector issues_;
   FakeIdleTime idle_;
   matrix::LooperMonitor looper_monitor_;
   std::unique_ptr<matrix::UIThreadMonitor> monitor_;

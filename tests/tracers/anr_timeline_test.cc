@@ -26,15 +26,9 @@ using trace_test::RunLoopersFor;
 constexpr absl::Duration kLag = absl::Seconds(2);
 constexpr absl::Duration kAnr = absl::Seconds(5);
 
-class AnrTimelineTest : public ::testing::Test {
+class AnrTimelineTest : public ::testing::Test, protected trace_test::TracerRig {
  protected:
-  AnrTimelineTest()
-      : env_(EnvOptions()),
-        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
-        proc_(ThreadHandle::Current().tid()),
-        capture_(env_.clock()) {
-    AppState::Get()->ResetForTesting();
+  AnrTimelineTest() : TracerRig(NoChoreographer()) {
     looper_monitor_ = std::make_unique<LooperMonitor>(env_.clock());
     looper_monitor_->Start();
     monitor_ = std::make_unique<UIThreadMonitor>(looper_monitor_.get(), nullptr,
@@ -42,14 +36,9 @@ class AnrTimelineTest : public ::testing::Test {
     monitor_->Start();
     timeline_registration_ = monitor_->AddObserver(&timeline_);
     AnrTracer::Options options;
-    options.monitor = monitor_.get();
-    options.watchdog_looper = watchdog_;
-    options.worker_looper = worker_;
+    Wire(&options, monitor_.get());
     options.anr_threshold = kAnr;
     options.lag_threshold = kLag;
-    options.proc_root = proc_.root();
-    options.capture = capture_.AsFunction();
-    options.report = issues_.callback();
     options.timeline = &timeline_;
     options.timeline_window = absl::Seconds(3);
     anr_ = std::make_unique<AnrTracer>(std::move(options));
@@ -61,12 +50,6 @@ class AnrTimelineTest : public ::testing::Test {
     timeline_registration_.Reset();
     monitor_.reset();
     looper_monitor_.reset();
-    AppState::Get()->ResetForTesting();
-  }
-  static testing::TestEnvironment::Options EnvOptions() {
-    testing::TestEnvironment::Options options;
-    options.choreographer = false;
-    return options;
   }
   // A dispatch of `d` on the looper thread while the watchdog and worker run.
   void Dispatch(const char* label, absl::Duration d) {
@@ -76,18 +59,13 @@ class AnrTimelineTest : public ::testing::Test {
   }
   void Idle(absl::Duration d) { RunLoopersFor(&env_, {watchdog_, worker_}, d); }
 
-  testing::TestEnvironment env_;
-  Looper* watchdog_;
-  Looper* worker_;
-  ProcFixture proc_;
-  FakeCapture capture_;
-  IssueCollector issues_;
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> monitor_;
   Timeline timeline_{TimelineOptions{.capacity = 64}};
   ObserverRegistration timeline_registration_;
   std::unique_ptr<AnrTracer> anr_;
 };
+
 
 TEST_F(AnrTimelineTest, Anr_CarriesTheHangAndTheWindowBeforeItWithTheDetectionInstant) {
   Dispatch("old", absl::Milliseconds(10));  // Ends more than 3 s before the hang.

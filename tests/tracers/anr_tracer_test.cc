@@ -20,9 +20,6 @@
 #include "matrix/trace/ui_thread_monitor.h"
 #include "tracer_test_util.h"
 
-extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
-extern "C" void __cyg_profile_func_exit(void* this_fn, void* call_site);
-
 // The "application": functions the looper thread is stuck in. Distinct bodies
 // so that identical-code folding never merges them.
 namespace app {
@@ -72,15 +69,9 @@ void ExpectCall(const proto::MethodCall& call, int depth, const std::string& nam
   EXPECT_EQ(call.unfinished(), unfinished) << name;
 }
 
-class AnrTracerTest : public ::testing::Test {
+class AnrTracerTest : public ::testing::Test, protected trace_test::TracerRig {
  protected:
-  AnrTracerTest()
-      : env_(EnvOptions()),
-        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
-        proc_(ThreadHandle::Current().tid()),
-        capture_(env_.clock()) {
-    AppState::Get()->ResetForTesting();
+  AnrTracerTest() : TracerRig(NoChoreographer()) {
     // The looper thread is stuck in ReadConfigFile, called from OnClick,
     // called from the loop.
     capture_.SetFrames({ReturnAddressIn(&app::ReadConfigFile), ReturnAddressIn(&app::OnClick),
@@ -90,14 +81,6 @@ class AnrTracerTest : public ::testing::Test {
     anr_.reset();
     monitor_.reset();
     looper_monitor_.reset();
-    method_tracer_.reset();
-    AppState::Get()->ResetForTesting();
-  }
-
-  static testing::TestEnvironment::Options EnvOptions() {
-    testing::TestEnvironment::Options options;
-    options.choreographer = false;
-    return options;
   }
 
   // Creates the monitors and the tracer and starts them. `foreign`: the test
@@ -113,36 +96,14 @@ class AnrTracerTest : public ::testing::Test {
     monitor_ = std::make_unique<UIThreadMonitor>(looper_monitor_.get(), nullptr, monitor_options);
     monitor_->Start();
     AnrTracer::Options options;
-    options.monitor = monitor_.get();
-    options.watchdog_looper = watchdog_;
-    options.worker_looper = worker_;
+    Wire(&options, monitor_.get());
     options.anr_threshold = kAnr;
     options.lag_threshold = kLag;
     options.report_with_debugger = report_with_debugger;
-    options.proc_root = proc_.root();
-    options.capture = capture_.AsFunction();
     options.key_captures = key_captures_;
-    options.report = issues_.callback();
     anr_ = std::make_unique<AnrTracer>(std::move(options));
     anr_->OnStartTrace();
     env_.RunUntilIdle();  // The first check: the looper is idle.
-  }
-
-  void StartMethodTracer() {
-    MethodTracer::Options options;
-    options.tick_period = absl::ZeroDuration();  // The test keeps the time.
-    options.clock = env_.clock();
-    options.buffer_bytes = 1 << 16;
-    method_tracer_ = MethodTracer::Start(options);
-  }
-  // A traced function enter/exit, stamped with the fake time.
-  void Enter(void (*fn)()) {
-    method_tracer_->UpdateTime(env_.Now());
-    __cyg_profile_func_enter(reinterpret_cast<void*>(fn), nullptr);
-  }
-  void Exit(void (*fn)()) {
-    method_tracer_->UpdateTime(env_.Now());
-    __cyg_profile_func_exit(reinterpret_cast<void*>(fn), nullptr);
   }
 
   void Begin(const char* label = "app-event") { looper_monitor_->DispatchBegin(label); }
@@ -153,13 +114,6 @@ class AnrTracerTest : public ::testing::Test {
 
   // Off unless a test is about keys: the others count captures.
   int key_captures_ = 0;
-  testing::TestEnvironment env_;
-  Looper* const watchdog_;
-  Looper* const worker_;
-  ProcFixture proc_;
-  FakeCapture capture_;
-  IssueCollector issues_;
-  std::unique_ptr<MethodTracer> method_tracer_;
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> monitor_;
   std::unique_ptr<AnrTracer> anr_;

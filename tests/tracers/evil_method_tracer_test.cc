@@ -21,9 +21,6 @@
 #include "matrix/trace/ui_thread_monitor.h"
 #include "tracer_test_util.h"
 
-extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
-extern "C" void __cyg_profile_func_exit(void* this_fn, void* call_site);
-
 namespace app {
 volatile int g_evil_sink = 0;
 __attribute__((noinline)) void OnClick() {
@@ -57,16 +54,9 @@ struct StartOptions {
   bool report_with_debugger = false;
 };
 
-class EvilMethodTracerTest : public ::testing::Test {
+class EvilMethodTracerTest : public ::testing::Test, protected trace_test::TracerRig {
  protected:
-  EvilMethodTracerTest()
-      : env_(EnvOptions()),
-        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
-        handler_(env_.looper(), "app::UiHandler"),
-        proc_(ThreadHandle::Current().tid()),
-        capture_(env_.clock()) {
-    AppState::Get()->ResetForTesting();
+  EvilMethodTracerTest() : TracerRig(EnvOptions()), handler_(env_.looper(), "app::UiHandler") {
     capture_.SetFrames({ReturnAddressIn(&app::DecodeImage)});
   }
   ~EvilMethodTracerTest() override {
@@ -74,8 +64,6 @@ class EvilMethodTracerTest : public ::testing::Test {
     anr_.reset();
     monitor_.reset();
     looper_monitor_.reset();
-    method_tracer_.reset();
-    AppState::Get()->ResetForTesting();
   }
 
   static testing::TestEnvironment::Options EnvOptions() {
@@ -95,41 +83,17 @@ class EvilMethodTracerTest : public ::testing::Test {
     monitor_->Start();
     if (start.with_anr_tracer) {
       AnrTracer::Options anr;
-      anr.monitor = monitor_.get();
-      anr.watchdog_looper = watchdog_;
-      anr.worker_looper = worker_;
-      anr.proc_root = proc_.root();
-      anr.capture = capture_.AsFunction();
-      anr.report = issues_.callback();
+      Wire(&anr, monitor_.get());
       anr_ = std::make_unique<AnrTracer>(std::move(anr));
       anr_->OnStartTrace();
     }
     EvilMethodTracer::Options options;
-    options.monitor = monitor_.get();
-    options.worker_looper = worker_;
+    Wire(&options, monitor_.get());
     options.anr_tracer = anr_.get();
-    options.proc_root = proc_.root();
     options.report_with_debugger = start.report_with_debugger;
-    options.report = issues_.callback();
     evil_ = std::make_unique<EvilMethodTracer>(std::move(options));
     evil_->OnStartTrace();
     env_.RunUntilIdle();
-  }
-
-  void StartMethodTracer() {
-    MethodTracer::Options options;
-    options.tick_period = absl::ZeroDuration();
-    options.clock = env_.clock();
-    options.buffer_bytes = 1 << 16;
-    method_tracer_ = MethodTracer::Start(options);
-  }
-  void Enter(void (*fn)()) {
-    method_tracer_->UpdateTime(env_.Now());
-    __cyg_profile_func_enter(reinterpret_cast<void*>(fn), nullptr);
-  }
-  void Exit(void (*fn)()) {
-    method_tracer_->UpdateTime(env_.Now());
-    __cyg_profile_func_exit(reinterpret_cast<void*>(fn), nullptr);
   }
 
   // Runs a message on the main looper that keeps the thread busy for `cost`.
@@ -138,19 +102,13 @@ class EvilMethodTracerTest : public ::testing::Test {
     env_.RunUntilIdle();
   }
 
-  testing::TestEnvironment env_;
-  Looper* const watchdog_;
-  Looper* const worker_;
   Handler handler_;
-  ProcFixture proc_;
-  FakeCapture capture_;
-  IssueCollector issues_;
-  std::unique_ptr<MethodTracer> method_tracer_;
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> monitor_;
   std::unique_ptr<AnrTracer> anr_;
   std::unique_ptr<EvilMethodTracer> evil_;
 };
+
 
 TEST_F(EvilMethodTracerTest, Threshold_699msNoReport_700msReport) {
   AppState::Get()->OnSceneShown("Gallery");

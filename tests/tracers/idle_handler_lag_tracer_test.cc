@@ -72,29 +72,21 @@ using trace_test::ReturnAddressIn;
 
 constexpr absl::Duration kThreshold = absl::Seconds(2);
 
-class IdleHandlerLagTracerTest : public ::testing::Test {
+class IdleHandlerLagTracerTest : public ::testing::Test, protected trace_test::TracerRig {
  protected:
   IdleHandlerLagTracerTest()
-      : env_(EnvOptions()),
-        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
+      : TracerRig(NoChoreographer()),
         handler_(env_.looper()),
         looper_monitor_(env_.looper()),
         monitor_(&looper_monitor_, nullptr, UIThreadMonitor::Options()),
-        capture_(env_.clock()),
         compactor_(&env_, watchdog_, worker_) {
-    AppState::Get()->ResetForTesting();
     capture_.SetFrames({ReturnAddressIn(&app::CompactCache), ReturnAddressIn(&Looper::Loop)});
     looper_monitor_.Start();
     monitor_.Start();
     IdleHandlerLagTracer::Options options;
+    Wire(&options, &monitor_);
     options.looper = env_.looper();
-    options.monitor = &monitor_;
-    options.watchdog_looper = watchdog_;
-    options.worker_looper = worker_;
     options.threshold = kThreshold;
-    options.capture = capture_.AsFunction();
-    options.report = issues_.callback();
     tracer_ = std::make_unique<IdleHandlerLagTracer>(std::move(options));
     tracer_->OnStartTrace();
     env_.RunUntilIdle();
@@ -102,13 +94,6 @@ class IdleHandlerLagTracerTest : public ::testing::Test {
   ~IdleHandlerLagTracerTest() override {
     env_.looper()->queue()->RemoveIdleHandler(&compactor_);
     tracer_.reset();
-    AppState::Get()->ResetForTesting();
-  }
-
-  static testing::TestEnvironment::Options EnvOptions() {
-    testing::TestEnvironment::Options options;
-    options.choreographer = false;
-    return options;
   }
 
   // Makes the looper go idle once (a message, then nothing due): the idle
@@ -118,17 +103,13 @@ class IdleHandlerLagTracerTest : public ::testing::Test {
     env_.RunUntilIdle();
   }
 
-  testing::TestEnvironment env_;
-  Looper* const watchdog_;
-  Looper* const worker_;
   Handler handler_;
   LooperMonitor looper_monitor_;
   UIThreadMonitor monitor_;
-  FakeCapture capture_;
-  IssueCollector issues_;
   app::CacheCompactor compactor_;
   std::unique_ptr<IdleHandlerLagTracer> tracer_;
 };
+
 
 TEST_F(IdleHandlerLagTracerTest, SlowIdleHandler_ReportedOnceWithTheStackAtTheCrossing) {
   AppState::Get()->OnSceneShown("Feed");

@@ -41,16 +41,12 @@ using trace_test::ReturnAddressIn;
 constexpr absl::Duration kThreshold = absl::Seconds(2);
 constexpr absl::Duration kThrottle = absl::Seconds(4);
 
-class InputLagTracerTest : public ::testing::Test {
+class InputLagTracerTest : public ::testing::Test, protected trace_test::TracerRig {
  protected:
   InputLagTracerTest()
-      : watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
-        worker_(env_.CreateBackgroundLooper("matrix-worker")),
-        handler_(env_.looper()),
+      : handler_(env_.looper()),
         looper_monitor_(env_.looper()),
-        monitor_(&looper_monitor_, env_.choreographer(), UIThreadMonitor::Options()),
-        capture_(env_.clock()) {
-    AppState::Get()->ResetForTesting();
+        monitor_(&looper_monitor_, env_.choreographer(), UIThreadMonitor::Options()) {
     capture_.SetFrames({ReturnAddressIn(&app::HandleScroll), ReturnAddressIn(&Looper::Loop)});
     looper_monitor_.Start();
     monitor_.Start();
@@ -61,14 +57,10 @@ class InputLagTracerTest : public ::testing::Test {
     frame_tracer_ = std::make_unique<FrameTracer>(std::move(frame_options));
     frame_tracer_->OnStartTrace();
     InputLagTracer::Options options;
-    options.monitor = &monitor_;
-    options.watchdog_looper = watchdog_;
-    options.worker_looper = worker_;
+    Wire(&options, &monitor_);
     options.threshold = kThreshold;
     options.throttle = kThrottle;
     options.frame_tracer = frame_tracer_.get();
-    options.capture = capture_.AsFunction();
-    options.report = issues_.callback();
     tracer_ = std::make_unique<InputLagTracer>(std::move(options));
     tracer_->OnStartTrace();
     env_.RunUntilIdle();
@@ -76,21 +68,16 @@ class InputLagTracerTest : public ::testing::Test {
   ~InputLagTracerTest() override {
     tracer_.reset();
     frame_tracer_.reset();
-    AppState::Get()->ResetForTesting();
   }
 
-  testing::TestEnvironment env_;
-  Looper* const watchdog_;
-  Looper* const worker_;
   Handler handler_;
   LooperMonitor looper_monitor_;
   UIThreadMonitor monitor_;
-  FakeCapture capture_;
-  IssueCollector issues_;
   IssueCollector frame_issues_;
   std::unique_ptr<FrameTracer> frame_tracer_;
   std::unique_ptr<InputLagTracer> tracer_;
 };
+
 
 TEST_F(InputLagTracerTest, EventNotHandledWithinThreshold_ReportsLagTouchWithTheStack) {
   AppState::Get()->OnSceneShown("Map");

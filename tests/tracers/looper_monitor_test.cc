@@ -17,6 +17,7 @@
 #include "matrix/core/looper.h"
 #include "matrix/core/observer_list.h"
 #include "matrix/testing/test_environment.h"
+#include "tracer_test_util.h"
 
 namespace {
 
@@ -35,39 +36,7 @@ using ::testing::IsEmpty;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
 
-// Records every callback as text plus its timestamps.
-class RecordingListener : public LooperDispatchListener {
- public:
-  explicit RecordingListener(std::string name = "L") : name_(std::move(name)) {}
-
-  void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override {
-    events.push_back(name_ + ".begin");
-    begins.push_back(begin);
-    if (info.message != nullptr) whats.push_back(info.message->what);
-    if (!info.log_line.empty()) lines.push_back(std::string(info.log_line));
-    if (info.label != nullptr) labels.push_back(info.label);
-    if (on_begin) on_begin();
-  }
-  void OnDispatchEnd(TimeTicks begin, TimeTicks end) override {
-    events.push_back(name_ + ".end");
-    end_begins.push_back(begin);
-    ends.push_back(end);
-    if (on_end) on_end();
-  }
-
-  std::vector<std::string> events;
-  std::vector<TimeTicks> begins;
-  std::vector<TimeTicks> end_begins;
-  std::vector<TimeTicks> ends;
-  std::vector<int> whats;
-  std::vector<std::string> lines;
-  std::vector<std::string> labels;
-  std::function<void()> on_begin;
-  std::function<void()> on_end;
-
- private:
-  std::string name_;
-};
+using RecordingListener = matrix::trace_test::RecordingDispatchListener;
 
 // A printer installed by "another component". With `chain`, it forwards to
 // the printer it replaced, as a well-behaved third party does.

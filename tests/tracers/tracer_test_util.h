@@ -10,6 +10,14 @@
 //                       (background) loopers: the watchdog and the worker run
 //                       "while" the looper thread is stuck in a dispatch or an
 //                       idle handler on the test thread.
+//   RecordingDispatchListener
+//                       a LooperDispatchListener that keeps every callback
+//                       (LooperMonitor's and the loop adapters' tests).
+//   TracerRig           what every tracer fixture builds around its tracer:
+//                       the fake-clock environment, the watchdog and worker
+//                       loopers, the fake /proc, capture and issue collector,
+//                       and the method tracer driven by hand. The tracer tests
+//                       and the toolkit tests that reach a tracer derive from it.
 //
 // Thread safety: test thread only.
 
@@ -25,6 +33,7 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,10 +45,20 @@
 #include "gtest/gtest.h"
 #include "matrix/core/issue.h"
 #include "matrix/core/looper.h"
+#include "matrix/core/app_state.h"
+#include "matrix/core/thread_handle.h"
 #include "matrix/testing/test_environment.h"
 #include "matrix/trace/anr_tracer.h"
+#include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/method_tracer.h"
 #include "matrix/trace/stack_capture.h"
 #include "matrix/trace/tracer.h"
+#include "matrix/trace/ui_thread_monitor.h"
+
+// The -finstrument-functions hooks (matrix::trace defines them), which
+// TracerRig::Enter/Exit call as instrumented code would.
+extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
+extern "C" void __cyg_profile_func_exit(void* this_fn, void* call_site);
 
 namespace matrix::trace_test {
 
@@ -205,6 +224,122 @@ inline void RunLoopersFor(testing::TestEnvironment* env, std::initializer_list<L
   }
   if (target > env->Now()) env->clock()->SetNowTicks(target);
 }
+
+// Records every LooperMonitor dispatch callback: as text ("L.begin",
+// "L.end", with the listener's name), its times, the message's what, the
+// Printer line and the foreign label, and each dispatch's duration.
+class RecordingDispatchListener : public LooperDispatchListener {
+ public:
+  explicit RecordingDispatchListener(std::string name = "L") : name_(std::move(name)) {}
+
+  void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override {
+    events.push_back(name_ + ".begin");
+    begins.push_back(begin);
+    if (info.message != nullptr) whats.push_back(info.message->what);
+    if (!info.log_line.empty()) lines.push_back(std::string(info.log_line));
+    if (info.label != nullptr) labels.push_back(info.label);
+    if (on_begin) on_begin();
+  }
+  void OnDispatchEnd(TimeTicks begin, TimeTicks end) override {
+    events.push_back(name_ + ".end");
+    end_begins.push_back(begin);
+    ends.push_back(end);
+    durations.push_back(end - begin);
+    if (on_end) on_end();
+  }
+
+  std::vector<std::string> events;
+  std::vector<TimeTicks> begins;
+  std::vector<TimeTicks> end_begins;
+  std::vector<TimeTicks> ends;
+  std::vector<absl::Duration> durations;
+  std::vector<int> whats;
+  std::vector<std::string> lines;
+  std::vector<std::string> labels;
+  std::function<void()> on_begin;
+  std::function<void()> on_end;
+
+ private:
+  std::string name_;
+};
+
+// The set-up every tracer fixture shares. A fixture derives from it and
+// builds its monitors and tracer with the members below:
+//
+//   class AnrTracerTest : public ::testing::Test, protected TracerRig {
+//    protected:
+//     AnrTracerTest() : TracerRig(NoChoreographer()) {}
+//     void Start() {
+//       AnrTracer::Options options;
+//       Wire(&options, monitor_.get());  // monitor, loopers, capture, /proc, report
+//       ...
+//
+// AppState is reset before and after each test. Members are destroyed after
+// the fixture's own (its tracers and monitors go first).
+class TracerRig {
+ protected:
+  explicit TracerRig(testing::TestEnvironment::Options env_options = {})
+      : env_(env_options),
+        watchdog_(env_.CreateBackgroundLooper("matrix-watchdog")),
+        worker_(env_.CreateBackgroundLooper("matrix-worker")),
+        proc_(ThreadHandle::Current().tid()),
+        capture_(env_.clock()) {
+    AppState::Get()->ResetForTesting();
+  }
+  ~TracerRig() {
+    method_tracer_.reset();
+    AppState::Get()->ResetForTesting();
+  }
+  TracerRig(const TracerRig&) = delete;
+  TracerRig& operator=(const TracerRig&) = delete;
+
+  // An environment without matrix's Choreographer (a foreign loop, or a test
+  // without frames).
+  static testing::TestEnvironment::Options NoChoreographer() {
+    testing::TestEnvironment::Options options;
+    options.choreographer = false;
+    return options;
+  }
+
+  // Fills what a tracer's Options take from the rig: the monitor, the
+  // watchdog and worker loopers, the fake capture and /proc, and the issue
+  // collector as the report callback (each only if the Options have it).
+  template <typename TracerOptions>
+  void Wire(TracerOptions* options, UIThreadMonitor* monitor) {
+    options->monitor = monitor;
+    options->report = issues_.callback();
+    if constexpr (requires { options->watchdog_looper; }) options->watchdog_looper = watchdog_;
+    if constexpr (requires { options->worker_looper; }) options->worker_looper = worker_;
+    if constexpr (requires { options->capture; }) options->capture = capture_.AsFunction();
+    if constexpr (requires { options->proc_root; }) options->proc_root = proc_.root();
+  }
+
+  // A method tracer whose time the test keeps (the fake clock, no ticker).
+  void StartMethodTracer() {
+    MethodTracer::Options options;
+    options.tick_period = absl::ZeroDuration();
+    options.clock = env_.clock();
+    options.buffer_bytes = 1 << 16;
+    method_tracer_ = MethodTracer::Start(options);
+  }
+  // A traced function's enter and exit, stamped with the fake time.
+  void Enter(void (*fn)()) {
+    method_tracer_->UpdateTime(env_.Now());
+    __cyg_profile_func_enter(reinterpret_cast<void*>(fn), nullptr);
+  }
+  void Exit(void (*fn)()) {
+    method_tracer_->UpdateTime(env_.Now());
+    __cyg_profile_func_exit(reinterpret_cast<void*>(fn), nullptr);
+  }
+
+  testing::TestEnvironment env_;
+  Looper* const watchdog_;
+  Looper* const worker_;
+  ProcFixture proc_;
+  FakeCapture capture_;
+  IssueCollector issues_;
+  std::unique_ptr<MethodTracer> method_tracer_;
+};
 
 }  // namespace matrix::trace_test
 
