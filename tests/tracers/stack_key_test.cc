@@ -63,6 +63,12 @@ TEST_F(StackKeyTest, SystemLibrariesToolkitsAndRuntimes_AreSkipped) {
   // A runtime's own interpreted or JIT code.
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "mainloop", "/usr/lib/python3.11/tkinter/__init__.py"));
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "_call_with_frames_removed", "<frozen importlib._bootstrap>"));
+  // A Python library folder wherever the installation is: pyenv, /usr/local, a venv.
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(
+      "[python]", "run_forever", "/root/.pyenv/versions/3.11.7/lib/python3.11/asyncio/base_events.py"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[python]", "get", "/usr/local/lib/python3.12/queue.py"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(
+      "[python]", "send", "/home/dev/app/.venv/lib/python3.11/site-packages/requests/api.py"));
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[jit]", "listOnTimeout", "node:internal/timers"));
   EXPECT_TRUE(IsSystemOrRuntimeFrame("[jit]", "Builtin:ArrayMap"));  // No source file.
   // The program's own code, whatever its language.
@@ -70,6 +76,10 @@ TEST_F(StackKeyTest, SystemLibrariesToolkitsAndRuntimes_AreSkipped) {
   EXPECT_FALSE(IsSystemOrRuntimeFrame("/usr/bin/glxgears", "draw"));  // A program, not a library.
   EXPECT_FALSE(IsSystemOrRuntimeFrame("/usr/bin/nodes-editor", "Editor::Save()"));
   EXPECT_FALSE(IsSystemOrRuntimeFrame("[python]", "busy_work", "/home/dev/app/worker.py"));
+  // Only a "lib/python<version>/" folder is a library: not a program's own
+  // lib/python_helpers/, nor a file named like one.
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("[python]", "load", "/home/dev/app/lib/python_helpers/io.py"));
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("[python]", "main", "/home/dev/app/lib/python3.py"));
   EXPECT_FALSE(IsSystemOrRuntimeFrame("[jit]", "busyLoop", "/home/dev/app/server.js"));
 }
 

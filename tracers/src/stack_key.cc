@@ -54,6 +54,22 @@ constexpr std::string_view kSystemFunctionPrefixes[] = {
     "matrix::", "std::", "void std::", "absl::", "__", "v8::", "node::", "_Py", "PyEval_",
     "PyObject_"};
 
+// Whether `file` is in a Python installation's library folder, wherever
+// that installation lives: /usr/lib/python3.11/, /usr/local/lib/python3.12/,
+// a pyenv's or conda's lib/python3.11/, a venv's lib/python3.11/site-packages/.
+// That is the standard library and installed packages, not the program.
+bool IsPythonLibraryFile(std::string_view file) {
+  constexpr std::string_view kLib = "/lib/python";
+  for (size_t at = file.find(kLib); at != std::string_view::npos;
+       at = file.find(kLib, at + 1)) {
+    std::string_view rest = file.substr(at + kLib.size());  // "3.11/..." or "3/dist-packages/..."
+    size_t i = 0;
+    while (i < rest.size() && ((rest[i] >= '0' && rest[i] <= '9') || rest[i] == '.')) ++i;
+    if (i > 0 && i < rest.size() && rest[i] == '/') return true;
+  }
+  return false;
+}
+
 std::string_view BaseName(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
@@ -147,6 +163,7 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn, std::s
     for (std::string_view prefix : kRuntimeSourcePrefixes) {
       if (file.starts_with(prefix)) return true;
     }
+    if (module == "[python]" && IsPythonLibraryFile(file)) return true;
   } else {
     if (IsSystemLibrary(module)) return true;
     const std::string_view base = BaseName(module);
