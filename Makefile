@@ -38,10 +38,15 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
-.PHONY: demo test deps build test-asan test-tsan bench package install clean
+.PHONY: demo demo-runtimes test deps build test-asan test-tsan bench package install clean
 
 demo: build
 	cd $(CURDIR) && ./$(BUILD)/samples/demo/matrix-demo $(DEMO_ARGS)
+
+# matrix-run on a Python and a node program: hangs keyed by their own
+# function, with Python and JavaScript frames by name (samples/runtimes).
+demo-runtimes: build
+	cd $(CURDIR) && ./samples/runtimes/run.sh $(BUILD)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
