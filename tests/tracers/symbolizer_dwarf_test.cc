@@ -319,6 +319,18 @@ TEST(SymbolizerSystemLibraryTest, IsSystemLibrary_TheSystemLibraryDirectories) {
   EXPECT_FALSE(IsSystemLibrary("/usr/libexec/app"));
   EXPECT_FALSE(IsSystemLibrary("/library/app"));
   EXPECT_FALSE(IsSystemLibrary("/opt/app/lib/libapp.so"));
+  // The kernel's vDSO has no file (and no DWARF to look for).
+  EXPECT_TRUE(IsSystemLibrary("linux-vdso.so.1"));
+  EXPECT_TRUE(IsSystemLibrary("linux-gate.so.1"));
+}
+
+// This test links matrix-cpp into its executable: no frame is in a matrix
+// shared object (matrix-run's agent is one; its preload skips its own
+// frames and module, see docs/performance.md).
+TEST(SymbolizerSystemLibraryTest, InMatrixSharedObject_FalseWhenLinkedIntoTheExecutable) {
+  EXPECT_FALSE(Symbolizer::InMatrixSharedObject(reinterpret_cast<uintptr_t>(&Symbolizer::Get)));
+  EXPECT_FALSE(Symbolizer::InMatrixSharedObject(reinterpret_cast<uintptr_t>(&std::abort)));
+  EXPECT_FALSE(Symbolizer::InMatrixSharedObject(0));
 }
 
 // A frame in libc is named but gets no source line by default, even where

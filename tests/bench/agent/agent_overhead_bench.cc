@@ -3,7 +3,7 @@
 // LD_PRELOAD, in the same run (docs/performance.md, "matrix-run agent").
 //
 // Each benchmark iteration runs the loop program once (kLoopIterations
-// polls); the iteration's time is the program's own measurement of its loop
+// calls); the iteration's time is the program's own measurement of its loop
 // (manual time), so process start-up is not counted; ns_per_poll is that
 // time per poll.
 //
@@ -24,7 +24,7 @@ namespace {
 constexpr long kLoopIterations = 200000;
 
 // Runs the loop program; returns its ns per iteration, or a negative value.
-double RunLoop(bool preload, const char* where) {
+double RunLoop(bool preload, const char* where, const char* call) {
   const std::string report_dir =
       (std::filesystem::temp_directory_path() / ("matrix-agent-bench-" + std::to_string(getpid())))
           .string();
@@ -41,7 +41,7 @@ double RunLoop(bool preload, const char* where) {
       unsetenv("LD_PRELOAD");
     }
     const std::string n = std::to_string(kLoopIterations);
-    execl(LOOP_PATH, LOOP_PATH, n.c_str(), where, static_cast<char*>(nullptr));
+    execl(LOOP_PATH, LOOP_PATH, n.c_str(), where, call, static_cast<char*>(nullptr));
     _exit(127);
   }
   close(out[1]);
@@ -55,10 +55,10 @@ double RunLoop(bool preload, const char* where) {
   return std::atof(buffer);
 }
 
-void BM_PollLoop(benchmark::State& state, bool preload, const char* where) {
+void BM_Loop(benchmark::State& state, bool preload, const char* where, const char* call) {
   double total_ns = 0;
   for (auto _ : state) {
-    const double ns = RunLoop(preload, where);
+    const double ns = RunLoop(preload, where, call);
     if (ns < 0) {
       state.SkipWithError("the loop program failed");
       return;
@@ -66,8 +66,21 @@ void BM_PollLoop(benchmark::State& state, bool preload, const char* where) {
     state.SetIterationTime(ns * 1e-9 * static_cast<double>(kLoopIterations));
     total_ns += ns;
   }
-  // The loop program's own time per poll, averaged over the runs.
-  state.counters["ns_per_poll"] = total_ns / static_cast<double>(state.iterations());
+  // The loop program's own time per iteration, averaged over the runs.
+  state.counters["ns_per_call"] = total_ns / static_cast<double>(state.iterations());
+}
+
+void BM_PollLoop(benchmark::State& state, bool preload, const char* where) {
+  BM_Loop(state, preload, where, "poll");
+}
+
+// Calls the agent interposes only to learn loop wait sites, made by work on
+// the main thread: what the agent adds when they are not waits.
+void BM_SyscallPassThrough(benchmark::State& state, bool preload) {
+  BM_Loop(state, preload, "main", "syscall");
+}
+void BM_ReadPassThrough(benchmark::State& state, bool preload) {
+  BM_Loop(state, preload, "main", "read");
 }
 
 // Baseline first, then the agent: the same program, the same run.
@@ -75,6 +88,10 @@ BENCHMARK_CAPTURE(BM_PollLoop, main_thread_baseline, false, "main")->UseManualTi
 BENCHMARK_CAPTURE(BM_PollLoop, main_thread_agent, true, "main")->UseManualTime();
 BENCHMARK_CAPTURE(BM_PollLoop, other_thread_baseline, false, "thread")->UseManualTime();
 BENCHMARK_CAPTURE(BM_PollLoop, other_thread_agent, true, "thread")->UseManualTime();
+BENCHMARK_CAPTURE(BM_SyscallPassThrough, main_thread_baseline, false)->UseManualTime();
+BENCHMARK_CAPTURE(BM_SyscallPassThrough, main_thread_agent, true)->UseManualTime();
+BENCHMARK_CAPTURE(BM_ReadPassThrough, main_thread_baseline, false)->UseManualTime();
+BENCHMARK_CAPTURE(BM_ReadPassThrough, main_thread_agent, true)->UseManualTime();
 
 }  // namespace
 

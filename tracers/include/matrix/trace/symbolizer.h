@@ -198,10 +198,21 @@ class Symbolizer {
   // module outside the system library directories (IsSystemLibrary), its
   // symbol table and, with source_lines, its DWARF and unit index. System
   // libraries are left to their first use (names only, and hundreds of them
-  // in a toolkit program). Call it on a worker thread at start (TracePlugin
-  // does): a first report then costs what later ones do. Returns the number
-  // of modules loaded. Any thread.
+  // in a toolkit program), and so is matrix-cpp's own shared object when it
+  // is one (InMatrixSharedObject). Call it on a worker thread at start
+  // (TracePlugin does): a first report then costs what later ones do.
+  // Returns the number of modules loaded. Any thread.
   size_t PreloadModules() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // InMatrixSharedObject()
+  //
+  // Whether `pc` is in the shared object that holds matrix-cpp's tracers
+  // (matrix-run's libmatrix-agent.so, or libmatrix_trace.so in a shared
+  // build), false when they are linked into the executable. Reports seldom
+  // show its frames, and its DWARF (Abseil, protobuf and matrix-cpp's own)
+  // is the largest of a program's: it is loaded at its first use, not ahead.
+  // Any thread (async-signal-unsafe: dladdr).
+  static bool InMatrixSharedObject(uintptr_t pc);
 
   // ClearCache()
   //
