@@ -584,7 +584,7 @@ TEST_F(AnrTracerTest, StoppedProcess_ShortHangAroundTheStop_GivesNoAnr) {
 TEST_F(AnrTracerTest, LateWatchdog_WithinTolerance_IsNotLate) {
   Start();
   Begin();
-  // 100 ms late is still "on time" (late_tolerance).
+  // 100 ms late is still "on time" (StoppedTime::kTolerance).
   env_.AdvanceClock(kLag + absl::Milliseconds(100));
   env_.RunUntilIdle();
   EXPECT_EQ(anr_->late_wakeups(), 0);

@@ -15,9 +15,9 @@ TimeTicks At(int64_t ms) { return TimeTicks() + absl::Milliseconds(1'000'000 + m
 
 TEST(StoppedTimeTest, OnTimeAndSlightlyLateWakeupsAreNotStops) {
   StoppedTime stopped;
-  stopped.OnWakeup(At(0), At(0));
-  stopped.OnWakeup(At(50), At(150));  // 100 ms late: the tolerance.
-  stopped.OnWakeup(TimeTicks(), At(9000));  // Not scheduled: cannot be late.
+  EXPECT_FALSE(stopped.OnWakeup(At(0), At(0)));
+  EXPECT_FALSE(stopped.OnWakeup(At(50), At(150)));  // 100 ms late: the tolerance.
+  EXPECT_FALSE(stopped.OnWakeup(TimeTicks(), At(9000)));  // Not scheduled: cannot be late.
   EXPECT_EQ(stopped.Within(At(0), At(10'000)), absl::ZeroDuration());
   EXPECT_EQ(stopped.total(), absl::ZeroDuration());
   EXPECT_EQ(stopped.observed_until(), At(9000));
@@ -27,7 +27,7 @@ TEST(StoppedTimeTest, ALateWakeupIsAStopAndOverlapsAreCountedOnce) {
   StoppedTime stopped;
   // The sampler's poll due at 50 ms and an ANR check due at 2 s both run at
   // 7 s: one stop, [50 ms, 7 s].
-  stopped.OnWakeup(At(50), At(7000));
+  EXPECT_TRUE(stopped.OnWakeup(At(50), At(7000)));
   stopped.OnWakeup(At(2000), At(7001));
   EXPECT_EQ(stopped.total(), absl::Milliseconds(6951));
   EXPECT_EQ(stopped.Within(At(0), At(8000)), absl::Milliseconds(6951));

@@ -148,12 +148,11 @@ void AnrTracer::Check() {
   if (!alive_.load()) return;
   const TickClock* clock = options_.monitor->clock();
   const TimeTicks now = clock->NowTicks();
-  const bool late =
-      !scheduled_for_.is_null() && now - scheduled_for_ > options_.late_tolerance;
-  if (late) late_wakeups_.fetch_add(1);
-  // A check far later than scheduled saw the process stopped meanwhile.
+  // A check far later than scheduled saw the process stopped meanwhile (one
+  // tolerance for the stopped time and for what this tracer watched).
   StoppedTime& stopped_time = options_.monitor->mutable_stopped_time();
-  stopped_time.OnWakeup(scheduled_for_, now);
+  const bool late = stopped_time.OnWakeup(scheduled_for_, now);
+  if (late) late_wakeups_.fetch_add(1);
 
   DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
   // A loop that reports its dispatches late (libuv's I/O callbacks) may say

@@ -4,9 +4,10 @@
 
 namespace matrix {
 
-void StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
+bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   const int64_t now_ns = now.ToNanoseconds();
-  if (!scheduled.is_null() && now - scheduled > kTolerance) {
+  const bool late = !scheduled.is_null() && now - scheduled > kTolerance;
+  if (late) {
     const int64_t begin_ns = scheduled.ToNanoseconds();
     sequence_.fetch_add(1, std::memory_order_acq_rel);  // Odd: writing.
     const uint64_t count = count_.load(std::memory_order_relaxed);
@@ -30,6 +31,7 @@ void StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   if (now_ns > observed_ns_.load(std::memory_order_relaxed)) {
     observed_ns_.store(now_ns, std::memory_order_release);
   }
+  return late;
 }
 
 absl::Duration StoppedTime::Within(TimeTicks begin, TimeTicks end) const {

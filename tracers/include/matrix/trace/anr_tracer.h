@@ -29,8 +29,8 @@
 //     when the loop reports that dispatch with the same number it is the same
 //     one: one report. Its stack is taken live; its call tree only once the
 //     dispatch is reported (a LAG), none for an ANR taken before.
-//   - When the watchdog itself wakes more than `late_tolerance` after it
-//     asked to (the process was stopped, the machine starved or suspended), it
+//   - When the watchdog itself wakes more than StoppedTime::kTolerance after
+//     it asked to (the process was stopped, the machine starved or suspended), it
 //     did not watch the gap: it restarts the running dispatch's clock from
 //     now instead of reporting a hang it did not witness. A real hang is then
 //     reported one threshold later. (CLOCK_MONOTONIC does not advance during
@@ -81,7 +81,6 @@ class AnrTracer : public Tracer {
     absl::Duration anr_threshold = absl::Seconds(5);
     absl::Duration lag_threshold = absl::Seconds(2);
     bool report_with_debugger = false;
-    absl::Duration late_tolerance = absl::Milliseconds(100);
     AppState* app_state = AppState::Get();
     // Reads the looper thread's state, memory and the debugger flag.
     std::string proc_root = "/proc";
@@ -120,7 +119,8 @@ class AnrTracer : public Tracer {
   // Counters. Any thread.
   int64_t anr_count() const { return anr_count_.load(); }
   int64_t lag_count() const { return lag_count_.load(); }
-  // Wake-ups that came later than `late_tolerance` (their gap was not watched).
+  // Wake-ups that came later than StoppedTime::kTolerance (their gap was not
+  // watched; StoppedTime counted it as stopped time).
   int64_t late_wakeups() const { return late_wakeups_.load(); }
   int64_t suppressed_by_debugger() const { return debugger_suppressed_.load(); }
   // The last dispatch this tracer took evidence for (a LAG or an ANR), so

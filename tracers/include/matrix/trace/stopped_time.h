@@ -39,8 +39,9 @@ class StoppedTime {
   static constexpr absl::Duration kTolerance = absl::Milliseconds(100);
   static constexpr int kCapacity = 64;
 
-  // Watchdog thread: a task scheduled for `scheduled` runs at `now`.
-  void OnWakeup(TimeTicks scheduled, TimeTicks now);
+  // Watchdog thread: a task scheduled for `scheduled` runs at `now`. Returns
+  // whether it came more than kTolerance late (recorded as stopped time).
+  bool OnWakeup(TimeTicks scheduled, TimeTicks now);
 
   // Any thread: the stopped time within [begin, end].
   absl::Duration Within(TimeTicks begin, TimeTicks end) const;
