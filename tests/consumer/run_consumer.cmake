@@ -45,6 +45,8 @@ if(MODE STREQUAL "install")
           include/matrix/plugins/trace_plugin.h include/matrix/testing/fake_tick_clock.h
           include/matrix/proto/issue.pb.h include/matrix/proto/issue.proto
           lib*/libmatrix_plugins.a lib*/libmatrix_proto.a
+          lib*/libmatrix_trace.a lib*/libmatrix_trace_evidence.a lib*/libmatrix_trace_monitor.a
+          include/matrix/trace/looper_monitor.h include/matrix/trace/symbolizer.h
           lib*/cmake/matrix_cpp/matrix_cppConfig.cmake
           lib*/cmake/matrix_cpp/MatrixTraceMethods.cmake
           lib*/pkgconfig/matrix-cpp.pc bin/matrix-report)

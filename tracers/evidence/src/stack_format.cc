@@ -1,0 +1,117 @@
+#include "matrix/trace/stack_capture.h"
+
+// Stack capture, part 2 of 2: a captured RawStack symbolized and formatted
+// (SymbolizeStack, SymbolizedStack::ToString, FormatThreadStacks). The
+// capture itself (the signal, the unwind, the frame-pointer walk) is in
+// stack_capture.cc.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "matrix/trace/proc_stats.h"
+
+namespace matrix {
+
+namespace {
+
+// Functions of a sanitizer runtime (statically linked into the executable,
+// so recognizable only by name).
+bool IsSanitizerRuntimeFunction(const std::string& function) {
+  for (const char* prefix : {"__tsan", "__asan", "__msan", "__ubsan", "__sanitizer",
+                             "__interceptor_"}) {
+    if (function.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
+  SymbolizedStack result;
+  result.tid = stack.tid;
+  result.truncated = stack.truncated;
+  result.captured_at = stack.captured_at;
+  result.frames.reserve(static_cast<size_t>(stack.depth));
+  for (int i = 0; i < stack.depth; ++i) {
+    uintptr_t pc = stack.pcs[static_cast<size_t>(i)];
+    // A return address names the instruction after the call, which may
+    // belong to the next function; look up the call itself.
+    bool return_address = !(i == 0 && stack.exact_top_pc);
+    uintptr_t lookup = return_address && pc > 0 ? pc - 1 : pc;
+    StackFrame frame{pc, symbolizer->Symbolize(lookup)};
+    if (lookup != pc) {
+      if (!frame.symbol.function.empty() && !frame.symbol.module.empty()) {
+        frame.symbol.function_offset += 1;
+      }
+      if (!frame.symbol.module.empty()) frame.symbol.module_offset += 1;
+    }
+    result.frames.push_back(std::move(frame));
+  }
+  if (!stack.exact_top_pc) {
+    // ThreadSanitizer runs a deferred handler from its runtime (at the
+    // thread's next intercepted call or atomic operation), so the stack
+    // starts with runtime frames above the user's code. Drop them.
+    auto user = std::find_if(result.frames.begin(), result.frames.end(),
+                             [](const StackFrame& frame) {
+                               return !IsSanitizerRuntimeFunction(frame.symbol.function);
+                             });
+    result.frames.erase(result.frames.begin(), user);
+  }
+  if (const PythonRuntimeInfo* python = CurrentPythonRuntime();
+      python != nullptr && stack.python.depth > 0) {
+    InterleavePythonFrames(*python, stack.python, &result.frames);
+  }
+  return result;
+}
+
+std::string SymbolizedStack::ToString() const {
+  std::string text;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const StackFrame& frame = frames[i];
+    const SymbolInfo& symbol = frame.symbol;
+    std::string module = symbol.module.substr(symbol.module.rfind('/') + 1);
+    absl::StrAppendFormat(&text, "#%-2d 0x%016x ", i, frame.pc);
+    if (symbol.module == kPythonFrameModule) {  // "qualname ([python])"
+      absl::StrAppend(&text, symbol.function.empty() ? "??" : symbol.function, " (",
+                      kPythonFrameModule, ")\n");
+    } else if (!symbol.function.empty() && !module.empty()) {
+      absl::StrAppendFormat(&text, "%s+0x%x (%s)\n", symbol.function, symbol.function_offset,
+                            module);
+    } else if (!symbol.function.empty()) {
+      absl::StrAppend(&text, symbol.function, "\n");
+    } else if (!module.empty()) {
+      absl::StrAppendFormat(&text, "%s+0x%x\n", module, symbol.module_offset);
+    } else {
+      absl::StrAppend(&text, "???\n");
+    }
+    for (const InlinedFrame& inlined : symbol.inlined) {
+      absl::StrAppend(&text, "      inlined ", inlined.function.empty() ? "??" : inlined.function);
+      if (!inlined.file.empty()) absl::StrAppend(&text, " at ", inlined.file, ":", inlined.line);
+      text += "\n";
+    }
+    if (!symbol.file.empty()) {
+      absl::StrAppend(&text, "      at ", symbol.file, ":", symbol.line, "\n");
+    }
+  }
+  if (truncated) absl::StrAppend(&text, "    ... (truncated)\n");
+  return text;
+}
+
+std::string FormatThreadStacks(const std::vector<ThreadStack>& threads, Symbolizer* symbolizer) {
+  std::string text;
+  for (const ThreadStack& thread : threads) {
+    if (!text.empty()) text += "\n";
+    absl::StrAppendFormat(&text, "\"%s\" tid=%d state=%c (%s)\n", thread.name, thread.tid,
+                          thread.state, std::string(ThreadStateName(thread.state)));
+    if (!thread.status.ok()) {
+      absl::StrAppend(&text, "    <no stack: ", thread.status.ToString(), ">\n");
+      continue;
+    }
+    absl::StrAppend(&text, SymbolizeStack(thread.stack, symbolizer).ToString());
+  }
+  return text;
+}
+
+}  // namespace matrix
