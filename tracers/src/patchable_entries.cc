@@ -8,8 +8,8 @@
 //   stub:  cmpq $0, %fs:writer        ; this thread's matrix_patch_thread.writer
 //          jne  1f
 //          jmp  A+5                   ; not traced: back into the function
-//      1:  lea  A(%rip), %r11
-//          jmp  *matrix_patch_enter   ; traced: the trampoline below
+//      1:  movabs $(A << 14), %r11   ; A as a record's address bits
+//          jmp  matrix_patch_enter    ; traced: the trampoline below
 //
 // so a thread that runs no MethodTracer pays two direct jumps and one
 // TLS compare, and no call. On the traced thread matrix_patch_enter writes
@@ -75,7 +75,7 @@ namespace {
 struct ShadowEntry {
   uintptr_t ret;  // The caller's return address.
   uintptr_t rbx;  // The caller's rbx.
-  uintptr_t fn;   // The traced function's entry.
+  uintptr_t enc;  // The traced function's entry, as a record's address bits (A << 14).
   uintptr_t unused;
 };
 static_assert(sizeof(ShadowEntry) == 32, "the trampoline indexes entries by 32 bytes");
@@ -94,6 +94,9 @@ struct MatrixPatchThread {
 };
 __attribute__((visibility("hidden"), tls_model("initial-exec"))) constinit thread_local
     MatrixPatchThread matrix_patch_thread{};
+// The thread-pointer offset of method_tracer.cc's writer state (initial-exec
+// TLS: the same for every thread); set when a thread is first traced.
+__attribute__((visibility("hidden"))) int64_t matrix_patch_writer_tpoff = 0;
 }  // extern "C"
 
 namespace matrix {
@@ -106,6 +109,10 @@ void PatchedEntriesAttachThread(void* writer) {
     t.top = t.base;
     t.limit = t.base + PatchableEntries::kShadowDepth;
   }
+  uintptr_t tp;
+  asm("movq %%fs:0, %0" : "=r"(tp));
+  matrix_patch_writer_tpoff =
+      static_cast<int64_t>(reinterpret_cast<uintptr_t>(writer)) - static_cast<int64_t>(tp);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t.writer = writer;
 }
@@ -146,7 +153,7 @@ matrix_patch_personality(int version, _Unwind_Action actions, _Unwind_Exception_
   if ((actions & _UA_CLEANUP_PHASE) != 0) {
     auto* entry = reinterpret_cast<matrix::ShadowEntry*>(_Unwind_GetGR(context, 3));  // rbx
     if (matrix_patch_thread.writer != nullptr) {
-      matrix::internal::AppendMethodRecord(true, reinterpret_cast<void*>(entry->fn));
+      matrix::internal::AppendMethodRecord(true, reinterpret_cast<void*>(entry->enc >> 14));
     }
     matrix_patch_thread.top = entry;
   }
@@ -157,40 +164,39 @@ void matrix_patch_enter();
 
 }  // extern "C"
 
-// The trampoline. In: r11 = the function's entry A, [rsp] = the caller's
+// The trampoline. In: r11 = the function's entry A << 14, [rsp] = the caller's
 // return address. Preserves every argument register (rdi, rsi, rdx, rcx, r8,
 // r9, rax for varargs, r10 for the static chain, xmm0-7) on the way in and
-// the return registers (rax, rdx, xmm0-1) on the way out.
+// the return registers (rax, rdx, xmm0-1) on the way out; the way out uses
+// only registers that are dead after a return (rcx, rsi, rdi, r8-r11).
 //
-// APPEND writes one record, as method_tracer.cc's Append() does:
-// in rcx = WriterState*, r11 = fn; clobbers rax, rdx, rsi.
+// MATRIX_APPEND writes one record, as method_tracer.cc's Append() does:
+// w = the thread-pointer offset of the writer state, enc = A << 14, t1-t3
+// scratch (t3 may be enc: it is read first).
 asm(R"(
-  .macro MATRIX_APPEND kind, slow
-  movq 32(%rcx), %rax
-  movq (%rax), %rax
-  movq %rax, %rdx
-  shrq $24, %rdx
-  cmpq 24(%rcx), %rdx
+  .macro MATRIX_APPEND kind, slow, w, enc, t1, t2, t3
+  movq %fs:32(\w), \t1
+  movq (\t1), \t1
+  movq \t1, \t2
+  shrq $24, \t2
+  cmpq %fs:24(\w), \t2
   jne \slow
-  shrq $10, %rax
-  andl $0x3fff, %eax
-  movq %r11, %rdx
-  shlq $16, %rdx
-  shrq $2, %rdx
-  orq %rdx, %rax
+  shrq $10, \t1
+  andq $0x3fff, \t1
+  orq \enc, \t1
   .if \kind
-  btsq $62, %rax
+  btsq $62, \t1
   .endif
-  movq 16(%rcx), %rdx
-  movq %rdx, %rsi
-  andq 8(%rcx), %rsi
-  shlq $3, %rsi
-  addq 0(%rcx), %rsi
-  movq %rax, (%rsi)
-  incq %rdx
-  movq %rdx, 16(%rcx)
-  movq 40(%rcx), %rsi
-  movq %rdx, (%rsi)
+  movq %fs:16(\w), \t2
+  movq \t2, \t3
+  andq %fs:8(\w), \t3
+  shlq $3, \t3
+  addq %fs:0(\w), \t3
+  movq \t1, (\t3)
+  incq \t2
+  movq \t2, %fs:16(\w)
+  movq %fs:40(\w), \t3
+  movq \t2, (\t3)
   .endm
 
   .text
@@ -207,25 +213,21 @@ matrix_patch_enter:
   .cfi_adjust_cfa_offset 8
   pushq %rdx
   .cfi_adjust_cfa_offset 8
-  pushq %rsi
-  .cfi_adjust_cfa_offset 8
   movq matrix_patch_thread@gottpoff(%rip), %rax
   movq %fs:8(%rax), %rcx
   cmpq %fs:16(%rax), %rcx
   jae .Lmpe_skip
   leaq 32(%rcx), %rdx
   movq %rdx, %fs:8(%rax)
-  movq 32(%rsp), %rdx
+  movq 24(%rsp), %rdx
   movq %rdx, 0(%rcx)
   movq %rbx, 8(%rcx)
   movq %r11, 16(%rcx)
   movq %rcx, %rbx
   .cfi_escape 0x10, 0x03, 0x02, 0x73, 0x08
-  movq %fs:0(%rax), %rcx
-  MATRIX_APPEND 0, .Lmpe_enter_slow
+  movq matrix_patch_writer_tpoff(%rip), %rcx
+  MATRIX_APPEND 0, .Lmpe_enter_slow, %rcx, %r11, %rax, %rdx, %r11
 .Lmpe_enter_done:
-  popq %rsi
-  .cfi_adjust_cfa_offset -8
   popq %rdx
   .cfi_adjust_cfa_offset -8
   popq %rcx
@@ -233,6 +235,7 @@ matrix_patch_enter:
   popq %rax
   .cfi_adjust_cfa_offset -8
   movq 16(%rbx), %r11
+  shrq $14, %r11
   addq $5, %r11
   addq $8, %rsp
   # The unwinder's view of this call: return address at [rbx], the caller's
@@ -242,83 +245,75 @@ matrix_patch_enter:
   .cfi_def_cfa_offset 1
   .cfi_escape 0x16, 0x07, 0x02, 0x31, 0x1c
   .cfi_escape 0x10, 0x10, 0x02, 0x73, 0x00
-  .cfi_escape 0x10, 0x03, 0x02, 0x73, 0x08
   call *%r11
   .cfi_def_cfa_offset 0
   .cfi_restore 7
-  pushq %rax
-  .cfi_adjust_cfa_offset 8
-  pushq %rdx
-  .cfi_adjust_cfa_offset 8
-  pushq %rcx
-  .cfi_adjust_cfa_offset 8
-  pushq %rsi
-  .cfi_adjust_cfa_offset 8
-  movq matrix_patch_thread@gottpoff(%rip), %rax
-  movq %fs:0(%rax), %rcx
-  testq %rcx, %rcx
-  jz .Lmpe_exit_done
-  movq 16(%rbx), %r11
-  MATRIX_APPEND 1, .Lmpe_exit_slow
+  movq matrix_patch_writer_tpoff(%rip), %r9
+  cmpq $0, %fs:0(%r9)
+  je .Lmpe_exit_done
+  movq 16(%rbx), %r10
+  MATRIX_APPEND 1, .Lmpe_exit_slow, %r9, %r10, %rsi, %rdi, %r8
 .Lmpe_exit_done:
+  movq matrix_patch_thread@gottpoff(%rip), %rcx
   movq 0(%rbx), %r11
   .cfi_register 16, 11
-  movq 8(%rbx), %rdx
-  movq matrix_patch_thread@gottpoff(%rip), %rax
-  movq %rbx, %fs:8(%rax)
-  movq %rdx, %rbx
+  movq 8(%rbx), %r10
+  movq %rbx, %fs:8(%rcx)
+  movq %r10, %rbx
   .cfi_restore 3
-  popq %rsi
-  .cfi_adjust_cfa_offset -8
-  popq %rcx
-  .cfi_adjust_cfa_offset -8
-  popq %rdx
-  .cfi_adjust_cfa_offset -8
-  popq %rax
-  .cfi_adjust_cfa_offset -8
   pushq %r11
   .cfi_adjust_cfa_offset 8
   .cfi_offset 16, -8
   ret
 
 .Lmpe_exit_slow:
-  .cfi_def_cfa_offset 32
+  .cfi_def_cfa_offset 0
   .cfi_escape 0x10, 0x10, 0x02, 0x73, 0x00
   .cfi_escape 0x10, 0x03, 0x02, 0x73, 0x08
-  movl $1, %esi
+  movq 16(%rbx), %r11
+  shrq $14, %r11
+  pushq $1
+  .cfi_adjust_cfa_offset 8
   call matrix_patch_append_saved
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
   jmp .Lmpe_exit_done
 
 .Lmpe_enter_slow:
-  .cfi_def_cfa_offset 40
+  .cfi_def_cfa_offset 32
   .cfi_offset 16, -8
-  .cfi_escape 0x10, 0x03, 0x02, 0x73, 0x08
-  xorl %esi, %esi
+  pushq $0
+  .cfi_adjust_cfa_offset 8
+  movq 16(%rbx), %r11
+  shrq $14, %r11
   call matrix_patch_append_saved
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
   jmp .Lmpe_enter_done
 
 .Lmpe_skip:
   .cfi_restore 3
-  popq %rsi
-  .cfi_adjust_cfa_offset -8
   popq %rdx
   .cfi_adjust_cfa_offset -8
   popq %rcx
   .cfi_adjust_cfa_offset -8
   popq %rax
   .cfi_adjust_cfa_offset -8
+  shrq $14, %r11
   addq $5, %r11
   jmp *%r11
   .cfi_endproc
   .size matrix_patch_enter, .-matrix_patch_enter
 
-# In: esi = kind (0 in, 1 out), r11 = fn. Saves every caller-saved register
-# but rsi, and xmm0-7, around matrix_patch_append_record.
+# In: r11 = fn, [rsp+8] = kind (0 in, 1 out). Saves every caller-saved
+# register and xmm0-7 around matrix_patch_append_record.
   .p2align 4
   .type matrix_patch_append_saved, @function
 matrix_patch_append_saved:
   .cfi_startproc
   pushq %rdi
+  .cfi_adjust_cfa_offset 8
+  pushq %rsi
   .cfi_adjust_cfa_offset 8
   pushq %r8
   .cfi_adjust_cfa_offset 8
@@ -336,9 +331,10 @@ matrix_patch_append_saved:
   .cfi_adjust_cfa_offset 8
   pushq %rbp
   .cfi_adjust_cfa_offset 8
-  .cfi_offset 6, -80
+  .cfi_offset 6, -88
   movq %rsp, %rbp
   .cfi_def_cfa_register 6
+  movq 88(%rbp), %rdi
   andq $-16, %rsp
   subq $128, %rsp
   movdqu %xmm0, 0(%rsp)
@@ -349,7 +345,6 @@ matrix_patch_append_saved:
   movdqu %xmm5, 80(%rsp)
   movdqu %xmm6, 96(%rsp)
   movdqu %xmm7, 112(%rsp)
-  movl %esi, %edi
   movq %r11, %rsi
   call matrix_patch_append_record
   movdqu 0(%rsp), %xmm0
@@ -378,6 +373,8 @@ matrix_patch_append_saved:
   popq %r9
   .cfi_adjust_cfa_offset -8
   popq %r8
+  .cfi_adjust_cfa_offset -8
+  popq %rsi
   .cfi_adjust_cfa_offset -8
   popq %rdi
   .cfi_adjust_cfa_offset -8
@@ -409,7 +406,7 @@ constexpr uint8_t kSafeBytes[] = {0x90, 0xf5, 0xf8, 0xf9, 0xfc};
 // Most-significant byte: the nearest stubs (50-60 MB below) first.
 constexpr uint8_t kSafeHighBytes[] = {0xfc, 0xf9, 0xf8, 0xf5, 0x90};
 constexpr size_t kEntryBytes = 5;
-constexpr size_t kStubSize = 40;
+constexpr size_t kStubSize = 48;
 constexpr uintptr_t kPage = 4096;
 
 struct Site {
@@ -586,14 +583,24 @@ void WriteStub(uintptr_t stub, uintptr_t entry, int32_t tls_writer_offset) {
   // jmp A+5
   b[i++] = 0xe9;
   put32(static_cast<int64_t>(entry + kEntryBytes) - static_cast<int64_t>(stub + i + 4));
-  // lea A(%rip), %r11
-  for (uint8_t c : {0x4c, 0x8d, 0x1d}) b[i++] = c;
-  put32(static_cast<int64_t>(entry) - static_cast<int64_t>(stub + i + 4));
-  // jmp *0(%rip); .quad matrix_patch_enter
-  for (uint8_t c : {0xff, 0x25, 0x00, 0x00, 0x00, 0x00}) b[i++] = c;
-  const uint64_t target = reinterpret_cast<uint64_t>(&matrix_patch_enter);
-  memcpy(b + i, &target, 8);
+  // movabs $(A << 14), %r11: the function as a record's address bits.
+  b[i++] = 0x49;
+  b[i++] = 0xbb;
+  const uint64_t enc = EncodeFunctionRecord(record::kKindEnter, entry, 0);
+  memcpy(b + i, &enc, 8);
   i += 8;
+  const uint64_t target = reinterpret_cast<uint64_t>(&matrix_patch_enter);
+  const int64_t rel = static_cast<int64_t>(target) - static_cast<int64_t>(stub + i + 5);
+  if (rel >= INT32_MIN && rel <= INT32_MAX) {
+    // jmp matrix_patch_enter
+    b[i++] = 0xe9;
+    put32(rel);
+  } else {
+    // jmp *0(%rip); .quad matrix_patch_enter
+    for (uint8_t c : {0xff, 0x25, 0x00, 0x00, 0x00, 0x00}) b[i++] = c;
+    memcpy(b + i, &target, 8);
+    i += 8;
+  }
   MATRIX_CHECK(i <= kStubSize, "stub overflow");
   WriteCode(stub, b, kStubSize);
 }
