@@ -5,14 +5,13 @@
 // puts five one-byte nops at the entry A of every function. Patch() rewrites
 // them as `jmp stub` (e9 + rel32), where the stub is per function:
 //
-//   stub:  cmpq $0, %fs:writer        ; this thread's matrix_patch_thread.writer
-//          jne  1f
+//   stub:  movabs $(A << 14), %r11   ; A as a record's address bits
+//          cmpq $0, %fs:writer        ; this thread's matrix_patch_thread.writer
+//          jne  matrix_patch_enter    ; traced: the trampoline below
 //          jmp  A+5                   ; not traced: back into the function
-//      1:  movabs $(A << 14), %r11   ; A as a record's address bits
-//          jmp  matrix_patch_enter    ; traced: the trampoline below
 //
-// so a thread that runs no MethodTracer pays two direct jumps and one
-// TLS compare, and no call. On the traced thread matrix_patch_enter writes
+// so a thread that runs no MethodTracer pays two direct jumps, a move and
+// one TLS compare, and no call. On the traced thread matrix_patch_enter writes
 // the method-in record, moves the caller's return address (and rbx) to a
 // per-thread shadow stack, and CALLS the function body at A+5 with the stack
 // exactly as the caller left it (the return-address slot now holds the
@@ -573,30 +572,35 @@ void WriteStub(uintptr_t stub, uintptr_t entry, int32_t tls_writer_offset) {
     memcpy(b + i, &v32, 4);
     i += 4;
   };
+  const uint64_t target = reinterpret_cast<uint64_t>(&matrix_patch_enter);
+  const uint64_t enc = EncodeFunctionRecord(record::kKindEnter, entry, 0);
+  // movabs $(A << 14), %r11: the function as a record's address bits (r11
+  // is free at a function entry).
+  b[i++] = 0x49;
+  b[i++] = 0xbb;
+  memcpy(b + i, &enc, 8);
+  i += 8;
   // cmpq $0, %fs:writer
   for (uint8_t c : {0x64, 0x48, 0x83, 0x3c, 0x25}) b[i++] = c;
   put32(tls_writer_offset);
   b[i++] = 0x00;
-  // jne +5
-  b[i++] = 0x75;
-  b[i++] = 0x05;
+  const int64_t rel = static_cast<int64_t>(target) - static_cast<int64_t>(stub + i + 6);
+  const bool near = rel >= INT32_MIN && rel <= INT32_MAX;
+  if (near) {
+    // jne matrix_patch_enter
+    b[i++] = 0x0f;
+    b[i++] = 0x85;
+    put32(rel);
+  } else {
+    // jne 1f (past the jmp below)
+    b[i++] = 0x75;
+    b[i++] = 0x05;
+  }
   // jmp A+5
   b[i++] = 0xe9;
   put32(static_cast<int64_t>(entry + kEntryBytes) - static_cast<int64_t>(stub + i + 4));
-  // movabs $(A << 14), %r11: the function as a record's address bits.
-  b[i++] = 0x49;
-  b[i++] = 0xbb;
-  const uint64_t enc = EncodeFunctionRecord(record::kKindEnter, entry, 0);
-  memcpy(b + i, &enc, 8);
-  i += 8;
-  const uint64_t target = reinterpret_cast<uint64_t>(&matrix_patch_enter);
-  const int64_t rel = static_cast<int64_t>(target) - static_cast<int64_t>(stub + i + 5);
-  if (rel >= INT32_MIN && rel <= INT32_MAX) {
-    // jmp matrix_patch_enter
-    b[i++] = 0xe9;
-    put32(rel);
-  } else {
-    // jmp *0(%rip); .quad matrix_patch_enter
+  if (!near) {
+    // 1: jmp *0(%rip); .quad matrix_patch_enter
     for (uint8_t c : {0xff, 0x25, 0x00, 0x00, 0x00, 0x00}) b[i++] = c;
     memcpy(b + i, &target, 8);
     i += 8;
