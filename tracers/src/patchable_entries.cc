@@ -461,7 +461,9 @@ void SyncCores() {
   if (g_membarrier_registered.load(std::memory_order_relaxed)) {
     syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
   } else {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    // No membarrier (Linux < 4.16): other cores serialize at their next
+    // interrupt or context switch; a thread may run the old bytes until then.
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
   }
 }
 
