@@ -38,7 +38,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
-.PHONY: demo demo-runtimes test deps build test-asan test-tsan bench package install clean
+.PHONY: demo demo-runtimes test deps build test-asan test-tsan bench bench-peers package install clean
 
 demo: build
 	cd $(CURDIR) && ./$(BUILD)/samples/demo/matrix-demo $(DEMO_ARGS)
@@ -79,6 +79,12 @@ test-tsan:
 # Benchmarks against the budgets in docs/performance.md.
 bench: build
 	./$(BUILD)/tests/bench/matrix_bench --benchmark_min_time=0.2
+
+# Method tracing per call against LTTng-UST's cyg-profile and uftrace, when
+# installed (optional: apt-get install -y uftrace liblttng-ust-dev lttng-tools).
+bench-peers:
+	cmake --build $(BUILD) -j $(JOBS) --target matrix_bench
+	./tools/bench-peers.sh $(BUILD)
 
 # A .deb of the libraries, headers, CMake package, pkg-config file and
 # matrix-report: build/packages/matrix-cpp-dev_<version>_<arch>.deb.

@@ -1,10 +1,25 @@
 # Method tracing for a user's target (see docs/method-tracing.md).
 #
-#   matrix_trace_methods(<target> [EXCLUDE <path-or-substring>...])
+#   matrix_trace_methods(<target> [PATCHABLE | FUNCTION_HOOKS]
+#                        [EXCLUDE <path-or-substring>...])
 #
 # Builds <target> with compiler function hooks so that matrix::MethodTracer
 # records every call on the traced (looper) thread, and links matrix::trace,
 # which defines the hooks.
+#
+# Two mechanisms (MATRIX_TRACE_PATCHABLE picks the default, OFF; PATCHABLE
+# or FUNCTION_HOOKS chooses for one target):
+#
+#   FUNCTION_HOOKS (the portable fallback): -finstrument-functions, below.
+#   PATCHABLE (GCC on x86-64 Linux): -fpatchable-function-entry=5, five
+#          one-byte nops at every function entry and no hooks. The target
+#          runs untraced until matrix::PatchableEntries::Patch() turns the
+#          nops into jumps (patchable_entries.h); then it costs less than the
+#          hooks on every thread. No exclude list: every out-of-line function
+#          of the target gets an entry, and EXCLUDE is ignored with a warning.
+#          Other compilers or architectures fall back to FUNCTION_HOOKS with
+#          a warning (clang emits one 5-byte nop, which Patch() does not
+#          rewrite).
 #
 #   GCC:   -finstrument-functions, with
 #          -finstrument-functions-exclude-file-list= listing the compiler's
@@ -27,6 +42,9 @@
 
 include_guard(GLOBAL)
 
+option(MATRIX_TRACE_PATCHABLE
+       "matrix_trace_methods() targets use patchable entries by default (GCC, x86-64)" OFF)
+
 option(MATRIX_TRACE_SCOPES "Compile MATRIX_TRACE_SCOPE() scopes (OFF: to nothing)" ON)
 if(NOT MATRIX_TRACE_SCOPES)
   add_compile_definitions(MATRIX_TRACE_SCOPES_DISABLED=1)
@@ -46,11 +64,30 @@ if(NOT _matrix_own_headers_set)
 endif()
 
 function(matrix_trace_methods target)
-  cmake_parse_arguments(ARG "" "" "EXCLUDE" ${ARGN})
+  cmake_parse_arguments(ARG "PATCHABLE;FUNCTION_HOOKS" "" "EXCLUDE" ${ARGN})
   if(NOT TARGET ${target})
     message(FATAL_ERROR "matrix_trace_methods: no target named '${target}'")
   endif()
-  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set(patchable ${MATRIX_TRACE_PATCHABLE})
+  if(ARG_PATCHABLE)
+    set(patchable ON)
+  elseif(ARG_FUNCTION_HOOKS)
+    set(patchable OFF)
+  endif()
+  if(patchable AND NOT (CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+                        AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64"
+                        AND CMAKE_SYSTEM_NAME STREQUAL "Linux"))
+    message(WARNING "matrix_trace_methods(${target}): PATCHABLE needs GCC on x86-64 Linux; "
+                    "using -finstrument-functions")
+    set(patchable OFF)
+  endif()
+  if(patchable)
+    target_compile_options(${target} PRIVATE -fpatchable-function-entry=5)
+    if(ARG_EXCLUDE)
+      message(WARNING "matrix_trace_methods(${target}): PATCHABLE has no exclude list; "
+                      "EXCLUDE ${ARG_EXCLUDE} ignored")
+    endif()
+  elseif(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     set(excludes ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES} ${CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES})
     get_property(own_headers GLOBAL PROPERTY MATRIX_TRACE_OWN_HEADERS)
     foreach(dir ${own_headers})

@@ -15,6 +15,12 @@
 //   BM_TracedCall/empty_hooks_floor  the same call shape calling two empty
 //                                 hooks: what any -finstrument-functions hook
 //                                 costs before doing anything
+//   BM_TracedCall/patched_*       PatchableLeaf() (patchable entries, patched)
+//                                 on the traced thread, on another thread,
+//                                 with no tracer
+//   BM_TracedCall/unpatched_nops  PatchableLeaf() not patched (five nops)
+// BM_TracedCall rows also time the floor in the same iteration (floor_ns,
+// vs_floor): see RunAgainstFloor().
 //   BM_RecordPerCall/<source>     what an enter+exit record pair costs if the
 //                                 hook read <source> per event (written inline
 //                                 into a local ring, like the real hook)
@@ -37,6 +43,7 @@
 #include "matrix/trace/call_tree.h"
 #include "matrix/trace/method_record.h"
 #include "matrix/trace/method_tracer.h"
+#include "matrix/trace/patchable_entries.h"
 #include "workload.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -92,22 +99,85 @@ void PlainChunk() {
   benchmark::DoNotOptimize(sink);
 }
 
+void EmptyHooksChunk() {
+  int sink = 0;
+  for (int i = 0; i < kChunk; ++i) sink += wl::LeafWithEmptyHooks(i);
+  benchmark::DoNotOptimize(sink);
+}
+
 void InstrumentedChunk() {
   int sink = 0;
   for (int i = 0; i < kChunk; ++i) sink += wl::InstrumentedLeaf(i);
   benchmark::DoNotOptimize(sink);
 }
 
-void BM_TracedCall_LooperThread(benchmark::State& state) {
+// --- BM_TracedCall: every mechanism against the plain call and the floor ---
+//
+// Each iteration times a chunk of plain calls, a chunk of calls with two
+// empty hooks (the floor of -finstrument-functions) and a chunk of the
+// traced call, so every row carries its own baseline:
+//   plain_ns, floor_ns, traced_ns  per call (fastest chunk of each),
+//   delta_ns        traced_ns - plain_ns (what tracing adds, enter + exit),
+//   floor_delta_ns  floor_ns - plain_ns,
+//   ratio           traced_ns / plain_ns,
+//   vs_floor        delta_ns / floor_delta_ns (< 1: cheaper than any hook).
+template <typename Traced>
+void RunAgainstFloor(benchmark::State& state, Traced traced) {
+  int64_t plain_min = INT64_MAX;
+  int64_t floor_min = INT64_MAX;
+  int64_t traced_min = INT64_MAX;
+  int64_t plain_sum = 0;
+  int64_t traced_sum = 0;
+  int64_t chunks = 0;
+  for (auto _ : state) {
+    const int64_t t0 = NowNs();
+    PlainChunk();
+    const int64_t t1 = NowNs();
+    EmptyHooksChunk();
+    const int64_t t2 = NowNs();
+    traced();
+    const int64_t t3 = NowNs();
+    plain_min = std::min(plain_min, t1 - t0);
+    floor_min = std::min(floor_min, t2 - t1);
+    traced_min = std::min(traced_min, t3 - t2);
+    plain_sum += t1 - t0;
+    traced_sum += t3 - t2;
+    ++chunks;
+  }
+  if (chunks == 0) return;
+  const double p = static_cast<double>(plain_min) / kChunk;
+  const double f = static_cast<double>(floor_min) / kChunk;
+  const double t = static_cast<double>(traced_min) / kChunk;
+  state.counters["plain_ns"] = p;
+  state.counters["floor_ns"] = f;
+  state.counters["traced_ns"] = t;
+  state.counters["delta_ns"] = t - p;
+  state.counters["floor_delta_ns"] = f - p;
+  state.counters["ratio"] = p > 0 ? t / p : 0;
+  state.counters["vs_floor"] = f > p ? (t - p) / (f - p) : 0;
+  const double calls = static_cast<double>(chunks) * kChunk;
+  state.counters["delta_mean_ns"] = (traced_sum - plain_sum) / calls;
+}
+
+void PatchableChunk() {
+  int sink = 0;
+  for (int i = 0; i < kChunk; ++i) sink += wl::PatchableLeaf(i);
+  benchmark::DoNotOptimize(sink);
+}
+
+// Runs `body` on this thread with a tracer (and an open dispatch) on it.
+template <typename Body>
+void OnLooper(benchmark::State& state, Body body) {
   auto tracer = matrix::MethodTracer::Start();  // Default: 8 MiB, 1 ms ticker.
   tracer->DispatchBegin(matrix::MonotonicNow());
-  RunPaired(state, PlainChunk, InstrumentedChunk);
+  body();
   tracer->DispatchEnd(matrix::MonotonicNow());
   state.counters["records"] = static_cast<double>(tracer->Mark());
 }
-BENCHMARK(BM_TracedCall_LooperThread)->Name("BM_TracedCall/looper_thread");
 
-void BM_TracedCall_OtherThread(benchmark::State& state) {
+// Runs `body` on this thread while another thread is traced.
+template <typename Body>
+void WhileOtherThreadTraced(Body body) {
   absl::Notification started;
   absl::Notification done;
   std::thread looper([&] {
@@ -116,26 +186,64 @@ void BM_TracedCall_OtherThread(benchmark::State& state) {
     done.WaitForNotification();
   });
   started.WaitForNotification();
-  RunPaired(state, PlainChunk, InstrumentedChunk);
+  body();
   done.Notify();
   looper.join();
+}
+
+// Patches for the duration of `body`.
+template <typename Body>
+void Patched(benchmark::State& state, Body body) {
+  auto stats = matrix::PatchableEntries::Patch();
+  if (!stats.ok() || stats->patched == 0) {
+    state.SkipWithError("patchable entries unavailable");
+    return;
+  }
+  body();
+  (void)matrix::PatchableEntries::Unpatch();
+}
+
+// -finstrument-functions (the fallback).
+void BM_TracedCall_LooperThread(benchmark::State& state) {
+  OnLooper(state, [&] { RunAgainstFloor(state, InstrumentedChunk); });
+}
+BENCHMARK(BM_TracedCall_LooperThread)->Name("BM_TracedCall/looper_thread");
+
+void BM_TracedCall_OtherThread(benchmark::State& state) {
+  WhileOtherThreadTraced([&] { RunAgainstFloor(state, InstrumentedChunk); });
 }
 BENCHMARK(BM_TracedCall_OtherThread)->Name("BM_TracedCall/other_thread");
 
 void BM_TracedCall_NoTracer(benchmark::State& state) {
-  RunPaired(state, PlainChunk, InstrumentedChunk);
+  RunAgainstFloor(state, InstrumentedChunk);
 }
 BENCHMARK(BM_TracedCall_NoTracer)->Name("BM_TracedCall/no_tracer");
 
-// The floor: the same call shape with two empty out-of-line hooks.
+// The floor itself: the same call shape with two empty out-of-line hooks.
 void BM_TracedCall_EmptyHooksFloor(benchmark::State& state) {
-  RunPaired(state, PlainChunk, [] {
-    int sink = 0;
-    for (int i = 0; i < kChunk; ++i) sink += wl::LeafWithEmptyHooks(i);
-    benchmark::DoNotOptimize(sink);
-  });
+  RunAgainstFloor(state, EmptyHooksChunk);
 }
 BENCHMARK(BM_TracedCall_EmptyHooksFloor)->Name("BM_TracedCall/empty_hooks_floor");
+
+// Patchable entries (matrix_trace_methods(PATCHABLE)).
+void BM_TracedCall_PatchedLooperThread(benchmark::State& state) {
+  Patched(state, [&] { OnLooper(state, [&] { RunAgainstFloor(state, PatchableChunk); }); });
+}
+BENCHMARK(BM_TracedCall_PatchedLooperThread)->Name("BM_TracedCall/patched_looper_thread");
+
+void BM_TracedCall_PatchedOtherThread(benchmark::State& state) {
+  Patched(state, [&] { WhileOtherThreadTraced([&] { RunAgainstFloor(state, PatchableChunk); }); });
+}
+BENCHMARK(BM_TracedCall_PatchedOtherThread)->Name("BM_TracedCall/patched_other_thread");
+
+void BM_TracedCall_PatchedNoTracer(benchmark::State& state) {
+  Patched(state, [&] { RunAgainstFloor(state, PatchableChunk); });
+}
+BENCHMARK(BM_TracedCall_PatchedNoTracer)->Name("BM_TracedCall/patched_no_tracer");
+
+// Not patched: five nops at the entry.
+void BM_TracedCall_Unpatched(benchmark::State& state) { RunAgainstFloor(state, PatchableChunk); }
+BENCHMARK(BM_TracedCall_Unpatched)->Name("BM_TracedCall/unpatched_nops");
 
 // --- Time sources ---------------------------------------------------------
 

@@ -26,6 +26,9 @@ void Thrower();
 // Instrumented leaf for the benchmarks (noinline, trivial body).
 int InstrumentedLeaf(int x);
 
+// The same leaf built with patchable entries (patchable_workload.cc).
+int PatchableLeaf(int x);
+
 // Not instrumented: the same leaf, and a busy-wait on the monotonic clock.
 int PlainLeaf(int x);
 // Not instrumented, but shaped like an instrumented leaf: calls two empty,

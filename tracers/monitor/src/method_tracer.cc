@@ -19,9 +19,11 @@
 #include "matrix/trace/method_tracer.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "matrix/core/check.h"
+#include "matrix/trace/patchable_entries.h"
 
 namespace matrix {
 namespace {
@@ -38,6 +40,14 @@ struct WriterState {
 };
 
 __attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tls_writer;
+
+// The patched-entry trampolines (patchable_entries.cc) write the same records.
+static_assert(offsetof(WriterState, slots) == internal::kWriterSlotsOffset);
+static_assert(offsetof(WriterState, mask) == internal::kWriterMaskOffset);
+static_assert(offsetof(WriterState, next) == internal::kWriterNextOffset);
+static_assert(offsetof(WriterState, epoch) == internal::kWriterEpochOffset);
+static_assert(offsetof(WriterState, now_ns) == internal::kWriterNowNsOffset);
+static_assert(offsetof(WriterState, published) == internal::kWriterPublishedOffset);
 
 std::atomic<MethodTracer*> g_current{nullptr};
 
@@ -113,6 +123,10 @@ size_t CapacityFor(size_t buffer_bytes) {
 void ScopedTraceSite::Enter(const TraceSite* site) { AppendScope(false, site); }
 void ScopedTraceSite::Exit(const TraceSite* site) { AppendScope(true, site); }
 
+MATRIX_NO_INSTRUMENT void internal::AppendMethodRecord(bool exit, void* fn) {
+  AppendFunction(exit ? record::kKindExit : record::kKindEnter, fn);
+}
+
 // ---------------------------------------------------------------------------
 // MethodTracer.
 
@@ -147,6 +161,7 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
   state.published = &tracer->write_index_;
   tls_writer = state;
   StoreTime(&tls_writer, now);  // The stream always starts timed.
+  internal::PatchedEntriesAttachThread(&tls_writer);
 
   if (options.tick_period > absl::ZeroDuration()) {
     tracer->ticker_ = std::thread([t = tracer.get()] { t->TickerLoop(); });
@@ -157,6 +172,7 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
 MethodTracer::~MethodTracer() {
   MATRIX_CHECK(tls_writer.published == &write_index_,
                "a MethodTracer must be destroyed on the thread it traces");
+  internal::PatchedEntriesDetachThread();
   tls_writer = WriterState();
   {
     absl::MutexLock lock(&mu_);

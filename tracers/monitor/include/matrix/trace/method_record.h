@@ -44,8 +44,14 @@
 
 // Functions on the hook path, and every inline function that an instrumented
 // translation unit could see in our headers, carry this attribute so that
-// -finstrument-functions never instruments the tracer itself.
+// -finstrument-functions never instruments the tracer itself, and a
+// PATCHABLE target (patchable_entries.h) gives them no patchable entry.
+#if defined(__has_attribute) && __has_attribute(patchable_function_entry)
+#define MATRIX_NO_INSTRUMENT \
+  __attribute__((no_instrument_function, patchable_function_entry(0, 0)))
+#else
 #define MATRIX_NO_INSTRUMENT __attribute__((no_instrument_function))
+#endif
 
 namespace matrix {
 
