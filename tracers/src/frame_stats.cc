@@ -28,8 +28,8 @@ TimeTicks FrameCouldStart(TimeTicks intended_vsync, TimeTicks previous_frame_end
                                             previous_frame_end, intended_vsync)));
 }
 
-int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
-                           RefreshRate rate) {
+int64_t CountDroppedFramesSlow(TimeTicks intended_vsync, TimeTicks end,
+                               TimeTicks previous_frame_end, RefreshRate rate) {
   const TimeTicks could_start = FrameCouldStart(intended_vsync, previous_frame_end, rate);
   // The vsyncs that passed with no new frame to show: a frame spanning d
   // shows on the ceil(d / interval)-th vsync after it could start, so it

@@ -91,7 +91,9 @@ void FrameTracer::DoFrame(const FrameData& frame) {
   if (!frame.is_vsync_frame) return;
   FrameData f = frame;
   f.dropped_frames =
-      CountDroppedFrames(f.intended_frame_time, f.end, last_frame_end_, f.refresh_rate);
+      f.has_counted_drops && f.counted_drops_after == last_frame_end_
+          ? f.counted_drops
+          : CountDroppedFrames(f.intended_frame_time, f.end, last_frame_end_, f.refresh_rate);
   last_frame_end_ = f.end;
   if (!options_.report_in_background && !options_.app_state->is_foreground()) return;
 

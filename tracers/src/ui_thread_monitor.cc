@@ -3,6 +3,7 @@
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/looper.h"
+#include "matrix/trace/frame_stats.h"
 #include "matrix/trace/method_tracer.h"
 
 namespace matrix {
@@ -65,6 +66,12 @@ class UIThreadMonitor::QueueHook final : public Choreographer::QueueStartListene
  public:
   explicit QueueHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
   void OnQueueStart(Choreographer::CallbackType type, TimeTicks start) override {
+    if (type == Choreographer::kInput) {
+      // The INPUT marker, as a flag: the hook runs before the queue's
+      // callbacks, as the marker at its head did, with the same start time.
+      if (monitor_->input_marker_armed_) monitor_->OnInputMarker(start);
+      return;
+    }
     if (!monitor_->hooked_frame_) return;
     switch (type) {
       case Choreographer::kAnimation: monitor_->BeginPhase(Phase::kAnimation, start); break;
@@ -73,7 +80,7 @@ class UIThreadMonitor::QueueHook final : public Choreographer::QueueStartListene
         monitor_->BeginPhase(Phase::kCommit, start);
         monitor_->hooked_frame_ = false;  // The last queue: as the one-shot markers.
         break;
-      default: break;  // INPUT: the marker; INSETS_ANIMATION counts as animation.
+      default: break;  // INSETS_ANIMATION counts as animation.
     }
   }
 
@@ -157,12 +164,17 @@ ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
 void UIThreadMonitor::ArmInputMarker() {
   if (choreographer_ == nullptr || input_marker_armed_ || !alive_) return;
   input_marker_armed_ = true;
+  // With the queue-start hook, the flag is the marker: the hook claims the
+  // next frame when its INPUT queue starts (no callback inserted per frame).
+  if (queue_hook_installed_) return;
   // At the head of INPUT, without requesting a frame: it runs first in the
   // next frame that somebody else asks for.
-  choreographer_->InsertCallbackAtHead(Choreographer::kInput, [this] { OnInputMarker(); }, this);
+  choreographer_->InsertCallbackAtHead(
+      Choreographer::kInput,
+      [this] { OnInputMarker(choreographer_->current_queue_start()); }, this);
 }
 
-void UIThreadMonitor::OnInputMarker() {
+void UIThreadMonitor::OnInputMarker(TimeTicks input_start) {
   input_marker_armed_ = false;
   if (!end_scope_.has_value()) {
     ArmInputMarker();  // A frame outside a tracked dispatch: wait for the next.
@@ -171,7 +183,7 @@ void UIThreadMonitor::OnInputMarker() {
   const Choreographer::FrameInfo& info = choreographer_->frame_info();
   // The Choreographer knows the vsync each frame was scheduled for.
   SetFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
-  BeginPhase(Phase::kInput, choreographer_->current_queue_start());
+  BeginPhase(Phase::kInput, input_start);
   if (queue_hook_installed_) {
     hooked_frame_ = true;  // The hook times the later phases of this frame.
     return;
@@ -288,14 +300,28 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     TimeTicks next = end;
     absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
                                           &frame_.commit};
+    // In whole nanoseconds when every time is finite and no difference
+    // overflows (always, on a real clock); else with the saturating
+    // TimeTicks arithmetic.
+    bool finite = !end.is_max() && !end.is_min();
     for (int i = kPhaseCount - 1; i >= 0; --i) {
       if (phase_start_[i].is_null()) {
         *costs[i] = absl::ZeroDuration();
+        frame_.phase_ns[i] = 0;
       } else {
-        *costs[i] = next - phase_start_[i];
+        finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
+                 !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
+                                         &frame_.phase_ns[i]);
+        *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
         next = phase_start_[i];
       }
     }
+    frame_.has_phase_ns = finite;
+    // Counted once here for every observer (see FrameData).
+    frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,
+                                              frame_.refresh_rate);
+    frame_.counted_drops_after = last_frame_end_;
+    frame_.has_counted_drops = true;
     snapshot_in_frame_.store(false, std::memory_order_relaxed);
     frame_before_last_end_ = last_frame_end_;
     last_frame_end_ = end;

@@ -81,8 +81,28 @@ enum class DropLevel { kBest = 0, kNormal = 1, kMiddle = 2, kHigh = 3, kFrozen =
 // dropped 2 (ceil(2.004) - 1), and a frame
 // queued behind a janky one is not charged for the same vsyncs again: each
 // missed vsync counts once (Matrix charges it to every frame that waited).
-int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
-                           RefreshRate rate);
+//
+// The common case (the previous frame ended by this frame's vsync, finite
+// times, no overflow) is inline: it runs on the looper thread once per frame.
+int64_t CountDroppedFramesSlow(TimeTicks intended_vsync, TimeTicks end,
+                               TimeTicks previous_frame_end, RefreshRate rate);
+inline int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end,
+                                  TimeTicks previous_frame_end, RefreshRate rate) {
+  int64_t ns;
+  int64_t scaled;
+  if (previous_frame_end <= intended_vsync && !end.is_max() && !end.is_min() &&
+      !intended_vsync.is_max() && !intended_vsync.is_min() &&
+      !__builtin_sub_overflow(end.ToNanoseconds(), intended_vsync.ToNanoseconds(), &ns)) {
+    if (ns <= 0) return 0;
+    // Nanoseconds times millihertz in one interval (as CountDroppedFramesSlow).
+    constexpr int64_t kPerInterval64 = 1'000'000'000'000;
+    if (!__builtin_mul_overflow(ns, rate.millihertz(), &scaled) &&
+        !__builtin_add_overflow(scaled, kPerInterval64 - 1, &scaled)) {
+      return scaled / kPerInterval64 - 1;
+    }
+  }
+  return CountDroppedFramesSlow(intended_vsync, end, previous_frame_end, rate);
+}
 
 // The earliest a frame could start: its vsync, or, when the previous frame
 // was still running then, the vsync (on this frame's grid) during which the

@@ -9,12 +9,13 @@
 //   DispatchBegin(dispatch) -> [message runs; a frame runs its queues]
 //   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
-// Frames are timed as Matrix does: a callback at the head of the INPUT queue
-// (inserted without requesting a frame) marks the start of a vsync frame. The
-// later phases are timed by the Choreographer's queue-start hook
-// (Choreographer::SetQueueStartListener), or, when another monitor holds it,
-// by callbacks the INPUT marker inserts at the heads of ANIMATION, TRAVERSAL
-// and COMMIT. Either way each phase starts at the time the Choreographer took
+// Frames are timed as Matrix does: a marker at the head of the INPUT queue
+// (armed without requesting a frame) marks the start of a vsync frame. With
+// the Choreographer's queue-start hook (Choreographer::SetQueueStartListener)
+// the marker is a flag the hook reads when INPUT starts, and the hook times
+// the later phases; when another monitor holds the hook, the marker is a
+// callback inserted at the head of INPUT, and it inserts callbacks at the
+// heads of ANIMATION, TRAVERSAL and COMMIT. Either way each phase starts at the time the Choreographer took
 // when that queue started, so timing a frame costs no extra clock read.
 //
 //   input      = ANIMATION start - INPUT start
@@ -85,6 +86,20 @@ struct FrameData {
   // The vsyncs the frame missed (see CountDroppedFrames). Filled by
   // FrameTracer.
   int64_t dropped_frames = 0;
+
+  // Set by UIThreadMonitor so that its observers need not redo the work on
+  // the looper thread (false / zero in a FrameData built elsewhere):
+  // - the dropped vsyncs, counted once for every observer
+  //   (CountDroppedFrames() after the frame that ended at
+  //   `counted_drops_after`, null for the monitor's first frame). An
+  //   observer whose last frame ended then uses it instead of counting.
+  bool has_counted_drops = false;
+  int64_t counted_drops = 0;
+  TimeTicks counted_drops_after;
+  // - the four phase costs above in whole nanoseconds (UIThreadMonitor::Phase
+  //   order), for recorders: converting an absl::Duration is a library call.
+  bool has_phase_ns = false;
+  std::array<int64_t, 4> phase_ns{};
 
   // end - intended vsync.
   absl::Duration jitter() const { return end - intended_frame_time; }
@@ -256,7 +271,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
   void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
   void ArmInputMarker();
-  void OnInputMarker();
+  void OnInputMarker(TimeTicks input_start);
   void OnPhaseMarker(Phase phase);
   void BeginPhase(Phase phase, TimeTicks start);
   void SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number);
