@@ -135,12 +135,14 @@ void UIThreadMonitor::Stop() {
   queue_hook_installed_ = false;
   hooked_frame_ = false;
   input_marker_armed_ = false;
-  if (end_scope_.has_value()) {
+  if (in_dispatch_) {
     // Stopped mid-dispatch: end it for the observers that saw it begin.
     dispatch_.end = looper_monitor_->clock()->NowTicks();
-    frame_scope_.reset();
-    end_scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
-    end_scope_.reset();
+    for (LooperObserver* o : flat_end_) {
+      if (o != nullptr) o->DispatchEnd(dispatch_);
+    }
+    in_dispatch_ = false;
+    if (flat_stale_) RebuildFlatLists();
   }
 }
 
@@ -156,9 +158,45 @@ ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
   }
   if (callbacks & LooperObserver::kDoFrame) registrations[1] = frame_observers_.Add(observer);
   if (callbacks & LooperObserver::kDispatchEnd) registrations[2] = end_observers_.Add(observer);
-  return ObserverRegistration([registrations = std::move(registrations)]() mutable {
-    for (ObserverRegistration& r : registrations) r.Reset();
-  }, std::weak_ptr<const void>(self_));
+  // Not during a dispatch: its walks see the observers present at its begin.
+  if (in_dispatch_) {
+    flat_stale_ = true;
+  } else {
+    RebuildFlatLists();
+  }
+  return ObserverRegistration(
+      [registrations = std::move(registrations), weak = std::weak_ptr<UIThreadMonitor*>(self_),
+       observer]() mutable {
+        for (ObserverRegistration& r : registrations) r.Reset();
+        if (auto self = weak.lock()) (*self)->OnObserverRemoved(observer);
+      },
+      std::weak_ptr<const void>(self_));
+}
+
+void UIThreadMonitor::OnObserverRemoved(LooperObserver* observer) {
+  if (!in_dispatch_) {
+    RebuildFlatLists();
+    return;
+  }
+  // Mid-dispatch: it hears nothing more of this dispatch; the lists are
+  // rebuilt when it ends.
+  for (std::vector<LooperObserver*>* flat : {&flat_begin_, &flat_frame_, &flat_end_}) {
+    for (LooperObserver*& o : *flat) {
+      if (o == observer) o = nullptr;
+    }
+  }
+  flat_stale_ = true;
+}
+
+void UIThreadMonitor::RebuildFlatLists() {
+  flat_stale_ = false;
+  auto copy = [](ObserverList<LooperObserver>& list, std::vector<LooperObserver*>* flat) {
+    flat->clear();
+    list.Notify([&](LooperObserver* o) { flat->push_back(o); });
+  };
+  copy(begin_observers_, &flat_begin_);
+  copy(frame_observers_, &flat_frame_);
+  copy(end_observers_, &flat_end_);
 }
 
 void UIThreadMonitor::ArmInputMarker() {
@@ -176,7 +214,7 @@ void UIThreadMonitor::ArmInputMarker() {
 
 void UIThreadMonitor::OnInputMarker(TimeTicks input_start) {
   input_marker_armed_ = false;
-  if (!end_scope_.has_value()) {
+  if (!in_dispatch_) {
     ArmInputMarker();  // A frame outside a tracked dispatch: wait for the next.
     return;
   }
@@ -277,10 +315,13 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
     phase_start_.fill(TimeTicks());
     phases_marked_ = false;
   }
-  // The observers present now hear this dispatch's frame and end.
-  frame_scope_.emplace(frame_observers_);
-  end_scope_.emplace(end_observers_);
-  begin_observers_.Notify([&](LooperObserver* o) { o->DispatchBegin(dispatch_); });
+  // The observers present now hear this dispatch's frame and end: the flat
+  // lists change only between dispatches (a removed observer's entries are
+  // cleared at once).
+  in_dispatch_ = true;
+  for (LooperObserver* o : flat_begin_) {
+    if (o != nullptr) o->DispatchBegin(dispatch_);
+  }
   dispatch_.info = nullptr;
 }
 
@@ -290,7 +331,7 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     options_.method_tracer->DispatchEnd(end);
     dispatch_.method_end = options_.method_tracer->Mark();
   }
-  if (!end_scope_.has_value()) return;
+  if (!in_dispatch_) return;
 
   if (frame_.is_vsync_frame) {
     frame_.scene = options_.app_state->visible_scene_id();
@@ -326,10 +367,15 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     frame_before_last_end_ = last_frame_end_;
     last_frame_end_ = end;
     // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
-    // absl::Duration arithmetic on the looper thread).
-    const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
-    last_frame_interval_ = absl::Nanoseconds(interval_ns);
-    due_gap_ns_ = interval_ns * kDueIntervals;
+    // absl::Duration arithmetic on the looper thread), worked out again only
+    // when the rate changes.
+    if (frame_.refresh_rate != last_frame_rate_) {
+      last_frame_rate_ = frame_.refresh_rate;
+      const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
+      last_frame_interval_ = absl::Nanoseconds(interval_ns);
+      last_rate_due_gap_ns_ = interval_ns * kDueIntervals;
+    }
+    due_gap_ns_ = last_rate_due_gap_ns_;
     idle_since_frame_ = false;
     hooked_frame_ = false;
     ArmInputMarker();
@@ -355,11 +401,15 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   }
 
   if (frame_.is_vsync_frame) {
-    frame_scope_->Notify([&](LooperObserver* o) { o->DoFrame(frame_); });
+    for (LooperObserver* o : flat_frame_) {
+      if (o != nullptr) o->DoFrame(frame_);
+    }
   }
-  frame_scope_.reset();
-  end_scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
-  end_scope_.reset();
+  for (LooperObserver* o : flat_end_) {
+    if (o != nullptr) o->DispatchEnd(dispatch_);
+  }
+  in_dispatch_ = false;
+  if (flat_stale_) RebuildFlatLists();  // Observers came or went during it.
 }
 
 std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(

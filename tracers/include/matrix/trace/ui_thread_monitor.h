@@ -49,6 +49,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
@@ -275,6 +276,8 @@ class UIThreadMonitor : public LooperDispatchListener {
   void OnPhaseMarker(Phase phase);
   void BeginPhase(Phase phase, TimeTicks start);
   void SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number);
+  void OnObserverRemoved(LooperObserver* observer);
+  void RebuildFlatLists();
 
   LooperMonitor* const looper_monitor_;
   Choreographer* const choreographer_;
@@ -283,14 +286,19 @@ class UIThreadMonitor : public LooperDispatchListener {
   const ThreadHandle looper_thread_;
   bool alive_ = false;
   ObserverRegistration monitor_registration_;
-  // The observers of each callback (see AddObserver()), and the frame and
-  // end observers fixed when the dispatch in progress began (end_scope_ is
-  // set exactly while a tracked dispatch runs).
+  // The observers of each callback (see AddObserver()): the registrations.
   ObserverList<LooperObserver> begin_observers_;
   ObserverList<LooperObserver> frame_observers_;
   ObserverList<LooperObserver> end_observers_;
-  std::optional<ObserverList<LooperObserver>::Scope> frame_scope_;
-  std::optional<ObserverList<LooperObserver>::Scope> end_scope_;
+  // Flat copies of the three lists, walked per dispatch (no list iteration
+  // bookkeeping per event). Rebuilt when observers come or go, outside a
+  // dispatch (after it, when they change during one: flat_stale_); an
+  // observer removed during a dispatch is cleared from them at once.
+  std::vector<LooperObserver*> flat_begin_;
+  std::vector<LooperObserver*> flat_frame_;
+  std::vector<LooperObserver*> flat_end_;
+  bool flat_stale_ = false;
+  bool in_dispatch_ = false;  // A tracked dispatch runs (began, not ended).
   // Keeps AddObserver() handles' active() honest once the monitor is gone.
   std::shared_ptr<UIThreadMonitor*> self_ = std::make_shared<UIThreadMonitor*>(this);
   DispatchHeartbeat heartbeat_;
@@ -316,6 +324,9 @@ class UIThreadMonitor : public LooperDispatchListener {
   TimeTicks frame_before_last_end_;
   absl::Duration last_frame_interval_;
   int64_t due_gap_ns_ = 0;  // kDueIntervals * last_frame_interval_, in ns.
+  // The last frame's rate, and kDueIntervals of its intervals in ns.
+  RefreshRate last_frame_rate_ = RefreshRate::FromMillihertz(-1);  // None yet.
+  int64_t last_rate_due_gap_ns_ = 0;
   TimeTicks last_dispatch_end_;
   bool idle_since_frame_ = true;
 
