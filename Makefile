@@ -31,6 +31,9 @@ PACKAGES += libgtk-4-dev
 # matrix-report push/fleet: ClickHouse's HTTP interface through libcurl; the
 # fleet tests (tests/tools, label fleet) start their own clickhouse-server.
 PACKAGES += clickhouse-server clickhouse-client libcurl4-openssl-dev
+# Instruction counts of the hot path (tests/bench bench_dispatch_cost_ceiling,
+# docs/performance.md): callgrind.
+PACKAGES += valgrind
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -135,8 +135,13 @@ TEST_F(TracePluginTest, Start_OnTheLooperThread_CreatesAndStartsTheMonitors) {
   EXPECT_EQ(plugin->GetLooperMonitor()->source(), LooperMonitor::Source::kDispatchObserver);
   EXPECT_TRUE(plugin->GetUIThreadMonitor()->is_alive());
   EXPECT_TRUE(plugin->GetFrameTracer()->is_alive());
-  // The frame marker waits at the head of INPUT, without asking for a frame.
-  EXPECT_TRUE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
+  // The frame marker waits for the next INPUT queue (a flag the monitor's
+  // queue-start hook reads), without asking for a frame.
+  struct OtherHook : Choreographer::QueueStartListener {
+    void OnQueueStart(Choreographer::CallbackType, TimeTicks) override {}
+  } other_hook;
+  EXPECT_FALSE(env_.choreographer()->SetQueueStartListener(&other_hook));
+  EXPECT_FALSE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
   EXPECT_FALSE(env_.vsync()->vsync_requested());
 }
 

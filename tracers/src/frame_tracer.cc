@@ -89,12 +89,28 @@ ObserverRegistration FrameTracer::AddListener(IDoFrameListener* listener) {
 
 void FrameTracer::DoFrame(const FrameData& frame) {
   if (!frame.is_vsync_frame) return;
-  FrameData f = frame;
-  f.dropped_frames =
-      CountDroppedFrames(f.intended_frame_time, f.end, last_frame_end_, f.refresh_rate);
-  last_frame_end_ = f.end;
+  const int64_t dropped =
+      frame.has_counted_drops && frame.counted_drops_after == last_frame_end_
+          ? frame.counted_drops
+          : CountDroppedFrames(frame.intended_frame_time, frame.end, last_frame_end_,
+                               frame.refresh_rate);
+  last_frame_end_ = frame.end;
   if (!options_.report_in_background && !options_.app_state->is_foreground()) return;
 
+  const bool to_worker =
+      options_.fps_report || has_async_listeners_.load(std::memory_order_relaxed);
+  if (sync_listeners_.empty()) {
+    // The usual case: one copy, straight into the worker's ring.
+    if (to_worker) {
+      ring_->PushWith([&](FrameData& slot) {
+        slot = frame;
+        slot.dropped_frames = dropped;
+      });
+    }
+    return;
+  }
+  FrameData f = frame;
+  f.dropped_frames = dropped;
   if (!sync_listeners_.empty()) {
     const TickClock* clock = options_.monitor->clock();
     sync_listeners_.Notify([&](IDoFrameListener* listener) {
@@ -114,6 +130,7 @@ void FrameTracer::DoFrame(const FrameData& frame) {
       }
     });
   }
+  // (A sync listener may have added an async one.)
   if (options_.fps_report || has_async_listeners_.load(std::memory_order_relaxed)) {
     ring_->Push(f);
   }

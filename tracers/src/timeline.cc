@@ -40,6 +40,14 @@ uint64_t PackMicros(absl::Duration lo, absl::Duration hi) {
   };
   return us(lo) | (us(hi) << 32);
 }
+// The same from whole nanoseconds (truncated toward zero, as
+// absl::ToInt64Microseconds()).
+uint64_t PackNsAsMicros(int64_t lo_ns, int64_t hi_ns) {
+  auto us = [](int64_t ns) -> uint64_t {
+    return static_cast<uint64_t>(std::clamp<int64_t>(ns / 1000, 0, UINT32_MAX));
+  };
+  return us(lo_ns) | (us(hi_ns) << 32);
+}
 absl::Duration LowMicros(uint64_t w) { return absl::Microseconds(w & UINT32_MAX); }
 absl::Duration HighMicros(uint64_t w) { return absl::Microseconds(w >> 32); }
 
@@ -116,8 +124,9 @@ void Timeline::DoFrame(const FrameData& frame) {
   // UIThreadMonitor leaves dropped_frames to FrameTracer: count them here the
   // same way (one division per frame, not per message).
   const int64_t dropped =
-      frame.dropped_frames > 0
-          ? frame.dropped_frames
+      frame.dropped_frames > 0 ? frame.dropped_frames
+      : frame.has_counted_drops && frame.counted_drops_after == last_frame_end_
+          ? frame.counted_drops
           : CountDroppedFrames(frame.intended_frame_time, frame.end, last_frame_end_,
                                frame.refresh_rate);
   last_frame_end_ = frame.end;
@@ -131,8 +140,13 @@ void Timeline::DoFrame(const FrameData& frame) {
       kRelaxed);
   slot.words[kA].store(static_cast<uint64_t>(frame.intended_frame_time.ToNanoseconds()),
                        kRelaxed);
-  slot.words[kB].store(PackMicros(frame.input, frame.animation), kRelaxed);
-  slot.words[kC].store(PackMicros(frame.traversal, frame.commit), kRelaxed);
+  if (frame.has_phase_ns) {  // The monitor's nanoseconds: no absl::Duration conversion.
+    slot.words[kB].store(PackNsAsMicros(frame.phase_ns[0], frame.phase_ns[1]), kRelaxed);
+    slot.words[kC].store(PackNsAsMicros(frame.phase_ns[2], frame.phase_ns[3]), kRelaxed);
+  } else {
+    slot.words[kB].store(PackMicros(frame.input, frame.animation), kRelaxed);
+    slot.words[kC].store(PackMicros(frame.traversal, frame.commit), kRelaxed);
+  }
   slot.words[kD].store(static_cast<uint64_t>(frame.frame_number), kRelaxed);
   slot.version.store(version, std::memory_order_release);
   head_.store(n + 1, std::memory_order_release);

@@ -3,6 +3,7 @@
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/looper.h"
+#include "matrix/trace/dropped_frames.h"
 #include "matrix/trace/method_tracer.h"
 
 namespace matrix {
@@ -65,6 +66,12 @@ class UIThreadMonitor::QueueHook final : public Choreographer::QueueStartListene
  public:
   explicit QueueHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
   void OnQueueStart(Choreographer::CallbackType type, TimeTicks start) override {
+    if (type == Choreographer::kInput) {
+      // The INPUT marker, as a flag: the hook runs before the queue's
+      // callbacks, as the marker at its head did, with the same start time.
+      if (monitor_->input_marker_armed_) monitor_->OnInputMarker(start);
+      return;
+    }
     if (!monitor_->hooked_frame_) return;
     switch (type) {
       case Choreographer::kAnimation: monitor_->BeginPhase(Phase::kAnimation, start); break;
@@ -73,7 +80,7 @@ class UIThreadMonitor::QueueHook final : public Choreographer::QueueStartListene
         monitor_->BeginPhase(Phase::kCommit, start);
         monitor_->hooked_frame_ = false;  // The last queue: as the one-shot markers.
         break;
-      default: break;  // INPUT: the marker; INSETS_ANIMATION counts as animation.
+      default: break;  // INSETS_ANIMATION counts as animation.
     }
   }
 
@@ -128,12 +135,14 @@ void UIThreadMonitor::Stop() {
   queue_hook_installed_ = false;
   hooked_frame_ = false;
   input_marker_armed_ = false;
-  if (end_scope_.has_value()) {
+  if (in_dispatch_) {
     // Stopped mid-dispatch: end it for the observers that saw it begin.
     dispatch_.end = looper_monitor_->clock()->NowTicks();
-    frame_scope_.reset();
-    end_scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
-    end_scope_.reset();
+    for (LooperObserver* o : flat_end_) {
+      if (o != nullptr) o->DispatchEnd(dispatch_);
+    }
+    in_dispatch_ = false;
+    if (flat_stale_) RebuildFlatLists();
   }
 }
 
@@ -149,29 +158,70 @@ ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
   }
   if (callbacks & LooperObserver::kDoFrame) registrations[1] = frame_observers_.Add(observer);
   if (callbacks & LooperObserver::kDispatchEnd) registrations[2] = end_observers_.Add(observer);
-  return ObserverRegistration([registrations = std::move(registrations)]() mutable {
-    for (ObserverRegistration& r : registrations) r.Reset();
-  }, std::weak_ptr<const void>(self_));
+  // Not during a dispatch: its walks see the observers present at its begin.
+  if (in_dispatch_) {
+    flat_stale_ = true;
+  } else {
+    RebuildFlatLists();
+  }
+  return ObserverRegistration(
+      [registrations = std::move(registrations), weak = std::weak_ptr<UIThreadMonitor*>(self_),
+       observer]() mutable {
+        for (ObserverRegistration& r : registrations) r.Reset();
+        if (auto self = weak.lock()) (*self)->OnObserverRemoved(observer);
+      },
+      std::weak_ptr<const void>(self_));
+}
+
+void UIThreadMonitor::OnObserverRemoved(LooperObserver* observer) {
+  if (!in_dispatch_) {
+    RebuildFlatLists();
+    return;
+  }
+  // Mid-dispatch: it hears nothing more of this dispatch; the lists are
+  // rebuilt when it ends.
+  for (std::vector<LooperObserver*>* flat : {&flat_begin_, &flat_frame_, &flat_end_}) {
+    for (LooperObserver*& o : *flat) {
+      if (o == observer) o = nullptr;
+    }
+  }
+  flat_stale_ = true;
+}
+
+void UIThreadMonitor::RebuildFlatLists() {
+  flat_stale_ = false;
+  auto copy = [](ObserverList<LooperObserver>& list, std::vector<LooperObserver*>* flat) {
+    flat->clear();
+    list.Notify([&](LooperObserver* o) { flat->push_back(o); });
+  };
+  copy(begin_observers_, &flat_begin_);
+  copy(frame_observers_, &flat_frame_);
+  copy(end_observers_, &flat_end_);
 }
 
 void UIThreadMonitor::ArmInputMarker() {
   if (choreographer_ == nullptr || input_marker_armed_ || !alive_) return;
   input_marker_armed_ = true;
+  // With the queue-start hook, the flag is the marker: the hook claims the
+  // next frame when its INPUT queue starts (no callback inserted per frame).
+  if (queue_hook_installed_) return;
   // At the head of INPUT, without requesting a frame: it runs first in the
   // next frame that somebody else asks for.
-  choreographer_->InsertCallbackAtHead(Choreographer::kInput, [this] { OnInputMarker(); }, this);
+  choreographer_->InsertCallbackAtHead(
+      Choreographer::kInput,
+      [this] { OnInputMarker(choreographer_->current_queue_start()); }, this);
 }
 
-void UIThreadMonitor::OnInputMarker() {
+void UIThreadMonitor::OnInputMarker(TimeTicks input_start) {
   input_marker_armed_ = false;
-  if (!end_scope_.has_value()) {
+  if (!in_dispatch_) {
     ArmInputMarker();  // A frame outside a tracked dispatch: wait for the next.
     return;
   }
   const Choreographer::FrameInfo& info = choreographer_->frame_info();
   // The Choreographer knows the vsync each frame was scheduled for.
   SetFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
-  BeginPhase(Phase::kInput, choreographer_->current_queue_start());
+  BeginPhase(Phase::kInput, input_start);
   if (queue_hook_installed_) {
     hooked_frame_ = true;  // The hook times the later phases of this frame.
     return;
@@ -265,10 +315,13 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
     phase_start_.fill(TimeTicks());
     phases_marked_ = false;
   }
-  // The observers present now hear this dispatch's frame and end.
-  frame_scope_.emplace(frame_observers_);
-  end_scope_.emplace(end_observers_);
-  begin_observers_.Notify([&](LooperObserver* o) { o->DispatchBegin(dispatch_); });
+  // The observers present now hear this dispatch's frame and end: the flat
+  // lists change only between dispatches (a removed observer's entries are
+  // cleared at once).
+  in_dispatch_ = true;
+  for (LooperObserver* o : flat_begin_) {
+    if (o != nullptr) o->DispatchBegin(dispatch_);
+  }
   dispatch_.info = nullptr;
 }
 
@@ -278,7 +331,7 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     options_.method_tracer->DispatchEnd(end);
     dispatch_.method_end = options_.method_tracer->Mark();
   }
-  if (!end_scope_.has_value()) return;
+  if (!in_dispatch_) return;
 
   if (frame_.is_vsync_frame) {
     frame_.scene = options_.app_state->visible_scene_id();
@@ -288,22 +341,41 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     TimeTicks next = end;
     absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
                                           &frame_.commit};
+    // In whole nanoseconds when every time is finite and no difference
+    // overflows (always, on a real clock); else with the saturating
+    // TimeTicks arithmetic.
+    bool finite = !end.is_max() && !end.is_min();
     for (int i = kPhaseCount - 1; i >= 0; --i) {
       if (phase_start_[i].is_null()) {
         *costs[i] = absl::ZeroDuration();
+        frame_.phase_ns[i] = 0;
       } else {
-        *costs[i] = next - phase_start_[i];
+        finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
+                 !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
+                                         &frame_.phase_ns[i]);
+        *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
         next = phase_start_[i];
       }
     }
+    frame_.has_phase_ns = finite;
+    // Counted once here for every observer (see FrameData).
+    frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,
+                                              frame_.refresh_rate);
+    frame_.counted_drops_after = last_frame_end_;
+    frame_.has_counted_drops = true;
     snapshot_in_frame_.store(false, std::memory_order_relaxed);
     frame_before_last_end_ = last_frame_end_;
     last_frame_end_ = end;
     // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
-    // absl::Duration arithmetic on the looper thread).
-    const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
-    last_frame_interval_ = absl::Nanoseconds(interval_ns);
-    due_gap_ns_ = interval_ns * kDueIntervals;
+    // absl::Duration arithmetic on the looper thread), worked out again only
+    // when the rate changes.
+    if (frame_.refresh_rate != last_frame_rate_) {
+      last_frame_rate_ = frame_.refresh_rate;
+      const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
+      last_frame_interval_ = absl::Nanoseconds(interval_ns);
+      last_rate_due_gap_ns_ = interval_ns * kDueIntervals;
+    }
+    due_gap_ns_ = last_rate_due_gap_ns_;
     idle_since_frame_ = false;
     hooked_frame_ = false;
     ArmInputMarker();
@@ -329,11 +401,15 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   }
 
   if (frame_.is_vsync_frame) {
-    frame_scope_->Notify([&](LooperObserver* o) { o->DoFrame(frame_); });
+    for (LooperObserver* o : flat_frame_) {
+      if (o != nullptr) o->DoFrame(frame_);
+    }
   }
-  frame_scope_.reset();
-  end_scope_->Notify([&](LooperObserver* o) { o->DispatchEnd(dispatch_); });
-  end_scope_.reset();
+  for (LooperObserver* o : flat_end_) {
+    if (o != nullptr) o->DispatchEnd(dispatch_);
+  }
+  in_dispatch_ = false;
+  if (flat_stale_) RebuildFlatLists();  // Observers came or went during it.
 }
 
 std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(

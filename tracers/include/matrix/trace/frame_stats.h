@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
 #include "matrix/proto/frame.pb.h"
+#include "matrix/trace/dropped_frames.h"
 #include "matrix/trace/ui_thread_monitor.h"
 
 namespace matrix {
@@ -69,26 +70,6 @@ struct DropThresholds {
 };
 
 enum class DropLevel { kBest = 0, kNormal = 1, kMiddle = 2, kHigh = 3, kFrozen = 4 };
-
-// CountDroppedFrames()
-//
-// The vsyncs a frame missed: ceil(d / interval) - 1, where d runs from when
-// it could first have started to its end (the vsyncs that passed with no new
-// frame to show). That start is its own vsync, or, when the previous frame
-// was still running then, the vsync on which the previous frame ended. So a
-// frame of exactly one interval dropped none, one of exactly three intervals
-// (50 ms at 60 Hz) dropped 2, one ending 33.4 ms after its vsync at 60 Hz
-// dropped 2 (ceil(2.004) - 1), and a frame
-// queued behind a janky one is not charged for the same vsyncs again: each
-// missed vsync counts once (Matrix charges it to every frame that waited).
-int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end, TimeTicks previous_frame_end,
-                           RefreshRate rate);
-
-// The earliest a frame could start: its vsync, or, when the previous frame
-// was still running then, the vsync (on this frame's grid) during which the
-// previous frame ended.
-TimeTicks FrameCouldStart(TimeTicks intended_vsync, TimeTicks previous_frame_end,
-                          RefreshRate rate);
 
 // The level of a frame that dropped `dropped` frames at `rate`.
 DropLevel ClassifyDroppedFrames(int64_t dropped, RefreshRate rate, const DropThresholds& t);

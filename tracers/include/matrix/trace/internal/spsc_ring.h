@@ -40,6 +40,20 @@ class SpscRing {
     return true;
   }
 
+  // Producer: as Push(), filling the slot in place with `fill(T&)` (no copy
+  // of a large item through a temporary).
+  template <typename Fill>
+  bool PushWith(Fill&& fill) {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - tail_.load(std::memory_order_acquire) >= kCapacity) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    fill(slots_[head & (kCapacity - 1)]);
+    head_.store(head + 1, std::memory_order_release);
+    return true;
+  }
+
   // Consumer.
   std::optional<T> Pop() {
     const uint64_t tail = tail_.load(std::memory_order_relaxed);

@@ -9,12 +9,13 @@
 //   DispatchBegin(dispatch) -> [message runs; a frame runs its queues]
 //   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
-// Frames are timed as Matrix does: a callback at the head of the INPUT queue
-// (inserted without requesting a frame) marks the start of a vsync frame. The
-// later phases are timed by the Choreographer's queue-start hook
-// (Choreographer::SetQueueStartListener), or, when another monitor holds it,
-// by callbacks the INPUT marker inserts at the heads of ANIMATION, TRAVERSAL
-// and COMMIT. Either way each phase starts at the time the Choreographer took
+// Frames are timed as Matrix does: a marker at the head of the INPUT queue
+// (armed without requesting a frame) marks the start of a vsync frame. With
+// the Choreographer's queue-start hook (Choreographer::SetQueueStartListener)
+// the marker is a flag the hook reads when INPUT starts, and the hook times
+// the later phases; when another monitor holds the hook, the marker is a
+// callback inserted at the head of INPUT, and it inserts callbacks at the
+// heads of ANIMATION, TRAVERSAL and COMMIT. Either way each phase starts at the time the Choreographer took
 // when that queue started, so timing a frame costs no extra clock read.
 //
 //   input      = ANIMATION start - INPUT start
@@ -48,6 +49,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
@@ -85,6 +87,20 @@ struct FrameData {
   // The vsyncs the frame missed (see CountDroppedFrames). Filled by
   // FrameTracer.
   int64_t dropped_frames = 0;
+
+  // Set by UIThreadMonitor so that its observers need not redo the work on
+  // the looper thread (false / zero in a FrameData built elsewhere):
+  // - the dropped vsyncs, counted once for every observer
+  //   (CountDroppedFrames() after the frame that ended at
+  //   `counted_drops_after`, null for the monitor's first frame). An
+  //   observer whose last frame ended then uses it instead of counting.
+  bool has_counted_drops = false;
+  int64_t counted_drops = 0;
+  TimeTicks counted_drops_after;
+  // - the four phase costs above in whole nanoseconds (UIThreadMonitor::Phase
+  //   order), for recorders: converting an absl::Duration is a library call.
+  bool has_phase_ns = false;
+  std::array<int64_t, 4> phase_ns{};
 
   // end - intended vsync.
   absl::Duration jitter() const { return end - intended_frame_time; }
@@ -256,10 +272,12 @@ class UIThreadMonitor : public LooperDispatchListener {
   void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
   void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
   void ArmInputMarker();
-  void OnInputMarker();
+  void OnInputMarker(TimeTicks input_start);
   void OnPhaseMarker(Phase phase);
   void BeginPhase(Phase phase, TimeTicks start);
   void SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number);
+  void OnObserverRemoved(LooperObserver* observer);
+  void RebuildFlatLists();
 
   LooperMonitor* const looper_monitor_;
   Choreographer* const choreographer_;
@@ -268,14 +286,19 @@ class UIThreadMonitor : public LooperDispatchListener {
   const ThreadHandle looper_thread_;
   bool alive_ = false;
   ObserverRegistration monitor_registration_;
-  // The observers of each callback (see AddObserver()), and the frame and
-  // end observers fixed when the dispatch in progress began (end_scope_ is
-  // set exactly while a tracked dispatch runs).
+  // The observers of each callback (see AddObserver()): the registrations.
   ObserverList<LooperObserver> begin_observers_;
   ObserverList<LooperObserver> frame_observers_;
   ObserverList<LooperObserver> end_observers_;
-  std::optional<ObserverList<LooperObserver>::Scope> frame_scope_;
-  std::optional<ObserverList<LooperObserver>::Scope> end_scope_;
+  // Flat copies of the three lists, walked per dispatch (no list iteration
+  // bookkeeping per event). Rebuilt when observers come or go, outside a
+  // dispatch (after it, when they change during one: flat_stale_); an
+  // observer removed during a dispatch is cleared from them at once.
+  std::vector<LooperObserver*> flat_begin_;
+  std::vector<LooperObserver*> flat_frame_;
+  std::vector<LooperObserver*> flat_end_;
+  bool flat_stale_ = false;
+  bool in_dispatch_ = false;  // A tracked dispatch runs (began, not ended).
   // Keeps AddObserver() handles' active() honest once the monitor is gone.
   std::shared_ptr<UIThreadMonitor*> self_ = std::make_shared<UIThreadMonitor*>(this);
   DispatchHeartbeat heartbeat_;
@@ -301,6 +324,9 @@ class UIThreadMonitor : public LooperDispatchListener {
   TimeTicks frame_before_last_end_;
   absl::Duration last_frame_interval_;
   int64_t due_gap_ns_ = 0;  // kDueIntervals * last_frame_interval_, in ns.
+  // The last frame's rate, and kDueIntervals of its intervals in ns.
+  RefreshRate last_frame_rate_ = RefreshRate::FromMillihertz(-1);  // None yet.
+  int64_t last_rate_due_gap_ns_ = 0;
   TimeTicks last_dispatch_end_;
   bool idle_since_frame_ = true;
 
