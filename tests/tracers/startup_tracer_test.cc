@@ -23,8 +23,6 @@
 #include "matrix/trace/ui_thread_monitor.h"
 #include "tracer_test_util.h"
 
-extern "C" void __cyg_profile_func_enter(void* this_fn, void* call_site);
-extern "C" void __cyg_profile_func_exit(void* this_fn, void* call_site);
 
 namespace app {
 volatile int g_startup_sink = 0;
@@ -54,21 +52,15 @@ using ::testing::IsEmpty;
 using ::testing::SizeIs;
 using trace_test::IssueCollector;
 
-class StartupTracerTest : public ::testing::Test {
+class StartupTracerTest : public ::testing::Test, protected trace_test::TracerRig {
  protected:
-  StartupTracerTest()
-      : env_(), worker_(env_.CreateBackgroundLooper("matrix-worker")),
-        handler_(env_.looper(), "app::MainHandler"),
-        process_start_(env_.Now()) {
-    AppState::Get()->ResetForTesting();
+  StartupTracerTest() : handler_(env_.looper(), "app::MainHandler"), process_start_(env_.Now()) {
     ResetStartupMarksForTesting();
   }
   ~StartupTracerTest() override {
     startup_.reset();
     monitor_.reset();
     looper_monitor_.reset();
-    method_tracer_.reset();
-    AppState::Get()->ResetForTesting();
     ResetStartupMarksForTesting();
   }
 
@@ -93,22 +85,6 @@ class StartupTracerTest : public ::testing::Test {
     env_.RunUntilIdle();
   }
 
-  void StartMethodTracer() {
-    MethodTracer::Options options;
-    options.tick_period = absl::ZeroDuration();
-    options.clock = env_.clock();
-    options.buffer_bytes = 1 << 16;
-    method_tracer_ = MethodTracer::Start(options);
-  }
-  void Enter(void (*fn)()) {
-    method_tracer_->UpdateTime(env_.Now());
-    __cyg_profile_func_enter(reinterpret_cast<void*>(fn), nullptr);
-  }
-  void Exit(void (*fn)()) {
-    method_tracer_->UpdateTime(env_.Now());
-    __cyg_profile_func_exit(reinterpret_cast<void*>(fn), nullptr);
-  }
-
   // Requests a frame whose work takes `cost`, lets auto-vsync draw it and
   // returns the end of that frame's dispatch.
   TimeTicks DrawFrame(absl::Duration cost = absl::Milliseconds(8)) {
@@ -130,12 +106,8 @@ class StartupTracerTest : public ::testing::Test {
     return out;
   }
 
-  testing::TestEnvironment env_;
-  Looper* const worker_;
   Handler handler_;
   const TimeTicks process_start_;
-  IssueCollector issues_;
-  std::unique_ptr<MethodTracer> method_tracer_;
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> monitor_;
   std::unique_ptr<StartupTracer> startup_;
