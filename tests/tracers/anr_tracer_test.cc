@@ -369,6 +369,27 @@ TEST_F(AnrTracerTest, Lag_DispatchEndingWhileTheWatchdogCaptures_IsStillReported
   EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cost_ms(), 2000);
 }
 
+// A slow capture (a loaded machine, ThreadSanitizer): the dispatch ends while
+// the watchdog is still taking the evidence, and others run after it. The LAG
+// carries the dispatch's own end (2030 ms), not the crossing's time.
+TEST_F(AnrTracerTest, Lag_DispatchEndingDuringASlowCapture_CostsUntilItsOwnEnd) {
+  Start();
+  Begin("slow");
+  capture_.RunDuringNextCapture([this] {
+    env_.AdvanceClock(absl::Milliseconds(30));
+    looper_monitor_->DispatchEnd();
+    for (const char* label : {"next-1", "next-2"}) {
+      looper_monitor_->DispatchBegin(label);
+      env_.AdvanceClock(absl::Milliseconds(5));
+      looper_monitor_->DispatchEnd();
+    }
+  });
+  env_.FastForwardBy(absl::Seconds(10));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(issues_.all()[0].proto().anr().cost_ms(), 2030);
+}
+
 TEST_F(AnrTracerTest, Lag_DispatchEndingJustBeforeAnr_YieldsOnlyTheLag) {
   Start();
   Begin();

@@ -200,15 +200,18 @@ void AnrTracer::Check() {
       }
     } else if (!watch_.lag_done && watched >= options_.lag_threshold) {
       watch_.lag_done = true;
+      // Published before the capture, and even when suppressed (no pending
+      // report then): the next check is this dispatch's ANR deadline, so its
+      // end must wake the watchdog (DispatchEnd), or the dispatches after it
+      // would go unwatched until that deadline. Before the capture, so that a
+      // dispatch ending while the capture runs (a slow capture: a loaded
+      // machine, ThreadSanitizer) still reports its own end time: its
+      // DispatchEnd posts the LAG, which runs on this thread after this check.
+      lag_pending_number_.store(s.dispatch_number);
       if (!DebuggerSuppresses()) {
         pending_lag_ = Capture(s, now, running_from + options_.lag_threshold, /*for_anr=*/false);
         pending_lag_->detail = proto::LAG;
       }
-      // Published even when suppressed (no pending report then): the next
-      // check is this dispatch's ANR deadline, so its end must wake the
-      // watchdog (DispatchEnd), or the dispatches after it would go unwatched
-      // until that deadline.
-      lag_pending_number_.store(s.dispatch_number);
       // If the dispatch ended before the looper could see the pending
       // number, report it from here and look at the looper again at once.
       // (A provisional dispatch runs on while the heartbeat shows the one
