@@ -109,6 +109,10 @@ std::string FormatNumber(double value, int precision) {
   return s;
 }
 
+std::string JsonNumber(double value) {
+  return std::isfinite(value) ? FormatNumber(value, 3) : "null";
+}
+
 absl::string_view Basename(absl::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);

@@ -1,7 +1,6 @@
 #include "matrix/report/html_report.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,8 +59,6 @@ std::string CountListHtml(const std::vector<NameCount>& counts) {
 }
 
 // A number for JSON: finite, at most 3 decimals.
-std::string Num(double v) { return std::isfinite(v) ? FormatNumber(v, 3) : "null"; }
-
 // ---------------------------------------------------------------------------
 // HTML pieces.
 
@@ -461,9 +458,10 @@ std::string RenderHtmlReport(const ReadResult& read,
     for (size_t i = 0; i < reports.size(); ++i) {
       const proto::FrameReport& f = reports[i]->issue.frame();
       absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
-                      ",\"fps\":", Num(f.fps()), ",\"frames\":", f.frames(),
-                      ",\"dropped\":", f.dropped_frames(), ",\"window_ms\":", Num(f.window_ms()),
-                      ",\"refresh\":", Num(f.refresh_rate()),
+                      ",\"fps\":", JsonNumber(f.fps()), ",\"frames\":", f.frames(),
+                      ",\"dropped\":", f.dropped_frames(),
+                      ",\"window_ms\":", JsonNumber(f.window_ms()),
+                      ",\"refresh\":", JsonNumber(f.refresh_rate()),
                       ",\"issue\":", issue_index[reports[i]], "}");
       const proto::DropLevels& l = f.drop_level();
       const proto::DropLevels& d = f.drop_sum();
@@ -478,7 +476,7 @@ std::string RenderHtmlReport(const ReadResult& read,
     }
     absl::StrAppend(&data, "],\"levels\":[", absl::StrJoin(levels, ","), "],\"drops\":[",
                     absl::StrJoin(drops, ","), "],\"refresh\":",
-                    Num(frames > 0 ? weighted_rate / static_cast<double>(frames) : 0), "}");
+                    JsonNumber(frames > 0 ? weighted_rate / static_cast<double>(frames) : 0), "}");
   }
   data += "],\"traces\":[";
   // One trace per issue that has one; the default is the worst issue of the

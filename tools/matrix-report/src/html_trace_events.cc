@@ -5,7 +5,6 @@
 // per thread. The page itself is built in html_report.cc.
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,8 +25,6 @@ namespace matrix::report {
 namespace {
 
 // A number for JSON: finite, at most 3 decimals.
-std::string Num(double v) { return std::isfinite(v) ? FormatNumber(v, 3) : "null"; }
-
 // ---------------------------------------------------------------------------
 // Trace events.
 
@@ -41,14 +38,14 @@ class TraceWriter {
   void Complete(int pid, int tid, absl::string_view name, absl::string_view cat, double ts_us,
                 double dur_us, absl::string_view args_json) {
     Add(absl::StrCat("{\"ph\":\"X\",\"name\":", JsonQuote(name), ",\"cat\":", JsonQuote(cat),
-                     ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":", Num(ts_us),
-                     ",\"dur\":", Num(std::max(dur_us, 0.0)), ",\"args\":{", args_json, "}}"));
+                     ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":", JsonNumber(ts_us),
+                     ",\"dur\":", JsonNumber(std::max(dur_us, 0.0)), ",\"args\":{", args_json, "}}"));
   }
   void Instant(int pid, int tid, absl::string_view name, absl::string_view cat, double ts_us,
                absl::string_view args_json) {
     Add(absl::StrCat("{\"ph\":\"i\",\"s\":\"t\",\"name\":", JsonQuote(name),
                      ",\"cat\":", JsonQuote(cat), ",\"pid\":", pid, ",\"tid\":", tid,
-                     ",\"ts\":", Num(ts_us), ",\"args\":{", args_json, "}}"));
+                     ",\"ts\":", JsonNumber(ts_us), ",\"args\":{", args_json, "}}"));
   }
   bool empty() const { return events_.empty(); }
   std::string Json() const {
@@ -65,7 +62,7 @@ std::string Arg(absl::string_view name, absl::string_view value) {
   return absl::StrCat(JsonQuote(name), ":", JsonQuote(value));
 }
 std::string NumArg(absl::string_view name, double value) {
-  return absl::StrCat(JsonQuote(name), ":", Num(value));
+  return absl::StrCat(JsonQuote(name), ":", JsonNumber(value));
 }
 std::string Args(const std::vector<std::string>& args) { return absl::StrJoin(args, ","); }
 

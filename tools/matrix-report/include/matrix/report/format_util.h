@@ -51,6 +51,10 @@ int64_t SaturatingSub(int64_t a, int64_t b);
 // 60 -> "60", 52.44 -> "52.4" (precision 1), 1e-9 -> "0".
 std::string FormatNumber(double value, int precision);
 
+// FormatNumber(value, 3) as a JSON value: "null" when not finite (JSON has no
+// NaN or infinity). The HTML page's data and its trace events use it.
+std::string JsonNumber(double value);
+
 // The last path component: "/usr/lib/libfoo.so" -> "libfoo.so".
 absl::string_view Basename(absl::string_view path);
 
