@@ -76,12 +76,15 @@ void TracePlugin::CreateMonitors() {
   monitor_options.cpu_sample_period = config_.cpu_sample_period;
   monitor_options.app_state = context().app_state;
   monitor_options.method_tracer = method_tracer_;
+  // The flight recorder's dispatches are the heartbeat's records.
+  if (config_.timeline_capacity > 0) monitor_options.dispatch_history = config_.timeline_capacity;
   ui_thread_monitor_ =
       std::make_unique<UIThreadMonitor>(looper_monitor_.get(), choreographer, monitor_options);
   if (config_.timeline_capacity > 0) {
     TimelineOptions timeline_options;
     timeline_options.capacity = config_.timeline_capacity;
     timeline_options.method_tracer = method_tracer_;
+    timeline_options.dispatches = &ui_thread_monitor_->heartbeat();
     timeline_ = std::make_unique<Timeline>(timeline_options);
   }
 

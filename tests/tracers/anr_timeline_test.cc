@@ -34,12 +34,14 @@ class AnrTimelineTest : public ::testing::Test, protected trace_test::TracerRig 
     monitor_ = std::make_unique<UIThreadMonitor>(looper_monitor_.get(), nullptr,
                                                  UIThreadMonitor::Options());
     monitor_->Start();
-    timeline_registration_ = monitor_->AddObserver(&timeline_);
+    timeline_ = std::make_unique<Timeline>(
+        TimelineOptions{.capacity = 64, .dispatches = &monitor_->heartbeat()});
+    timeline_registration_ = monitor_->AddObserver(timeline_.get());
     AnrTracer::Options options;
     Wire(&options, monitor_.get());
     options.anr_threshold = kAnr;
     options.lag_threshold = kLag;
-    options.timeline = &timeline_;
+    options.timeline = timeline_.get();
     options.timeline_window = absl::Seconds(3);
     anr_ = std::make_unique<AnrTracer>(std::move(options));
     anr_->OnStartTrace();
@@ -61,7 +63,7 @@ class AnrTimelineTest : public ::testing::Test, protected trace_test::TracerRig 
 
   std::unique_ptr<LooperMonitor> looper_monitor_;
   std::unique_ptr<UIThreadMonitor> monitor_;
-  Timeline timeline_{TimelineOptions{.capacity = 64}};
+  std::unique_ptr<Timeline> timeline_;
   ObserverRegistration timeline_registration_;
   std::unique_ptr<AnrTracer> anr_;
 };

@@ -13,7 +13,7 @@
 
 namespace {
 
-using ::matrix::DispatchData;
+using ::matrix::DispatchHeartbeat;
 using ::matrix::DispatchInfo;
 using ::matrix::FrameData;
 using ::matrix::TimeTicks;
@@ -28,30 +28,27 @@ constexpr const char* kLabels[] = {"a", "b", "c", "d", "e"};
 TimeTicks Begin(uint64_t k) { return TimeTicks() + absl::Microseconds(100 * (k + 1)); }
 
 TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
-  Timeline timeline({.capacity = 16});
+  DispatchHeartbeat heartbeat(16);
+  Timeline timeline({.capacity = 32, .dispatches = &heartbeat});
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> written{0};
   std::thread writer([&] {
     for (uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
       DispatchInfo info;
       info.label = kLabels[k % 5];
-      DispatchData d;
-      d.begin = Begin(k);
-      d.info = &info;
-      timeline.DispatchBegin(d);
+      const TimeTicks begin = Begin(k);
+      heartbeat.Begin(begin, info);
       if (k % 3 == 0) {
         FrameData f;
-        f.start = d.begin;
-        f.end = d.begin + absl::Microseconds(k % 50);
-        f.intended_frame_time = d.begin;
+        f.start = begin;
+        f.end = begin + absl::Microseconds(k % 50);
+        f.intended_frame_time = begin;
         f.frame_number = static_cast<int64_t>(k);
         f.input = absl::Microseconds(k % 7);
         f.dropped_frames = static_cast<int64_t>(k % 11) + 1;
         timeline.DoFrame(f);
       }
-      d.info = nullptr;
-      d.end = d.begin + absl::Microseconds(k % 50);
-      timeline.DispatchEnd(d);
+      heartbeat.End(begin + absl::Microseconds(k % 50));
       written.store(k + 1, std::memory_order_relaxed);
     }
   });
@@ -65,20 +62,21 @@ TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
         timeline.Snapshot(TimeTicks() + absl::Hours(1000), absl::Hours(1000));
     ++snapshots;
     lost += s.lost;
-    uint64_t last_number = 0;
     for (size_t i = 0; i < s.events.size(); ++i) {
       const TimelineEvent& e = s.events[i];
-      if (i > 0) {
-        ASSERT_GT(e.number, last_number);
-      }
-      last_number = e.number;
       const uint64_t k = (e.begin - TimeTicks()) / absl::Microseconds(100) - 1;
       ASSERT_EQ(e.begin, Begin(k));
+      if (i > 0) {
+        // Oldest first; a frame right after the dispatch that drew it.
+        const TimelineEvent& prev = s.events[i - 1];
+        ASSERT_LE(prev.begin, e.begin);
+        if (e.kind == TimelineEvent::Kind::kFrame && prev.begin == e.begin) {
+          ASSERT_EQ(prev.kind, TimelineEvent::Kind::kDispatch);
+        }
+      }
       // The slot's words belong to the event its number names: dispatch k
-      // follows k dispatches and the frames of dispatches 0, 3, ..., < k.
-      const uint64_t dispatch_number = k + (k + 2) / 3;
-      ASSERT_EQ(e.number, e.kind == TimelineEvent::Kind::kDispatch ? dispatch_number
-                                                                    : dispatch_number + 1)
+      // is the heartbeat's number k + 1, and its frame the frame ring's k / 3.
+      ASSERT_EQ(e.number, e.kind == TimelineEvent::Kind::kDispatch ? k + 1 : k / 3)
           << "a slot rewritten while it was copied";
       if (e.kind == TimelineEvent::Kind::kDispatch) {
         ASSERT_STREQ(e.label, kLabels[k % 5]) << "dispatch " << k;

@@ -29,7 +29,7 @@ namespace {
 namespace mt = ::matrix::testing;
 using ::matrix::AppState;
 using ::matrix::Choreographer;
-using ::matrix::DispatchData;
+using ::matrix::DispatchHeartbeat;
 using ::matrix::DispatchInfo;
 using ::matrix::FrameData;
 using ::matrix::Handler;
@@ -47,29 +47,29 @@ absl::Duration Ms(double ms) { return absl::Milliseconds(ms); }
 
 TimeTicks At(double ms) { return TimeTicks() + absl::Seconds(100) + Ms(ms); }
 
-// Drives a Timeline directly as the UIThreadMonitor would.
-void Dispatch(Timeline* t, double begin_ms, double end_ms, const char* label = "work") {
+// Writes a dispatch into the heartbeat a Timeline reads, as the
+// UIThreadMonitor does.
+void Dispatch(DispatchHeartbeat* hb, double begin_ms, double end_ms, const char* label = "work") {
   DispatchInfo info;
   info.label = label;
-  DispatchData d;
-  d.begin = At(begin_ms);
-  d.info = &info;
-  t->DispatchBegin(d);
-  d.info = nullptr;
-  d.end = At(end_ms);
-  t->DispatchEnd(d);
+  hb->Begin(At(begin_ms), info);
+  hb->End(At(end_ms));
 }
 
-TEST(TimelineTest, CapacityIsAPowerOfTwoWithinBounds) {
-  EXPECT_EQ(Timeline({.capacity = 1000}).capacity(), 512u);
+TEST(TimelineTest, FrameRing_IsHalfTheCapacityAPowerOfTwoWithinBounds) {
+  EXPECT_EQ(Timeline({.capacity = 1000}).capacity(), 256u);
   EXPECT_EQ(Timeline({.capacity = 1}).capacity(), matrix::TimelineOptions::kMinCapacity);
-  EXPECT_EQ(Timeline({.capacity = 4096}).capacity(), 4096u);
+  EXPECT_EQ(Timeline({.capacity = 4096}).capacity(), 2048u);
+  // The dispatches are the heartbeat's: its ring rounds the same way.
+  EXPECT_EQ(DispatchHeartbeat(1000).capacity(), 512u);
+  EXPECT_EQ(DispatchHeartbeat(1).capacity(), DispatchHeartbeat::kMinCapacity);
 }
 
 TEST(TimelineTest, Dispatches_AreCopiedOldestFirstWithTheirTimesAndLabel) {
-  Timeline t({.capacity = 64});
-  Dispatch(&t, 0, 10, "a");
-  Dispatch(&t, 20, 25, "b");
+  DispatchHeartbeat hb(64);
+  Timeline t({.capacity = 64, .dispatches = &hb});
+  Dispatch(&hb, 0, 10, "a");
+  Dispatch(&hb, 20, 25, "b");
   const TimelineSnapshot s = t.Snapshot(At(30), absl::Seconds(5));
   ASSERT_THAT(s.events, SizeIs(2));
   EXPECT_EQ(s.events[0].begin, At(0));
@@ -83,12 +83,13 @@ TEST(TimelineTest, Dispatches_AreCopiedOldestFirstWithTheirTimesAndLabel) {
 }
 
 TEST(TimelineTest, Wrap_KeepsTheNewestCapacityEventsAndSaysTheWindowWasCut) {
-  Timeline t({.capacity = 16});
-  for (int i = 0; i < 40; ++i) Dispatch(&t, i * 10, i * 10 + 5);
+  DispatchHeartbeat hb(16);
+  Timeline t({.capacity = 16, .dispatches = &hb});
+  for (int i = 0; i < 40; ++i) Dispatch(&hb, i * 10, i * 10 + 5);
   EXPECT_EQ(t.event_count(), 40u);
   const TimelineSnapshot s = t.Snapshot(At(400), absl::Seconds(5));
   ASSERT_THAT(s.events, SizeIs(16));
-  EXPECT_EQ(s.events.front().number, 24u);
+  EXPECT_EQ(s.events.front().number, 25u);  // Dispatch numbers start at 1.
   EXPECT_EQ(s.events.front().begin, At(240));
   EXPECT_EQ(s.events.back().begin, At(390));
   for (size_t i = 1; i < s.events.size(); ++i) {
@@ -100,11 +101,12 @@ TEST(TimelineTest, Wrap_KeepsTheNewestCapacityEventsAndSaysTheWindowWasCut) {
 }
 
 TEST(TimelineTest, Window_DropsEventsThatEndedBeforeItAndKeepsOverlappingOnes) {
-  Timeline t({.capacity = 64});
-  Dispatch(&t, 0, 100);     // Ends before the window [900, 1900].
-  Dispatch(&t, 850, 950);   // Overlaps its start.
-  Dispatch(&t, 1000, 1100);
-  Dispatch(&t, 2000, 2100);  // After the snapshot instant.
+  DispatchHeartbeat hb(64);
+  Timeline t({.capacity = 64, .dispatches = &hb});
+  Dispatch(&hb, 0, 100);     // Ends before the window [900, 1900].
+  Dispatch(&hb, 850, 950);   // Overlaps its start.
+  Dispatch(&hb, 1000, 1100);
+  Dispatch(&hb, 2000, 2100);  // After the snapshot instant.
   const TimelineSnapshot s = t.Snapshot(At(1900), absl::Seconds(1));
   ASSERT_THAT(s.events, SizeIs(2));
   EXPECT_EQ(s.events[0].begin, At(850));
@@ -115,14 +117,12 @@ TEST(TimelineTest, Window_DropsEventsThatEndedBeforeItAndKeepsOverlappingOnes) {
 }
 
 TEST(TimelineTest, RunningDispatch_IsCopiedUnfinishedAndExportedToTheSnapshotEnd) {
-  Timeline t({.capacity = 64});
-  Dispatch(&t, 0, 10);
+  DispatchHeartbeat hb(64);
+  Timeline t({.capacity = 64, .dispatches = &hb});
+  Dispatch(&hb, 0, 10);
   DispatchInfo info;
   info.label = "hang";
-  DispatchData d;
-  d.begin = At(20);
-  d.info = &info;
-  t.DispatchBegin(d);  // No end yet: the looper is stuck.
+  hb.Begin(At(20), info);  // No end yet: the looper is stuck.
   const TimelineSnapshot s = t.Snapshot(At(5020), absl::Seconds(6), At(5010));
   ASSERT_THAT(s.events, SizeIs(2));
   EXPECT_FALSE(s.events[1].finished());
@@ -148,18 +148,18 @@ TEST(TimelineTest, RunningDispatch_IsCopiedUnfinishedAndExportedToTheSnapshotEnd
   EXPECT_EQ(proto.idle(0).dur_us(), 10000);
 
   // Once it ends, a later snapshot has its end.
-  d.end = At(6000);
-  t.DispatchEnd(d);
+  hb.End(At(6000));
   const TimelineSnapshot after = t.Snapshot(At(6000), absl::Seconds(6));
   ASSERT_THAT(after.events, SizeIs(2));
   EXPECT_EQ(after.events[1].end, At(6000));
 }
 
 TEST(TimelineTest, IdleGapsShorterThanAMillisecondAreNotExported) {
-  Timeline t({.capacity = 64});
-  Dispatch(&t, 0, 10);
-  Dispatch(&t, 10.5, 20);
-  Dispatch(&t, 30, 40);
+  DispatchHeartbeat hb(64);
+  Timeline t({.capacity = 64, .dispatches = &hb});
+  Dispatch(&hb, 0, 10);
+  Dispatch(&hb, 10.5, 20);
+  Dispatch(&hb, 30, 40);
   matrix::proto::Timeline proto;
   matrix::FillTimeline(t.Snapshot(At(45), Ms(100)), "test", &proto);
   ASSERT_EQ(proto.idle_size(), 2);  // 20..30 and the trailing 40..45.
@@ -182,8 +182,8 @@ class TimelineLooperTest : public ::testing::Test {
     options.method_tracer = monitor_tracer;
     monitor_ = std::make_unique<UIThreadMonitor>(&looper_monitor_, env_.choreographer(), options);
     monitor_->Start();
-    timeline_ = std::make_unique<Timeline>(
-        matrix::TimelineOptions{.capacity = 256, .method_tracer = tracer});
+    timeline_ = std::make_unique<Timeline>(matrix::TimelineOptions{
+        .capacity = 256, .dispatches = &monitor_->heartbeat(), .method_tracer = tracer});
     registration_ = monitor_->AddObserver(timeline_.get());
   }
   void RunPending() { env_.FastForwardBy(absl::ZeroDuration()); }

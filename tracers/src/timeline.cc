@@ -19,18 +19,8 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 
 // Slot words.
 enum Word { kBegin = 0, kEnd = 1, kMeta = 2, kA = 3, kB = 4, kC = 5, kD = 6 };
-// kMeta: kind in bits 0-7, flags in 8-15, a 32-bit value (line or dropped
-// frames) in 32-63.
-constexpr uint64_t kFlagCallback = 1 << 8;
-constexpr uint64_t kFlagLabel = 1 << 9;
+// kMeta: kind in bits 0-7, the dropped frames in 32-63.
 constexpr uint64_t kStateWriting = 1;
-constexpr uint64_t kStateEnded = 2;
-
-uint64_t Ptr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
-template <typename T>
-T* FromWord(uint64_t w) {
-  return reinterpret_cast<T*>(static_cast<uintptr_t>(w));
-}
 
 // Two durations in microseconds (saturated to 32 bits) in one word.
 uint64_t PackMicros(absl::Duration lo, absl::Duration hi) {
@@ -74,48 +64,12 @@ std::string TimelineEvent::DispatchName() const {
 }
 
 Timeline::Timeline(TimelineOptions options)
-    : options_(options),
-      mask_(RoundCapacity(options.capacity) - 1),
+    : LooperObserver(kDoFrame),
+      options_(options),
+      mask_(RoundCapacity(options.capacity / 2) - 1),
       slots_(new Slot[mask_ + 1]) {}
 
 Timeline::~Timeline() = default;
-
-void Timeline::DispatchBegin(const DispatchData& dispatch) {
-  const uint64_t n = head_.load(kRelaxed);  // Single writer.
-  Slot& slot = slots_[n & mask_];
-  const uint64_t version = (n + 1) << 2;
-  slot.version.store(version | kStateWriting, kRelaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  uint64_t meta = static_cast<uint64_t>(TimelineEvent::Kind::kDispatch);
-  const std::string* target_name = nullptr;
-  const char* function = nullptr;
-  const char* file = nullptr;
-  if (dispatch.info != nullptr) {
-    if (const Message* msg = dispatch.info->message) {
-      if (msg->target() != nullptr) target_name = &msg->target()->name();
-      if (msg->posted_from.has_source_info()) {
-        function = msg->posted_from.function_name();
-        file = msg->posted_from.file_name();
-        meta |= static_cast<uint64_t>(static_cast<uint32_t>(msg->posted_from.line_number())) << 32;
-      }
-      if (msg->callback) meta |= kFlagCallback;
-    } else if (dispatch.info->label != nullptr) {
-      function = dispatch.info->label;
-      meta |= kFlagLabel;
-    }
-  }
-  slot.words[kBegin].store(static_cast<uint64_t>(dispatch.begin.ToNanoseconds()), kRelaxed);
-  slot.words[kEnd].store(0, kRelaxed);
-  slot.words[kMeta].store(meta, kRelaxed);
-  slot.words[kA].store(Ptr(target_name), kRelaxed);
-  slot.words[kB].store(Ptr(function), kRelaxed);
-  slot.words[kC].store(Ptr(file), kRelaxed);
-  slot.words[kD].store(dispatch.method_mark, kRelaxed);
-  slot.version.store(version, std::memory_order_release);
-  head_.store(n + 1, std::memory_order_release);
-  open_number_ = n;
-  open_ = true;
-}
 
 void Timeline::DoFrame(const FrameData& frame) {
   const uint64_t n = head_.load(kRelaxed);
@@ -152,20 +106,6 @@ void Timeline::DoFrame(const FrameData& frame) {
   head_.store(n + 1, std::memory_order_release);
 }
 
-void Timeline::DispatchEnd(const DispatchData& dispatch) {
-  if (!open_) return;
-  open_ = false;
-  const uint64_t n = open_number_;
-  // Overwritten already (more frames than the ring holds in one dispatch)?
-  if (head_.load(kRelaxed) - n > mask_) return;
-  Slot& slot = slots_[n & mask_];
-  const uint64_t version = (n + 1) << 2;
-  slot.version.store(version | kStateEnded | kStateWriting, kRelaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  slot.words[kEnd].store(static_cast<uint64_t>(dispatch.end.ToNanoseconds()), kRelaxed);
-  slot.version.store(version | kStateEnded, std::memory_order_release);
-}
-
 bool Timeline::ReadSlot(uint64_t number, TimelineEvent* out) const {
   const Slot& slot = slots_[number & mask_];
   const uint64_t v1 = slot.version.load(std::memory_order_acquire);
@@ -178,27 +118,13 @@ bool Timeline::ReadSlot(uint64_t number, TimelineEvent* out) const {
   *out = TimelineEvent();
   out->number = number;
   out->kind = static_cast<TimelineEvent::Kind>(w[kMeta] & 0xff);
+  if (out->kind != TimelineEvent::Kind::kFrame) return false;
   out->begin = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kBegin]));
   if (w[kEnd] != 0) out->end = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kEnd]));
-  if (out->kind == TimelineEvent::Kind::kDispatch) {
-    out->target_name = FromWord<const std::string>(w[kA]);
-    if ((w[kMeta] & kFlagLabel) != 0) {
-      out->label = FromWord<const char>(w[kB]);
-    } else {
-      out->function = FromWord<const char>(w[kB]);
-      out->file = FromWord<const char>(w[kC]);
-      out->line = static_cast<int>(w[kMeta] >> 32);
-    }
-    out->has_callback = (w[kMeta] & kFlagCallback) != 0;
-    out->method_mark = w[kD];
-  } else if (out->kind == TimelineEvent::Kind::kFrame) {
-    out->intended_vsync = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kA]));
-    out->dropped_frames = static_cast<int64_t>(w[kMeta] >> 32);
-    out->phases = {LowMicros(w[kB]), HighMicros(w[kB]), LowMicros(w[kC]), HighMicros(w[kC])};
-    out->frame_number = static_cast<int64_t>(w[kD]);
-  } else {
-    return false;
-  }
+  out->intended_vsync = TimeTicks::FromNanoseconds(static_cast<int64_t>(w[kA]));
+  out->dropped_frames = static_cast<int64_t>(w[kMeta] >> 32);
+  out->phases = {LowMicros(w[kB]), HighMicros(w[kB]), LowMicros(w[kC]), HighMicros(w[kC])};
+  out->frame_number = static_cast<int64_t>(w[kD]);
   return true;
 }
 
@@ -208,29 +134,68 @@ TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
   snapshot.end = now;
   snapshot.begin = now - window;
   snapshot.detected_at = detected_at;
+  // Each ring newest first, until an event ends before the window (events
+  // are written in begin order, and a dispatch ends before the next begins;
+  // so does a frame, which is one of them). Then both, oldest first.
+  bool wrapped = false;
+  std::vector<TimelineEvent>& events = snapshot.events;
+  auto keep = [&](const TimelineEvent& e, bool* reached_window_start) {
+    if (e.begin > now) return true;  // Written after the snapshot instant.
+    if (e.finished() && e.end < snapshot.begin) {
+      *reached_window_start = true;
+      return false;
+    }
+    events.push_back(e);
+    return true;
+  };
+
+  if (const DispatchHeartbeat* dispatches = options_.dispatches) {
+    const uint64_t head = dispatches->dispatch_number();
+    const uint64_t kept = dispatches->capacity();
+    const uint64_t oldest = head > kept ? head - kept : 0;  // Dispatches before #oldest+1 are gone.
+    bool reached_window_start = false;
+    for (uint64_t n = head; n > oldest; --n) {
+      DispatchHeartbeat::Record r;
+      if (!dispatches->ReadRecord(n, &r)) {
+        ++snapshot.lost;  // Overwritten (or being rewritten) while we read.
+        continue;
+      }
+      TimelineEvent e;
+      e.kind = TimelineEvent::Kind::kDispatch;
+      e.number = n;
+      e.begin = r.begin;
+      if (r.ended) e.end = r.end;
+      e.target_name = r.target_name;
+      e.function = r.function;
+      e.file = r.file;
+      e.line = r.function != nullptr ? r.line : 0;
+      e.has_callback = r.has_callback;
+      e.label = r.label;
+      e.method_mark = r.method_mark;
+      if (!keep(e, &reached_window_start)) break;
+    }
+    wrapped = wrapped || (!reached_window_start && oldest > 0);
+  }
+
   const uint64_t head = head_.load(std::memory_order_acquire);
   const uint64_t oldest = head > mask_ + 1 ? head - (mask_ + 1) : 0;
-  // Newest first, until an event ends before the window (events are written
-  // in begin order, and a dispatch ends before the next begins).
-  std::vector<TimelineEvent>& newest_first = snapshot.events;
-  newest_first.reserve(static_cast<size_t>(head - oldest));
   bool reached_window_start = false;
   for (uint64_t n = head; n > oldest;) {
     --n;
     TimelineEvent e;
     if (!ReadSlot(n, &e)) {
-      ++snapshot.lost;  // Overwritten (or being rewritten) while we read.
+      ++snapshot.lost;
       continue;
     }
-    if (e.begin > now) continue;  // Written after the snapshot instant.
-    if (e.finished() && e.end < snapshot.begin) {
-      reached_window_start = true;
-      break;
-    }
-    newest_first.push_back(e);
+    if (!keep(e, &reached_window_start)) break;
   }
-  snapshot.ring_wrapped = !reached_window_start && oldest > 0;
-  std::reverse(snapshot.events.begin(), snapshot.events.end());  // Oldest first.
+  snapshot.ring_wrapped = wrapped || (!reached_window_start && oldest > 0);
+  // Oldest first; a frame after the dispatch that drew it.
+  std::sort(events.begin(), events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.kind != b.kind) return a.kind == TimelineEvent::Kind::kDispatch;
+    return a.number < b.number;
+  });
 
   if (options_.method_tracer != nullptr) {
     // From the first dispatch in the window that carries a mark to now.

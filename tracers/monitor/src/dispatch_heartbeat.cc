@@ -7,56 +7,156 @@
 #include "matrix/core/handler.h"
 
 namespace matrix {
+namespace {
 
-template <typename Fn>
-void DispatchHeartbeat::Write(Fn fn) {
-  const uint64_t seq = write_seq_.load(std::memory_order_relaxed);
-  write_seq_.store(seq + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  fn();
-  write_seq_.store(seq + 2, std::memory_order_release);
+constexpr auto kRelaxed = std::memory_order_relaxed;
+constexpr uint64_t kStateWriting = 1;
+constexpr uint64_t kStateEnded = 2;
+// In the target word's low bits.
+constexpr uint64_t kFlagCallback = 1;
+constexpr uint64_t kFlagLabel = 2;
+constexpr uint64_t kFlagLogLine = 4;
+constexpr uint64_t kFlagMask = 7;
+
+uint64_t Word(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+template <typename T>
+T* Pointer(uint64_t w) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(w));
 }
 
+size_t RoundCapacity(size_t requested) {
+  const size_t c = std::clamp(requested, DispatchHeartbeat::kMinCapacity,
+                              DispatchHeartbeat::kMaxCapacity);
+  size_t p = 1;
+  while (p * 2 <= c) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+DispatchHeartbeat::DispatchHeartbeat(size_t capacity)
+    : mask_(RoundCapacity(capacity) - 1), slots_(new Slot[mask_ + 1]) {}
+
+DispatchHeartbeat::~DispatchHeartbeat() = default;
+
 void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark) {
-  constexpr auto r = std::memory_order_relaxed;
-  Write([&] {
-    dispatch_number_.store(dispatch_number_.load(r) + 1, r);  // Single writer.
-    active_.store(true, r);
-    begin_ns_.store(begin.ToNanoseconds(), r);
-    if (const Message* msg = info.message) {
-      function_.store(msg->posted_from.has_source_info() ? msg->posted_from.function_name()
-                                                         : nullptr,
-                      r);
-      file_.store(msg->posted_from.has_source_info() ? msg->posted_from.file_name() : nullptr, r);
-      line_.store(msg->posted_from.line_number(), r);
-      what_.store(msg->what, r);
-      has_callback_.store(static_cast<bool>(msg->callback), r);
-      target_name_.store(msg->target() != nullptr ? &msg->target()->name() : nullptr, r);
-      target_address_.store(reinterpret_cast<uintptr_t>(msg->target()), r);
-    } else {
-      function_.store(nullptr, r);
-      file_.store(nullptr, r);
-      target_name_.store(nullptr, r);
-      target_address_.store(0, r);
+  const uint64_t n = head_.load(kRelaxed) + 1;  // Single writer.
+  Slot& slot = slots_[(n - 1) & mask_];
+  slot.version.store((n << 2) | kStateWriting, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t function = 0;
+  uint64_t file = 0;
+  uint64_t line_what = 0;
+  uint64_t target_name = 0;
+  uint64_t target = 0;
+  if (const Message* msg = info.message) {
+    if (msg->posted_from.has_source_info()) {
+      function = Word(msg->posted_from.function_name());
+      file = Word(msg->posted_from.file_name());
     }
-    label_.store(info.label, r);
-    method_mark_.store(method_mark, r);
-    // Printer source only: keep the first 128 bytes of the line.
+    line_what = static_cast<uint32_t>(msg->posted_from.line_number()) |
+                (static_cast<uint64_t>(static_cast<uint32_t>(msg->what)) << 32);
+    if (const Handler* handler = msg->target()) {
+      target_name = Word(&handler->name());
+      target = Word(handler);
+    }
+    if (msg->callback) target |= kFlagCallback;
+  } else if (info.label != nullptr) {
+    function = Word(info.label);
+    target = kFlagLabel;
+  }
+  if (!info.log_line.empty()) {  // Printer source only: the first 128 bytes.
+    target |= kFlagLogLine;
+    const uint64_t seq = log_seq_.load(kRelaxed);
+    log_seq_.store(seq + 1, kRelaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    log_number_.store(n, kRelaxed);
     const size_t length = std::min(info.log_line.size(), kLogWords * 8);
-    log_length_.store(static_cast<uint32_t>(length), r);
+    log_length_.store(static_cast<uint32_t>(length), kRelaxed);
     for (size_t i = 0; i * 8 < length; ++i) {
       uint64_t word = 0;
       std::memcpy(&word, info.log_line.data() + i * 8, std::min<size_t>(8, length - i * 8));
-      log_words_[i].store(word, r);
+      log_words_[i].store(word, kRelaxed);
     }
-  });
+    log_seq_.store(seq + 2, std::memory_order_release);
+  }
+  slot.begin_ns.store(begin.ToNanoseconds(), kRelaxed);
+  slot.end_ns.store(0, kRelaxed);
+  slot.function_or_label.store(function, kRelaxed);
+  slot.file.store(file, kRelaxed);
+  slot.line_what.store(line_what, kRelaxed);
+  slot.target_name.store(target_name, kRelaxed);
+  slot.target_and_flags.store(target, kRelaxed);
+  slot.method_mark.store(method_mark, kRelaxed);
+  slot.version.store(n << 2, std::memory_order_release);
+  head_.store(n, std::memory_order_release);
 }
 
 void DispatchHeartbeat::End(TimeTicks end) {
-  Write([&] {
-    active_.store(false, std::memory_order_relaxed);
-    last_end_ns_.store(end.ToNanoseconds(), std::memory_order_relaxed);
-  });
+  const uint64_t n = head_.load(kRelaxed);
+  if (n == 0) return;
+  Slot& slot = slots_[(n - 1) & mask_];
+  slot.version.store((n << 2) | kStateEnded | kStateWriting, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.end_ns.store(end.ToNanoseconds(), kRelaxed);
+  slot.version.store((n << 2) | kStateEnded, std::memory_order_release);
+}
+
+bool DispatchHeartbeat::ReadSlot(uint64_t number, Record* out, bool* has_log_line) const {
+  if (number == 0) return false;
+  const Slot& slot = slots_[(number - 1) & mask_];
+  const uint64_t v1 = slot.version.load(std::memory_order_acquire);
+  if ((v1 & kStateWriting) != 0 || (v1 >> 2) != number) return false;
+  const int64_t begin_ns = slot.begin_ns.load(kRelaxed);
+  const int64_t end_ns = slot.end_ns.load(kRelaxed);
+  const uint64_t function = slot.function_or_label.load(kRelaxed);
+  const uint64_t file = slot.file.load(kRelaxed);
+  const uint64_t line_what = slot.line_what.load(kRelaxed);
+  const uint64_t target_name = slot.target_name.load(kRelaxed);
+  const uint64_t target = slot.target_and_flags.load(kRelaxed);
+  const uint64_t method_mark = slot.method_mark.load(kRelaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.version.load(kRelaxed) != v1) return false;
+
+  *out = Record();
+  out->number = number;
+  out->begin = TimeTicks::FromNanoseconds(begin_ns);
+  out->ended = (v1 & kStateEnded) != 0;
+  if (out->ended) out->end = TimeTicks::FromNanoseconds(end_ns);
+  if ((target & kFlagLabel) != 0) {
+    out->label = Pointer<const char>(function);
+  } else {
+    out->function = Pointer<const char>(function);
+    out->file = Pointer<const char>(file);
+  }
+  out->line = static_cast<int>(static_cast<uint32_t>(line_what));
+  out->what = static_cast<int>(static_cast<uint32_t>(line_what >> 32));
+  out->has_callback = (target & kFlagCallback) != 0;
+  out->target_name = Pointer<const std::string>(target_name);
+  out->target_address = static_cast<uintptr_t>(target & ~kFlagMask);
+  out->method_mark = method_mark;
+  if (has_log_line != nullptr) *has_log_line = (target & kFlagLogLine) != 0;
+  return true;
+}
+
+bool DispatchHeartbeat::ReadRecord(uint64_t number, Record* out) const {
+  return ReadSlot(number, out, nullptr);
+}
+
+bool DispatchHeartbeat::ReadLogLine(uint64_t number, std::string* out) const {
+  for (;;) {
+    const uint64_t seq = log_seq_.load(std::memory_order_acquire);
+    if (seq & 1) continue;  // A write is in progress (a few ns).
+    if (log_number_.load(kRelaxed) != number) return false;  // A later line replaced it.
+    const uint32_t length = std::min<uint32_t>(log_length_.load(kRelaxed), kLogWords * 8);
+    out->resize(length);
+    for (size_t i = 0; i * 8 < length; ++i) {
+      const uint64_t word = log_words_[i].load(kRelaxed);
+      std::memcpy(out->data() + i * 8, &word, std::min<size_t>(8, length - i * 8));
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (log_seq_.load(kRelaxed) == seq) return true;
+  }
 }
 
 std::string DispatchHeartbeat::Snapshot::TargetString() const {
@@ -65,33 +165,34 @@ std::string DispatchHeartbeat::Snapshot::TargetString() const {
 }
 
 DispatchHeartbeat::Snapshot DispatchHeartbeat::Read() const {
-  constexpr auto r = std::memory_order_relaxed;
-  Snapshot s;
   for (;;) {
-    const uint64_t seq = write_seq_.load(std::memory_order_acquire);
-    if (seq & 1) continue;  // A write is in progress (a few ns).
-    s.dispatch_number = dispatch_number_.load(r);
-    s.active = active_.load(r);
-    s.begin = TimeTicks::FromNanoseconds(begin_ns_.load(r));
-    s.last_end = TimeTicks::FromNanoseconds(last_end_ns_.load(r));
-    const char* function = function_.load(r);
-    const char* file = file_.load(r);
-    const int line = line_.load(r);
-    s.posted_from = file != nullptr ? Location(function, file, line) : Location();
-    s.what = what_.load(r);
-    s.has_callback = has_callback_.load(r);
-    s.target_name = target_name_.load(r);
-    s.target_address = target_address_.load(r);
-    s.label = label_.load(r);
-    s.method_mark = method_mark_.load(r);
-    const uint32_t length = log_length_.load(r);
-    s.log_line.resize(length);
-    for (size_t i = 0; i * 8 < length; ++i) {
-      const uint64_t word = log_words_[i].load(r);
-      std::memcpy(s.log_line.data() + i * 8, &word, std::min<size_t>(8, length - i * 8));
+    Snapshot s;
+    const uint64_t n = head_.load(std::memory_order_acquire);
+    if (n == 0) return s;
+    Record r;
+    bool has_log_line = false;
+    // Fails only while the writer rewrites the slot (its end, a few ns) or
+    // when the ring lapped this reader: read the news again.
+    if (!ReadSlot(n, &r, &has_log_line)) continue;
+    s.dispatch_number = n;
+    s.active = !r.ended;
+    s.begin = r.begin;
+    if (r.ended) {
+      s.last_end = r.end;
+    } else if (n > 1) {
+      Record previous;
+      if (!ReadSlot(n - 1, &previous, nullptr)) continue;
+      s.last_end = previous.end;
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (write_seq_.load(r) == seq) return s;
+    s.posted_from = r.file != nullptr ? Location(r.function, r.file, r.line) : Location();
+    s.what = r.what;
+    s.has_callback = r.has_callback;
+    s.target_name = r.target_name;
+    s.target_address = r.target_address;
+    s.label = r.label;
+    s.method_mark = r.method_mark;
+    if (has_log_line && !ReadLogLine(n, &s.log_line)) continue;
+    return s;
   }
 }
 

@@ -94,7 +94,8 @@ UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* c
       choreographer_(choreographer),
       options_(options),
       cpu_sample_period_ns_(absl::ToInt64Nanoseconds(options.cpu_sample_period)),
-      looper_thread_(ThreadHandle::Current()) {
+      looper_thread_(ThreadHandle::Current()),
+      heartbeat_(options.dispatch_history) {
   MATRIX_CHECK(looper_monitor_ != nullptr, "UIThreadMonitor needs a LooperMonitor");
   MATRIX_CHECK(options_.app_state != nullptr, "UIThreadMonitor needs an AppState");
 }

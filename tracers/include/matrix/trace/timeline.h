@@ -1,28 +1,32 @@
 // File: matrix/trace/timeline.h
 //
-// Timeline is the flight recorder of the looper thread: a fixed-size ring of
-// the recent past (dispatches with their target, frames with their phases
-// and dropped count), written on the looper thread for the price of a few
-// relaxed stores per event, and copied out by any other thread when an issue
-// is reported. Idle periods are the gaps between dispatches; traced calls
-// come from the MethodTracer's own buffer when the snapshot is taken (they
-// are not recorded twice).
+// Timeline is the flight recorder of the looper thread: the recent past
+// (dispatches with their target, frames with their phases and dropped
+// count), kept in fixed-size rings written on the looper thread for the price
+// of a few relaxed stores per event, and copied out by any other thread when
+// an issue is reported. Dispatches are not written twice: they are the
+// records the UIThreadMonitor's DispatchHeartbeat already keeps for the
+// watchdogs (its ring holds the last `capacity` dispatches when the monitor is
+// built with UIThreadMonitor::Options::dispatch_history = capacity); the
+// timeline's own ring holds the frames. Idle periods are the gaps between
+// dispatches; traced calls come from the MethodTracer's own buffer when the
+// snapshot is taken (they are not recorded twice either).
 //
-//   matrix::Timeline timeline({.capacity = 4096});      // on the looper thread
-//   auto registration = ui_thread_monitor->AddObserver(&timeline);
+//   matrix::Timeline timeline({.capacity = 4096, .dispatches = &monitor->heartbeat()});
+//   auto registration = monitor->AddObserver(&timeline);   // on the looper thread
 //   ...
 //   // Watchdog or worker thread, when a hang is detected:
 //   matrix::TimelineSnapshot snapshot = timeline.Snapshot(detected_at, absl::Seconds(5));
 //   matrix::FillTimeline(snapshot, "ANR watchdog", issue.mutable_timeline());
 //
-// The ring is preallocated at construction and never grows: the oldest
+// The rings are preallocated at construction and never grow: the oldest
 // events are overwritten. Each slot is a small seqlock (a version word and
-// seven data words, all atomics), so a reader never blocks the writer and
-// drops a slot that was rewritten while it copied it.
+// data words, all atomics), so a reader never blocks the writer and drops a
+// slot that was rewritten while it copied it.
 //
-// Thread safety: the LooperObserver callbacks run on the looper thread only
-// (the single writer). Snapshot() and the accessors may be called from any
-// thread at any time, concurrently with the writer.
+// Thread safety: DoFrame() runs on the looper thread only (the single
+// writer). Snapshot() and the accessors may be called from any thread at any
+// time, concurrently with the writers.
 
 #ifndef MATRIX_TRACE_TIMELINE_H_
 #define MATRIX_TRACE_TIMELINE_H_
@@ -44,9 +48,13 @@
 namespace matrix {
 
 struct TimelineOptions {
-  // Events kept (rounded down to a power of two, at least kMinCapacity). A
-  // dispatch is one event, a frame one more. 64 bytes each.
+  // Frames kept: capacity / 2 (a frame is one dispatch of several; at least
+  // kMinCapacity), rounded down to a power of two, 64 bytes each. The
+  // dispatches kept are the heartbeat's ring (see `dispatches`).
   size_t capacity = 4096;
+  // The dispatches: the monitor's heartbeat (not owned; must outlive the
+  // timeline). Null records frames only.
+  const DispatchHeartbeat* dispatches = nullptr;
   // The method tracer whose records give the traced calls at snapshot time
   // (not owned; null without method tracing).
   const MethodTracer* method_tracer = nullptr;
@@ -59,7 +67,9 @@ struct TimelineOptions {
 struct TimelineEvent {
   enum class Kind : uint8_t { kDispatch = 1, kFrame = 2 };
   Kind kind = Kind::kDispatch;
-  uint64_t number = 0;  // Position in the ring's history (0 = first event).
+  // kDispatch: the dispatch number (1 = the first); kFrame: the frame's
+  // position in the frame ring's history (0 = the first).
+  uint64_t number = 0;
   TimeTicks begin;
   TimeTicks end;  // Null for a dispatch still running when copied.
 
@@ -108,12 +118,9 @@ class Timeline : public LooperObserver {
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
-  // LooperObserver (looper thread). A dispatch is written at its begin and
-  // closed at its end (its end time is stored into the same slot); a frame
-  // is written once, complete, when the monitor reports it.
-  void DispatchBegin(const DispatchData& dispatch) override;
+  // LooperObserver (looper thread): a frame is written once, complete, when
+  // the monitor reports it.
   void DoFrame(const FrameData& frame) override;
-  void DispatchEnd(const DispatchData& dispatch) override;
 
   // Snapshot()
   //
@@ -124,13 +131,17 @@ class Timeline : public LooperObserver {
     return Snapshot(now, window, now);
   }
 
+  // Frames the ring keeps.
   size_t capacity() const { return mask_ + 1; }
-  // Events written so far. Any thread.
-  uint64_t event_count() const { return head_.load(std::memory_order_acquire); }
+  // Frames written so far, plus the dispatches begun. Any thread.
+  uint64_t event_count() const {
+    return head_.load(std::memory_order_acquire) +
+           (options_.dispatches != nullptr ? options_.dispatches->dispatch_number() : 0);
+  }
 
  private:
-  // A slot: `version` is (event number + 1) * 4 + state; state bit 0 is set
-  // while the slot is written, bit 1 once a dispatch's end was stored.
+  // A frame slot: `version` is (frame number + 1) * 4 + state; state bit 0
+  // is set while the slot is written.
   struct alignas(64) Slot {
     std::atomic<uint64_t> version{0};
     std::array<std::atomic<uint64_t>, 7> words{};
@@ -142,10 +153,7 @@ class Timeline : public LooperObserver {
   const TimelineOptions options_;
   const size_t mask_;
   std::unique_ptr<Slot[]> slots_;
-  std::atomic<uint64_t> head_{0};  // The next event number.
-  // The dispatch in progress (looper thread only).
-  uint64_t open_number_ = 0;
-  bool open_ = false;
+  std::atomic<uint64_t> head_{0};  // The next frame number.
   TimeTicks last_frame_end_;
 };
 

@@ -1,9 +1,13 @@
 // File: matrix/trace/dispatch_heartbeat.h
 //
 // DispatchHeartbeat is what the looper thread publishes for the threads that
-// watch it (the ANR watchdog, the CPU sampler, the block sampler): whether a
-// dispatch is running, since when, and which message it is. Publishing costs a
-// handful of relaxed stores (a seqlock); reading never blocks the writer.
+// watch it (the ANR watchdog, the CPU sampler, the block sampler, the flight
+// recorder): whether a dispatch is running, since when, and which message it
+// is, and the recent dispatches before it. Each dispatch is one record in a
+// fixed ring, written once at its begin (a handful of relaxed stores into one
+// slot, a small seqlock) and closed at its end (one more store): the same
+// write serves the watchdogs (Read()) and the Timeline (ReadRecord()), so the
+// looper thread writes each dispatch once. Reading never blocks the writer.
 //
 //   // Looper thread (UIThreadMonitor does this):
 //   heartbeat.Begin(begin, info);
@@ -14,15 +18,20 @@
 //   matrix::DispatchHeartbeat::Snapshot s = heartbeat.Read();
 //   if (s.active && now - s.begin >= absl::Seconds(5)) ReportAnr(s);
 //
-// Thread safety: Begin()/End()/SetCpuSample() on the looper thread only (one
-// writer); Read() from any thread.
+// The ring keeps the last `capacity` dispatches (rounded up to a power of
+// two, at least kMinCapacity); older records are overwritten.
+//
+// Thread safety: Begin()/End() on the looper thread only (one writer);
+// Read(), ReadRecord() and dispatch_number() from any thread.
 
 #ifndef MATRIX_TRACE_DISPATCH_HEARTBEAT_H_
 #define MATRIX_TRACE_DISPATCH_HEARTBEAT_H_
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "matrix/core/location.h"
@@ -33,6 +42,9 @@ namespace matrix {
 
 class DispatchHeartbeat {
  public:
+  static constexpr size_t kMinCapacity = 16;
+  static constexpr size_t kMaxCapacity = size_t{1} << 22;
+
   struct Snapshot {
     // Dispatches begun so far; identifies the current (or last) one.
     uint64_t dispatch_number = 0;
@@ -58,7 +70,25 @@ class DispatchHeartbeat {
     std::string TargetString() const;
   };
 
-  DispatchHeartbeat() = default;
+  // One dispatch of the ring, decoded (no log line: see Snapshot).
+  struct Record {
+    uint64_t number = 0;  // Its dispatch number (1 = the first dispatch).
+    TimeTicks begin;
+    bool ended = false;
+    TimeTicks end;  // Once ended.
+    const char* function = nullptr;  // Where the message was posted from...
+    const char* file = nullptr;
+    int line = 0;
+    int what = 0;
+    bool has_callback = false;
+    const std::string* target_name = nullptr;  // Interned, valid forever.
+    uintptr_t target_address = 0;
+    const char* label = nullptr;  // Foreign source: the caller's label.
+    uint64_t method_mark = 0;
+  };
+
+  explicit DispatchHeartbeat(size_t capacity = kMinCapacity);
+  ~DispatchHeartbeat();
   DispatchHeartbeat(const DispatchHeartbeat&) = delete;
   DispatchHeartbeat& operator=(const DispatchHeartbeat&) = delete;
 
@@ -66,32 +96,49 @@ class DispatchHeartbeat {
   void Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark = 0);
   void End(TimeTicks end);
 
-  // Any thread. Consistent: all fields come from one published state.
+  // Any thread. Consistent: all fields describe the latest dispatch as it
+  // was at one instant.
   Snapshot Read() const;
   // The number of dispatches begun so far. Any thread; one atomic load.
-  uint64_t dispatch_number() const { return dispatch_number_.load(std::memory_order_acquire); }
+  uint64_t dispatch_number() const { return head_.load(std::memory_order_acquire); }
+
+  // ReadRecord()
+  //
+  // Decodes dispatch `number` (1-based) into `*out`. False when it is not in
+  // the ring (not begun yet, overwritten) or is being rewritten right now.
+  // Any thread.
+  bool ReadRecord(uint64_t number, Record* out) const;
+  size_t capacity() const { return mask_ + 1; }
 
  private:
   static constexpr size_t kLogWords = 16;  // Up to 128 bytes of a log line.
 
-  template <typename Fn>
-  void Write(Fn fn);
+  // `version` is number * 4 + state: bit 0 while the slot is written, bit 1
+  // once the dispatch ended. Flags (kFlag*) ride in the target word's low
+  // bits (a Handler is at least 8-byte aligned).
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> version{0};
+    std::atomic<int64_t> begin_ns{0};
+    std::atomic<int64_t> end_ns{0};
+    std::atomic<uint64_t> function_or_label{0};
+    std::atomic<uint64_t> file{0};
+    std::atomic<uint64_t> line_what{0};  // line in bits 0-31, what in 32-63.
+    std::atomic<uint64_t> target_name{0};
+    std::atomic<uint64_t> target_and_flags{0};
+    std::atomic<uint64_t> method_mark{0};
+  };
 
-  std::atomic<uint64_t> write_seq_{0};  // Odd while being written.
-  std::atomic<uint64_t> dispatch_number_{0};
-  std::atomic<bool> active_{false};
-  std::atomic<int64_t> begin_ns_{0};
-  std::atomic<int64_t> last_end_ns_{0};
-  std::atomic<const char*> function_{nullptr};
-  std::atomic<const char*> file_{nullptr};
-  std::atomic<int> line_{0};
-  std::atomic<int> what_{0};
-  std::atomic<bool> has_callback_{false};
-  std::atomic<const std::string*> target_name_{nullptr};
-  std::atomic<uintptr_t> target_address_{0};
-  std::atomic<const char*> label_{nullptr};
+  bool ReadSlot(uint64_t number, Record* out, bool* has_log_line) const;
+  bool ReadLogLine(uint64_t number, std::string* out) const;
+
+  const size_t mask_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> head_{0};  // Dispatches begun (published last).
+  // The Printer source's begin line of dispatch `log_number_` (its own
+  // seqlock: written only by that source).
+  std::atomic<uint64_t> log_seq_{0};
+  std::atomic<uint64_t> log_number_{0};
   std::atomic<uint32_t> log_length_{0};
-  std::atomic<uint64_t> method_mark_{0};
   std::array<std::atomic<uint64_t>, kLogWords> log_words_{};
 };
 

@@ -173,6 +173,9 @@ class UIThreadMonitor : public LooperDispatchListener {
     // Writes each dispatch's begin and end into this method tracer (not
     // owned; null when method tracing is off).
     MethodTracer* method_tracer = nullptr;
+    // Dispatches the heartbeat's ring keeps (see DispatchHeartbeat): the
+    // watchdogs need only the last; a Timeline reads its dispatches there.
+    size_t dispatch_history = DispatchHeartbeat::kMinCapacity;
   };
 
   // `looper_monitor` and `choreographer` (null for a foreign render loop) are
