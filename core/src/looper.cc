@@ -176,9 +176,9 @@ void Looper::RunIdleHandlers() {
     };
     ++dispatch_depth_;
     Finisher finisher{this, handler, TimeTicks(), std::nullopt};
-    if (!observers_.empty()) {
+    if (!idle_observers_.empty()) {
       finisher.begin = clock_->NowTicks();
-      finisher.scope.emplace(observers_);
+      finisher.scope.emplace(idle_observers_);
       finisher.scope->Notify(
           [&](DispatchObserver* o) { o->OnIdleHandlerBegin(*handler, finisher.begin); });
     }
@@ -202,7 +202,16 @@ void Looper::QuitSafely() { queue_->Quit(/*safe=*/true); }
 
 ObserverRegistration Looper::AddDispatchObserver(DispatchObserver* observer) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  return observers_.Add(observer);
+  const uint8_t events = observer->events();
+  if (events == DispatchObserver::kDispatches) return observers_.Add(observer);
+  if (events == DispatchObserver::kIdleHandlers) return idle_observers_.Add(observer);
+  MATRIX_CHECK(events == DispatchObserver::kAllEvents, "DispatchObserver wants no events");
+  return ObserverRegistration(
+      [dispatches = observers_.Add(observer), idle = idle_observers_.Add(observer)]() mutable {
+        dispatches.Reset();
+        idle.Reset();
+      },
+      std::weak_ptr<const void>(alive_));
 }
 
 }  // namespace matrix

@@ -42,6 +42,8 @@ struct AnrTracer::Crossing {
 
 AnrTracer::AnrTracer(Options options)
     : Tracer(kDispatchEnd), options_(std::move(options)), proc_(options_.proc_root) {
+  // DispatchEnd() matters only while a LAG is pending (see SyncEndFloor()).
+  set_dispatch_end_floor_ns(kNoDispatchEnd);
   MATRIX_CHECK(options_.monitor != nullptr, "AnrTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.watchdog_looper != nullptr, "AnrTracer needs a watchdog looper");
   MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");
@@ -207,6 +209,7 @@ void AnrTracer::Check() {
       // dispatch ending while the capture runs (a slow capture: a loaded
       // machine, ThreadSanitizer) still reports its own end time: its
       // DispatchEnd posts the LAG, which runs on this thread after this check.
+      set_dispatch_end_floor_ns(0);  // First: the looper must call DispatchEnd() now.
       lag_pending_number_.store(s.dispatch_number);
       if (!DebuggerSuppresses()) {
         pending_lag_ = Capture(s, now, running_from + options_.lag_threshold, /*for_anr=*/false);
@@ -234,7 +237,15 @@ void AnrTracer::Check() {
       next = TakeKeyCapture(s, now, running_from + options_.anr_threshold, /*for_anr=*/true);
     }
   }
+  SyncEndFloor();
   ScheduleCheck(next);
+}
+
+void AnrTracer::SyncEndFloor() {
+  // Watchdog thread, the only one that sets a pending number: with none
+  // pending, none can appear before this store, and the looper thread skips
+  // DispatchEnd() again. (The looper only ever clears the number.)
+  if (lag_pending_number_.load() == 0) set_dispatch_end_floor_ns(kNoDispatchEnd);
 }
 
 TimeTicks AnrTracer::TakeKeyCapture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,

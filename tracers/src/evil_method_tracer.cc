@@ -26,9 +26,9 @@ struct EvilMethodTracer::SlowDispatch {
 };
 
 EvilMethodTracer::EvilMethodTracer(Options options)
-    : Tracer(kDispatchEnd),
-      options_(std::move(options)),
-      threshold_ns_(absl::ToInt64Nanoseconds(options_.threshold)) {
+    : Tracer(kDispatchEnd), options_(std::move(options)) {
+  // The monitor calls DispatchEnd() for dispatches this long only.
+  set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(options_.threshold));
   MATRIX_CHECK(options_.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.worker_looper != nullptr, "EvilMethodTracer needs a worker looper");
   MATRIX_CHECK(options_.threshold > absl::ZeroDuration(), "the evil threshold must be positive");
@@ -43,7 +43,7 @@ EvilMethodTracer::~EvilMethodTracer() {
 
 void EvilMethodTracer::ModifyEvilThreshold(absl::Duration threshold) {
   if (threshold <= absl::ZeroDuration()) return;
-  threshold_ns_.store(absl::ToInt64Nanoseconds(threshold), std::memory_order_relaxed);
+  set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(threshold));
 }
 
 void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->AddObserver(this); }
@@ -51,10 +51,10 @@ void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->Add
 void EvilMethodTracer::OnDead() { monitor_registration_.Reset(); }
 
 void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
-  // Plain nanoseconds: absl::Duration arithmetic costs dozens of
-  // instructions per message.
+  // The monitor skips shorter dispatches (the floor is the threshold); a
+  // caller outside it may not.
   const int64_t cost_ns = dispatch.end.ToNanoseconds() - dispatch.begin.ToNanoseconds();
-  if (cost_ns < threshold_ns_.load(std::memory_order_relaxed)) return;
+  if (cost_ns < dispatch_end_floor_ns()) return;
   OnSlowDispatch(dispatch);
 }
 
@@ -97,7 +97,7 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   const absl::Duration stopped = monitor->stopped_time().Within(d.begin, d.end);
   const absl::Duration cost = d.end - d.begin - stopped;
   if (stopped > absl::ZeroDuration() &&
-      cost < absl::Nanoseconds(threshold_ns_.load(std::memory_order_relaxed))) {
+      cost < absl::Nanoseconds(dispatch_end_floor_ns())) {
     stopped_suppressed_.fetch_add(1);
     return;  // Slow only because the process was stopped.
   }

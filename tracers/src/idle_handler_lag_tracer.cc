@@ -6,7 +6,8 @@
 
 namespace matrix {
 
-IdleHandlerLagTracer::IdleHandlerLagTracer(Options options) : options_(std::move(options)) {
+IdleHandlerLagTracer::IdleHandlerLagTracer(Options options)
+    : DispatchObserver(kIdleHandlers), options_(std::move(options)) {
   MATRIX_CHECK((options_.looper != nullptr) != (options_.looper_monitor != nullptr),
                "IdleHandlerLagTracer needs a Looper or a foreign LooperMonitor (one of them)");
   MATRIX_CHECK(options_.monitor != nullptr, "IdleHandlerLagTracer needs a UIThreadMonitor");

@@ -22,7 +22,8 @@ const char* LooperMonitor::SourceName(Source source) {
 // Bridges the Looper's string-free dispatch observers to the monitor.
 class LooperMonitor::DispatchObserverBridge : public DispatchObserver {
  public:
-  explicit DispatchObserverBridge(LooperMonitor* monitor) : monitor_(monitor) {}
+  explicit DispatchObserverBridge(LooperMonitor* monitor)
+      : DispatchObserver(kDispatches), monitor_(monitor) {}
   void OnDispatchBegin(const Message& msg, TimeTicks begin) override {
     DispatchInfo info;
     info.message = &msg;

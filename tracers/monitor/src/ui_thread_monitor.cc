@@ -406,8 +406,9 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
       if (o != nullptr) o->DoFrame(frame_);
     }
   }
+  const int64_t cost_ns = end.ToNanoseconds() - begin.ToNanoseconds();
   for (LooperObserver* o : flat_end_) {
-    if (o != nullptr) o->DispatchEnd(dispatch_);
+    if (o != nullptr && cost_ns >= o->dispatch_end_floor_ns()) o->DispatchEnd(dispatch_);
   }
   in_dispatch_ = false;
   if (flat_stale_) RebuildFlatLists();  // Observers came or went during it.

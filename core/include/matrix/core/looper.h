@@ -26,6 +26,7 @@
 #define MATRIX_CORE_LOOPER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,8 +58,18 @@ class Printer {
 // hears of the next one. Timestamps come from the looper's clock; `begin` is
 // the reading that found the message due, `end` is taken once after dispatch
 // and shared by every observer.
+//
+// An observer says at construction which events it wants (dispatches, idle
+// handler runs, or both); the Looper calls it for those only, so an observer
+// of idle handlers costs nothing per message.
 class DispatchObserver {
  public:
+  enum Events : uint8_t {
+    kDispatches = 1,
+    kIdleHandlers = 2,
+    kAllEvents = kDispatches | kIdleHandlers,
+  };
+  explicit DispatchObserver(uint8_t events = kAllEvents) : events_(events) {}
   virtual ~DispatchObserver() = default;
   virtual void OnDispatchBegin(const Message& msg, TimeTicks begin) = 0;
   virtual void OnDispatchEnd(const Message& msg, TimeTicks begin, TimeTicks end) = 0;
@@ -66,6 +77,11 @@ class DispatchObserver {
   virtual void OnIdleHandlerBegin(const IdleHandler& /*handler*/, TimeTicks /*begin*/) {}
   virtual void OnIdleHandlerEnd(const IdleHandler& /*handler*/, TimeTicks /*begin*/,
                                 TimeTicks /*end*/) {}
+
+  uint8_t events() const { return events_; }
+
+ private:
+  const uint8_t events_;
 };
 
 class Looper {
@@ -137,7 +153,8 @@ class Looper {
 
   // AddDispatchObserver()
   //
-  // Registers `observer` (not owned) until the returned handle is destroyed.
+  // Registers `observer` (not owned) for the events it wants (see
+  // DispatchObserver::events()) until the returned handle is destroyed.
   // Looper thread only.
   [[nodiscard]] ObserverRegistration AddDispatchObserver(DispatchObserver* observer);
 
@@ -168,7 +185,10 @@ class Looper {
   const std::shared_ptr<MessageQueue> queue_;
   ThreadHandle thread_;
   std::atomic<Printer*> printer_{nullptr};
-  ObserverList<DispatchObserver> observers_;
+  ObserverList<DispatchObserver> observers_;       // Want kDispatches.
+  ObserverList<DispatchObserver> idle_observers_;  // Want kIdleHandlers.
+  // Keeps a two-list registration's active() honest once the looper is gone.
+  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);
   int dispatch_depth_ = 0;
   std::atomic<bool> looping_{false};
   // True once the idle handlers ran and no message was dispatched since.

@@ -114,6 +114,8 @@ class AnrTracer : public Tracer {
   explicit AnrTracer(Options options);
   ~AnrTracer() override;
 
+  // Called by the monitor only while a LAG is pending (its dispatch-end floor
+  // is 0 then, kNoDispatchEnd otherwise).
   void DispatchEnd(const DispatchData& dispatch) override;
 
   // Counters. Any thread.
@@ -135,6 +137,8 @@ class AnrTracer : public Tracer {
   struct Crossing;
   void Check();
   void ScheduleCheck(TimeTicks at);
+  static constexpr int64_t kNoDispatchEnd = INT64_MAX;
+  void SyncEndFloor();
   std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
                                     TimeTicks threshold_at, bool for_anr);
   // Takes the next key capture of the running dispatch when it is due before

@@ -64,7 +64,7 @@ class EvilMethodTracer : public Tracer {
   // Changes the threshold from the next dispatch on. Any thread.
   void ModifyEvilThreshold(absl::Duration threshold);
   absl::Duration evil_threshold() const {
-    return absl::Nanoseconds(threshold_ns_.load(std::memory_order_relaxed));
+    return absl::Nanoseconds(dispatch_end_floor_ns());
   }
   // Slow dispatches seen. Any thread.
   int64_t evil_count() const { return evil_count_.load(); }
@@ -88,7 +88,6 @@ class EvilMethodTracer : public Tracer {
   void Analyze(const SlowDispatch& slow);
 
   Options options_;
-  std::atomic<int64_t> threshold_ns_;
   std::atomic<int64_t> evil_count_{0};
   std::atomic<int64_t> debugger_suppressed_{0};
   std::atomic<int64_t> stopped_suppressed_{0};

@@ -69,7 +69,8 @@ class IdleHandlerLagTracer : public Tracer,
   void OnDead() override;
 
  private:
-  // DispatchObserver (looper thread). Only idle-handler runs matter here.
+  // DispatchObserver (looper thread), for idle-handler runs only: the Looper
+  // never calls the dispatch callbacks of an observer that does not want them.
   void OnDispatchBegin(const Message&, TimeTicks) override {}
   void OnDispatchEnd(const Message&, TimeTicks, TimeTicks) override {}
   void OnIdleHandlerBegin(const IdleHandler& handler, TimeTicks begin) override;

@@ -156,8 +156,17 @@ class LooperObserver {
 
   uint8_t callbacks() const { return callbacks_; }
 
+  // The shortest dispatch, in nanoseconds, whose DispatchEnd() this observer
+  // needs: the monitor skips the call for shorter ones (a slow-dispatch
+  // detector costs one load and compare per message, not a virtual call).
+  // 0, the default: every dispatch. Any thread may change it; the monitor
+  // reads it at each dispatch end.
+  void set_dispatch_end_floor_ns(int64_t ns) { dispatch_end_floor_ns_.store(ns); }
+  int64_t dispatch_end_floor_ns() const { return dispatch_end_floor_ns_.load(); }
+
  private:
   const uint8_t callbacks_;
+  std::atomic<int64_t> dispatch_end_floor_ns_{0};
 };
 
 class UIThreadMonitor : public LooperDispatchListener {
