@@ -91,7 +91,10 @@ struct StartupTracer::Startup {
   uint64_t mark_end = 0;
 };
 
-StartupTracer::StartupTracer(Options options) : options_(std::move(options)) {
+StartupTracer::StartupTracer(Options options)
+    : Tracer(kDoFrame | kDispatchEnd), options_(std::move(options)) {
+  // DispatchEnd() matters only while a shown scene waits (see SetShownPending()).
+  set_dispatch_end_floor_ns(kNoDispatchEnd);
   MATRIX_CHECK(options_.monitor != nullptr, "StartupTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.worker_looper != nullptr, "StartupTracer needs a worker looper");
   worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::StartupTracer");
@@ -157,11 +160,16 @@ void StartupTracer::OnSceneCreated(SceneId scene) {
 
 void StartupTracer::OnSceneShown(SceneId scene) {
   MATRIX_ON_LOOPER_THREAD(OnSceneShown(scene));
-  if (!WaitsForFrame() && !in_dispatch_) {
+  if (!WaitsForFrame() && !options_.monitor->in_dispatch()) {
     OnShownDrawn(scene, options_.monitor->clock()->NowTicks());
     return;
   }
+  SetShownPending(scene);
+}
+
+void StartupTracer::SetShownPending(std::optional<SceneId> scene) {
   shown_pending_ = scene;
+  set_dispatch_end_floor_ns(scene.has_value() ? 0 : kNoDispatchEnd);
 }
 
 void StartupTracer::OnSceneDestroyed(SceneId scene) {
@@ -171,27 +179,18 @@ void StartupTracer::OnSceneDestroyed(SceneId scene) {
 
 #undef MATRIX_ON_LOOPER_THREAD
 
-void StartupTracer::DispatchBegin(const DispatchData& dispatch) {
-  in_dispatch_ = true;
-  if (!first_dispatch_seen_) {
-    first_dispatch_seen_ = true;
-    first_dispatch_ = dispatch.begin;
-  }
-}
-
 void StartupTracer::DoFrame(const FrameData& frame) {
   if (frame.is_vsync_frame && shown_pending_) {
     const SceneId scene = *shown_pending_;
-    shown_pending_.reset();
+    SetShownPending(std::nullopt);
     OnShownDrawn(scene, frame.end);
   }
 }
 
 void StartupTracer::DispatchEnd(const DispatchData& dispatch) {
-  in_dispatch_ = false;
   if (!WaitsForFrame() && shown_pending_) {
     const SceneId scene = *shown_pending_;
-    shown_pending_.reset();
+    SetShownPending(std::nullopt);
     OnShownDrawn(scene, dispatch.end);
   }
 }
@@ -219,7 +218,8 @@ void StartupTracer::OnShownDrawn(SceneId scene, TimeTicks at) {
       startup->create_end = TimeTicks::FromNanoseconds(end_ns);
       startup->create_source = "marks";
     } else {
-      startup->create_end = first_dispatch_seen_ ? first_dispatch_ : at;
+      const TimeTicks first_dispatch = options_.monitor->first_dispatch_begin();
+      startup->create_end = !first_dispatch.is_null() ? first_dispatch : at;
       startup->create_source = "first_dispatch";
     }
     startup->first_scene_created = first_scene_created_;

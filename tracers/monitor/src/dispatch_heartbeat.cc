@@ -10,15 +10,6 @@ namespace matrix {
 namespace {
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
-constexpr uint64_t kStateWriting = 1;
-constexpr uint64_t kStateEnded = 2;
-// In the target word's low bits.
-constexpr uint64_t kFlagCallback = 1;
-constexpr uint64_t kFlagLabel = 2;
-constexpr uint64_t kFlagLogLine = 4;
-constexpr uint64_t kFlagMask = 7;
-
-uint64_t Word(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 template <typename T>
 T* Pointer(uint64_t w) {
   return reinterpret_cast<T*>(static_cast<uintptr_t>(w));
@@ -39,67 +30,20 @@ DispatchHeartbeat::DispatchHeartbeat(size_t capacity)
 
 DispatchHeartbeat::~DispatchHeartbeat() = default;
 
-void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark) {
-  const uint64_t n = head_.load(kRelaxed) + 1;  // Single writer.
-  Slot& slot = slots_[(n - 1) & mask_];
-  slot.version.store((n << 2) | kStateWriting, kRelaxed);
+void DispatchHeartbeat::WriteLogLine(uint64_t number, std::string_view line) {
+  // The first 128 bytes, under the log line's own seqlock.
+  const uint64_t seq = log_seq_.load(kRelaxed);
+  log_seq_.store(seq + 1, kRelaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  uint64_t function = 0;
-  uint64_t file = 0;
-  uint64_t line_what = 0;
-  uint64_t target_name = 0;
-  uint64_t target = 0;
-  if (const Message* msg = info.message) {
-    if (msg->posted_from.has_source_info()) {
-      function = Word(msg->posted_from.function_name());
-      file = Word(msg->posted_from.file_name());
-    }
-    line_what = static_cast<uint32_t>(msg->posted_from.line_number()) |
-                (static_cast<uint64_t>(static_cast<uint32_t>(msg->what)) << 32);
-    if (const Handler* handler = msg->target()) {
-      target_name = Word(&handler->name());
-      target = Word(handler);
-    }
-    if (msg->callback) target |= kFlagCallback;
-  } else if (info.label != nullptr) {
-    function = Word(info.label);
-    target = kFlagLabel;
+  log_number_.store(number, kRelaxed);
+  const size_t length = std::min(line.size(), kLogWords * 8);
+  log_length_.store(static_cast<uint32_t>(length), kRelaxed);
+  for (size_t i = 0; i * 8 < length; ++i) {
+    uint64_t word = 0;
+    std::memcpy(&word, line.data() + i * 8, std::min<size_t>(8, length - i * 8));
+    log_words_[i].store(word, kRelaxed);
   }
-  if (!info.log_line.empty()) {  // Printer source only: the first 128 bytes.
-    target |= kFlagLogLine;
-    const uint64_t seq = log_seq_.load(kRelaxed);
-    log_seq_.store(seq + 1, kRelaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    log_number_.store(n, kRelaxed);
-    const size_t length = std::min(info.log_line.size(), kLogWords * 8);
-    log_length_.store(static_cast<uint32_t>(length), kRelaxed);
-    for (size_t i = 0; i * 8 < length; ++i) {
-      uint64_t word = 0;
-      std::memcpy(&word, info.log_line.data() + i * 8, std::min<size_t>(8, length - i * 8));
-      log_words_[i].store(word, kRelaxed);
-    }
-    log_seq_.store(seq + 2, std::memory_order_release);
-  }
-  slot.begin_ns.store(begin.ToNanoseconds(), kRelaxed);
-  slot.end_ns.store(0, kRelaxed);
-  slot.function_or_label.store(function, kRelaxed);
-  slot.file.store(file, kRelaxed);
-  slot.line_what.store(line_what, kRelaxed);
-  slot.target_name.store(target_name, kRelaxed);
-  slot.target_and_flags.store(target, kRelaxed);
-  slot.method_mark.store(method_mark, kRelaxed);
-  slot.version.store(n << 2, std::memory_order_release);
-  head_.store(n, std::memory_order_release);
-}
-
-void DispatchHeartbeat::End(TimeTicks end) {
-  const uint64_t n = head_.load(kRelaxed);
-  if (n == 0) return;
-  Slot& slot = slots_[(n - 1) & mask_];
-  slot.version.store((n << 2) | kStateEnded | kStateWriting, kRelaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  slot.end_ns.store(end.ToNanoseconds(), kRelaxed);
-  slot.version.store((n << 2) | kStateEnded, std::memory_order_release);
+  log_seq_.store(seq + 2, std::memory_order_release);
 }
 
 bool DispatchHeartbeat::ReadSlot(uint64_t number, Record* out, bool* has_log_line) const {

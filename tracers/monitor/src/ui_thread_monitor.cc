@@ -306,6 +306,7 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
       begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_) {
     idle_since_frame_ = true;  // The loop waited: no frame was due.
   }
+  if (first_dispatch_begin_.is_null()) first_dispatch_begin_ = begin;
   dispatch_.begin = begin;
   dispatch_.end = TimeTicks();
   dispatch_.is_vsync_frame = false;

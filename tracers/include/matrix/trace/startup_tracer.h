@@ -87,7 +87,6 @@ class StartupTracer : public Tracer, private AppStateObserver {
   explicit StartupTracer(Options options);
   ~StartupTracer() override;
 
-  void DispatchBegin(const DispatchData& dispatch) override;
   void DoFrame(const FrameData& frame) override;
   void DispatchEnd(const DispatchData& dispatch) override;
 
@@ -120,8 +119,6 @@ class StartupTracer : public Tracer, private AppStateObserver {
   std::vector<SceneId> splash_ids_;
 
   // Looper thread.
-  bool first_dispatch_seen_ = false;
-  TimeTicks first_dispatch_;
   bool cold_done_ = false;
   bool splash_shown_ = false;
   TimeTicks first_scene_created_;
@@ -135,7 +132,10 @@ class StartupTracer : public Tracer, private AppStateObserver {
   TimeTicks warm_mark_time_;
   int warm_count_ = 0;
   std::optional<SceneId> shown_pending_;  // Shown; waiting for its first frame.
-  bool in_dispatch_ = false;
+  // Sets shown_pending_, and the dispatch-end floor: 0 while a scene waits,
+  // else the monitor skips DispatchEnd().
+  static constexpr int64_t kNoDispatchEnd = INT64_MAX;
+  void SetShownPending(std::optional<SceneId> scene);
 };
 
 }  // namespace matrix

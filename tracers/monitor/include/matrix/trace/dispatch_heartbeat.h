@@ -33,8 +33,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "matrix/core/handler.h"
 #include "matrix/core/location.h"
+#include "matrix/core/message.h"
 #include "matrix/core/time_ticks.h"
 #include "matrix/trace/looper_monitor.h"
 
@@ -112,6 +115,16 @@ class DispatchHeartbeat {
 
  private:
   static constexpr size_t kLogWords = 16;  // Up to 128 bytes of a log line.
+  static constexpr uint64_t kStateWriting = 1;
+  static constexpr uint64_t kStateEnded = 2;
+  // In the target word's low bits.
+  static constexpr uint64_t kFlagCallback = 1;
+  static constexpr uint64_t kFlagLabel = 2;
+  static constexpr uint64_t kFlagLogLine = 4;
+  static constexpr uint64_t kFlagMask = 7;
+  static uint64_t ToWord(const void* p) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  }
 
   // `version` is number * 4 + state: bit 0 while the slot is written, bit 1
   // once the dispatch ended. Flags (kFlag*) ride in the target word's low
@@ -128,6 +141,7 @@ class DispatchHeartbeat {
     std::atomic<uint64_t> method_mark{0};
   };
 
+  void WriteLogLine(uint64_t number, std::string_view line);
   bool ReadSlot(uint64_t number, Record* out, bool* has_log_line) const;
   bool ReadLogLine(uint64_t number, std::string* out) const;
 
@@ -141,6 +155,60 @@ class DispatchHeartbeat {
   std::atomic<uint32_t> log_length_{0};
   std::array<std::atomic<uint64_t>, kLogWords> log_words_{};
 };
+
+// Inline: the looper thread calls these at every dispatch.
+inline void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info,
+                                     uint64_t method_mark) {
+  const uint64_t n = head_.load(std::memory_order_relaxed) + 1;  // Single writer.
+  Slot& slot = slots_[(n - 1) & mask_];
+  slot.version.store((n << 2) | kStateWriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  uint64_t function = 0;
+  uint64_t file = 0;
+  uint64_t line_what = 0;
+  uint64_t target_name = 0;
+  uint64_t target = 0;
+  if (const Message* msg = info.message) {
+    if (msg->posted_from.has_source_info()) {
+      function = ToWord(msg->posted_from.function_name());
+      file = ToWord(msg->posted_from.file_name());
+    }
+    line_what = static_cast<uint32_t>(msg->posted_from.line_number()) |
+                (static_cast<uint64_t>(static_cast<uint32_t>(msg->what)) << 32);
+    if (const Handler* handler = msg->target()) {
+      target_name = ToWord(&handler->name());
+      target = ToWord(handler);
+    }
+    if (msg->callback) target |= kFlagCallback;
+  } else if (info.label != nullptr) {
+    function = ToWord(info.label);
+    target = kFlagLabel;
+  }
+  if (!info.log_line.empty()) {  // Printer source only.
+    target |= kFlagLogLine;
+    WriteLogLine(n, info.log_line);
+  }
+  slot.begin_ns.store(begin.ToNanoseconds(), std::memory_order_relaxed);
+  slot.end_ns.store(0, std::memory_order_relaxed);
+  slot.function_or_label.store(function, std::memory_order_relaxed);
+  slot.file.store(file, std::memory_order_relaxed);
+  slot.line_what.store(line_what, std::memory_order_relaxed);
+  slot.target_name.store(target_name, std::memory_order_relaxed);
+  slot.target_and_flags.store(target, std::memory_order_relaxed);
+  slot.method_mark.store(method_mark, std::memory_order_relaxed);
+  slot.version.store(n << 2, std::memory_order_release);
+  head_.store(n, std::memory_order_release);
+}
+
+inline void DispatchHeartbeat::End(TimeTicks end) {
+  const uint64_t n = head_.load(std::memory_order_relaxed);
+  if (n == 0) return;
+  Slot& slot = slots_[(n - 1) & mask_];
+  slot.version.store((n << 2) | kStateEnded | kStateWriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.end_ns.store(end.ToNanoseconds(), std::memory_order_relaxed);
+  slot.version.store((n << 2) | kStateEnded, std::memory_order_release);
+}
 
 }  // namespace matrix
 

@@ -230,6 +230,10 @@ class UIThreadMonitor : public LooperDispatchListener {
   bool has_frame_source() const { return frame_sources_ > 0; }
 
   const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
+  // Whether a dispatch runs now, and when the first one since Start() began
+  // (null before it). Looper thread.
+  bool in_dispatch() const { return in_dispatch_; }
+  TimeTicks first_dispatch_begin() const { return first_dispatch_begin_; }
 
   // The frame the dispatch in progress draws, as DoFrame() passed it:
   // meaningful from DoFrame() until the dispatch's DispatchEnd() returns.
@@ -311,6 +315,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::vector<LooperObserver*> flat_end_;
   bool flat_stale_ = false;
   bool in_dispatch_ = false;  // A tracked dispatch runs (began, not ended).
+  TimeTicks first_dispatch_begin_;
   // Keeps AddObserver() handles' active() honest once the monitor is gone.
   std::shared_ptr<UIThreadMonitor*> self_ = std::make_shared<UIThreadMonitor*>(this);
   DispatchHeartbeat heartbeat_;
