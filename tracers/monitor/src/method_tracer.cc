@@ -127,6 +127,8 @@ MATRIX_NO_INSTRUMENT void internal::AppendMethodRecord(bool exit, void* fn) {
   AppendFunction(exit ? record::kKindExit : record::kKindEnter, fn);
 }
 
+void* internal::CurrentThreadWriterState() { return &tls_writer; }
+
 // ---------------------------------------------------------------------------
 // MethodTracer.
 

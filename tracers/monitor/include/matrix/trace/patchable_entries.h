@@ -85,6 +85,10 @@ inline constexpr size_t kWriterEpochOffset = 24;
 inline constexpr size_t kWriterNowNsOffset = 32;
 inline constexpr size_t kWriterPublishedOffset = 40;
 
+// The calling thread's writer state (method_tracer.cc), whose fields the
+// stubs address relative to the thread pointer.
+void* CurrentThreadWriterState();
+
 // The hooks' write path (method_tracer.cc): appends a method-in (exit =
 // false) or method-out record for `fn` if the calling thread is traced.
 void AppendMethodRecord(bool exit, void* fn);
