@@ -3,26 +3,30 @@
 //
 // How a patched entry works (x86-64). GCC's -fpatchable-function-entry=5
 // puts five one-byte nops at the entry A of every function. Patch() rewrites
-// them as `jmp stub` (e9 + rel32), where the stub is per function:
+// them as `jmp stub` (e9 + rel32), where the stub is generated for that
+// function from the template below (the function's address, its records and
+// the thread-pointer offsets of the per-thread state are immediates):
 //
-//   stub:  movabs $(A << 14), %r11   ; A as a record's address bits
-//          cmpq $0, %fs:writer        ; this thread's matrix_patch_thread.writer
-//          jne  matrix_patch_enter    ; traced: the trampoline below
-//          jmp  A+5                   ; not traced: back into the function
+//   stub:  top < limit on this thread?   ; %fs-relative (initial-exec TLS)
+//            no -> jmp A+5                ; not traced: back into the function
+//          reserve a shadow-stack entry; caller's return address, rbx, r12 -> it
+//          method-in record, inline        ; as method_tracer.cc's Append()
+//          call A+5                        ; the body
+//          method-out record, inline
+//          pop the entry; return to the caller
 //
-// so a thread that runs no MethodTracer pays two direct jumps, a move and
-// one TLS compare, and no call. On the traced thread matrix_patch_enter writes
-// the method-in record, moves the caller's return address (and rbx) to a
-// per-thread shadow stack, and CALLS the function body at A+5 with the stack
+// so a thread that runs no MethodTracer pays two TLS loads, a compare and two
+// direct jumps, and no call (limit is null except on the traced thread). On
+// the traced thread the stub CALLS the function body at A+5 with the stack
 // exactly as the caller left it (the return-address slot now holds the
-// trampoline's own return address). When the body returns, the trampoline
-// writes the method-out record and returns to the caller. The return stack
-// buffer stays balanced (the entry is a jmp, the body is a call), so no
-// return is mispredicted, unlike return-address hijacking (uftrace).
+// stub's own return address). The return stack buffer stays balanced (the
+// entry is a jmp, the body is a call), so no return is mispredicted, unlike
+// return-address hijacking (uftrace).
 //
 // Exceptions: while the body runs, rbx holds the address of its shadow-stack
-// entry (rbx is callee-saved, so the body keeps it). The trampoline's CFI
-// says "the return address is at [rbx], the caller's rbx at [rbx+8]", so the
+// entry (rbx is callee-saved, so the body keeps it). The stub's FDE
+// (UnwindTable, registered with __register_frame) says "the return address
+// is at [rbx], the caller's rbx at [rbx+8], its r12 at [rbx+16]", so the
 // unwinder walks through it, and its personality routine writes the
 // method-out record and pops the entry in the cleanup phase, as
 // -finstrument-functions's cleanup does.
@@ -75,7 +79,7 @@ namespace {
 struct ShadowEntry {
   uintptr_t ret;  // The caller's return address.
   uintptr_t rbx;  // The caller's rbx.
-  uintptr_t r10;  // The caller's r10 (the static chain), while the method-in record is written.
+  uintptr_t r12;  // The caller's r12 (the stub keeps the method-out record's index in r12).
   uintptr_t unused;
 };
 static_assert(sizeof(ShadowEntry) == 32, "the stubs index entries by 32 bytes");
@@ -84,8 +88,8 @@ static_assert(sizeof(ShadowEntry) == 32, "the stubs index entries by 32 bytes");
 }  // namespace matrix
 
 extern "C" {
-// Per-thread state read by the stubs (offsets are fixed: 0 writer, 8 top,
-// 16 limit). writer != nullptr only on a traced thread.
+// Per-thread state read by the stubs. writer != nullptr, and limit != nullptr,
+// only on a traced thread.
 struct MatrixPatchThread {
   void* writer;
   matrix::ShadowEntry* top;
@@ -99,26 +103,29 @@ __attribute__((visibility("hidden"), tls_model("initial-exec"))) constinit threa
 namespace matrix {
 namespace internal {
 
+// The stubs trace a call only while top < limit: limit stays null except
+// while a tracer is attached, so it is set last and cleared first.
 void PatchedEntriesAttachThread(void* writer) {
   MatrixPatchThread& t = matrix_patch_thread;
   if (t.base == nullptr) {
     t.base = new ShadowEntry[PatchableEntries::kShadowDepth]();
     t.top = t.base;
-    t.limit = t.base + PatchableEntries::kShadowDepth;
   }
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t.writer = writer;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t.limit = t.base + PatchableEntries::kShadowDepth;
 }
 
 void PatchedEntriesDetachThread() {
   MatrixPatchThread& t = matrix_patch_thread;
-  t.writer = nullptr;
+  t.limit = nullptr;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t.writer = nullptr;
   // Traced frames still running (the tracer stopped inside one) pop their
   // entries when they return: keep the stack for them.
   if (t.top == t.base) {
     delete[] t.base;
-    t.base = t.top = t.limit = nullptr;
+    t.base = t.top = nullptr;
   }
 }
 
@@ -173,82 +180,90 @@ void __register_frame(void*);
 //   %fs:0x717171Tk  the thread-pointer offsets of matrix_patch_thread's
 //                   fields (T = 0: 1 writer, 2 top, 3 limit) and of
 //                   method_tracer.cc's writer state (T = 1: 1 slots, 2 mask,
-//                   3 next, 4 epoch, 5 now_ns, 6 published),
+//                   3 next, 4 epoch, 5 now_ns),
 //   0x71717121      rel32 of A+5 (the body), 0x71717122 the same for a call,
 //   0x7171717171717131 / ...34  the method-in / method-out record of A
 //                   without time bits, ...32 A, ...33 matrix_patch_append_saved.
 //
-// A thread that runs no MethodTracer pays one TLS compare and a jump back
-// to A+5. On the traced thread the stub reserves a shadow-stack entry, saves
-// the caller's return address, rbx and r10 (the static chain) there, writes
-// the method-in record inline (as method_tracer.cc's Append() does) with r10
-// and r11 only, and CALLS the body at A+5 with the stack exactly as the
-// caller left it (the return-address slot now holds the stub's own return
-// address). When the body returns, the stub writes the method-out record
+// A thread that runs no MethodTracer pays two TLS loads, a compare and a
+// jump back to A+5. On the traced thread the stub reserves a shadow-stack
+// entry, saves the caller's return address, rbx and r12 there, writes the
+// method-in record inline (as method_tracer.cc's Append() does) with r11 and
+// r12 only (every argument register, r10 and the vector registers are kept),
+// and CALLS the body at A+5. r12 (callee-saved) then holds the index the
+// method-out record gets if the body writes no record: a leaf's exit then
+// needs no dependent load of the writer's index (the compare with it is
+// predicted per stub). After the body the stub writes the method-out record
 // (rax, rdx, xmm0-1 are live; r10 and r11 are not), pops the entry and
-// returns to the caller. The return stack buffer stays balanced.
+// returns to the caller.
 //
-// Exceptions: while the body runs, rbx holds the address of the shadow-stack
-// entry (rbx is callee-saved). The stub's FDE (WriteUnwindInfo()) says "the
-// return address is at [rbx], the caller's rbx at [rbx+8]"; its personality
-// routine writes the method-out record in the cleanup phase.
+// Exceptions: see the top of this file.
 asm(R"(
-  .macro MATRIX_STUB_RECORD enc, slow
-  movq %fs:0x71717115, %r11
-  movq (%r11), %r11
-  movq %r11, %r10
-  shrq $24, %r10
-  cmpq %fs:0x71717114, %r10
-  jne \slow
-  shrq $10, %r11
-  andl $0x3fff, %r11d
-  movabsq $\enc, %r10
-  orq %r10, %r11
-  movq %fs:0x71717113, %r10
-  andq %fs:0x71717112, %r10
-  shlq $3, %r10
-  addq %fs:0x71717111, %r10
-  movq %r11, (%r10)
-  movq %fs:0x71717113, %r10
-  incq %r10
-  movq %r10, %fs:0x71717113
-  movq %fs:0x71717116, %r11
-  movq %r10, (%r11)
-  .endm
-
   .section .rodata.matrix_patch_stub,"a"
   .p2align 4
   .globl matrix_patch_stub_tpl
   .hidden matrix_patch_stub_tpl
 matrix_patch_stub_tpl:
-  cmpq $0, %fs:0x71717101
-  .byte 0x0f, 0x84
-  .long 0x71717121
+  # Traced thread with room on the shadow stack? (top = limit = 0 elsewhere.)
   movq %fs:0x71717102, %r11
   cmpq %fs:0x71717103, %r11
   .byte 0x0f, 0x83
   .long 0x71717121
   addq $32, %r11
   movq %r11, %fs:0x71717102
-  movq %r10, -16(%r11)
   movq (%rsp), %r10
   movq %r10, -32(%r11)
   movq %rbx, -24(%r11)
+  movq %r12, -16(%r11)
   leaq -32(%r11), %rbx
 .Lmps_saved:
-  MATRIX_STUB_RECORD 0x7171717171717131, .Lmps_enter_slow
+  # The method-in record, with r11 and r12 only.
+  movq %fs:0x71717115, %r12
+  movq %r12, %r11
+  shrq $24, %r11
+  cmpq %fs:0x71717114, %r11
+  jne .Lmps_enter_slow
+  shrq $10, %r12
+  andl $0x3fff, %r12d
+  movabsq $0x7171717171717131, %r11
+  orq %r11, %r12
+  movq %fs:0x71717113, %r11
+  andq %fs:0x71717112, %r11
+  shlq $3, %r11
+  addq %fs:0x71717111, %r11
+  movq %r12, (%r11)
+  movq %fs:0x71717113, %r12
+  incq %r12
+  movq %r12, %fs:0x71717113
 .Lmps_enter_done:
-  movq 16(%rbx), %r10
+  # r12 = the index the method-out record gets if the body writes none.
   leaq 8(%rsp), %rsp
 .Lmps_call:
   .byte 0xe8
   .long 0x71717122
-  cmpq $0, %fs:0x71717101
-  je .Lmps_pop
-  MATRIX_STUB_RECORD 0x7171717171717134, .Lmps_exit_slow
+  movq %fs:0x71717115, %r11
+  movq %r11, %r10
+  shrq $24, %r10
+  cmpq %fs:0x71717114, %r10
+  jne .Lmps_exit_slow
+  shrq $10, %r11
+  andl $0x3fff, %r11d
+  movabsq $0x7171717171717134, %r10
+  orq %r10, %r11
+  cmpq %fs:0x71717113, %r12
+  jne .Lmps_exit_nested
+.Lmps_exit_store:
+  movq %r12, %r10
+  andq %fs:0x71717112, %r10
+  shlq $3, %r10
+  addq %fs:0x71717111, %r10
+  movq %r11, (%r10)
+  incq %r12
+  movq %r12, %fs:0x71717113
 .Lmps_pop:
   movq 0(%rbx), %r11
   movq 8(%rbx), %r10
+  movq 16(%rbx), %r12
   movq %rbx, %fs:0x71717102
 .Lmps_popped:
   movq %r10, %rbx
@@ -256,6 +271,12 @@ matrix_patch_stub_tpl:
   pushq %r11
 .Lmps_pushed:
   ret
+.Lmps_exit_nested:
+  # The body wrote records, or the tracer stopped inside it.
+  cmpq $0, %fs:0x71717101
+  je .Lmps_pop
+  movq %fs:0x71717113, %r12
+  jmp .Lmps_exit_store
 .Lmps_enter_slow:
   pushq $0
 .Lmps_es_pushed:
@@ -263,6 +284,7 @@ matrix_patch_stub_tpl:
   call *.Lmps_append(%rip)
   leaq 8(%rsp), %rsp
 .Lmps_es_popped:
+  movq %fs:0x71717113, %r12
   jmp .Lmps_enter_done
 .Lmps_exit_slow:
   pushq $1
@@ -288,6 +310,7 @@ matrix_patch_stub_cfi:
   .long .Lmps_popped - matrix_patch_stub_tpl
   .long .Lmps_restored - matrix_patch_stub_tpl
   .long .Lmps_pushed - matrix_patch_stub_tpl
+  .long .Lmps_exit_nested - matrix_patch_stub_tpl
   .long .Lmps_enter_slow - matrix_patch_stub_tpl
   .long .Lmps_es_pushed - matrix_patch_stub_tpl
   .long .Lmps_es_popped - matrix_patch_stub_tpl
@@ -295,7 +318,6 @@ matrix_patch_stub_cfi:
   .long .Lmps_xs_pushed - matrix_patch_stub_tpl
   .long .Lmps_xs_popped - matrix_patch_stub_tpl
   .long matrix_patch_stub_tpl_end - matrix_patch_stub_tpl
-  .purgem MATRIX_STUB_RECORD
 
 # In: r11 = fn, [rsp+8] = kind (0 in, 1 out). Saves every caller-saved
 # register and xmm0-7 around matrix_patch_append_record.
@@ -391,7 +413,7 @@ constexpr uint8_t kSafeBytes[] = {0x90, 0xf5, 0xf8, 0xf9, 0xfc};
 // Most-significant byte: the nearest stubs (50-60 MB below) first.
 constexpr uint8_t kSafeHighBytes[] = {0xfc, 0xf9, 0xf8, 0xf5, 0x90};
 constexpr size_t kEntryBytes = 5;
-constexpr size_t kStubSize = 448;  // The template, rounded up (checked).
+constexpr size_t kStubSize = 464;  // The template, rounded up (checked).
 constexpr uintptr_t kPage = 4096;
 
 struct Site {
@@ -619,7 +641,6 @@ void WriteStub(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls) {
   replace(0x71717113, 4, tls32(tls.writer, internal::kWriterNextOffset));
   replace(0x71717114, 4, tls32(tls.writer, internal::kWriterEpochOffset));
   replace(0x71717115, 4, tls32(tls.writer, internal::kWriterNowNsOffset));
-  replace(0x71717116, 4, tls32(tls.writer, internal::kWriterPublishedOffset));
   replace(0x71717121, 4, rel32(entry + kEntryBytes));
   replace(0x71717122, 4, rel32(entry + kEntryBytes));
   WriteCode(stub, b, kStubSize);
@@ -654,8 +675,8 @@ class UnwindTable {
   void AddStub(uintptr_t stub, uintptr_t entry) {
     const uint32_t* p = matrix_patch_stub_cfi;
     const uint32_t saved = p[0], call = p[1], popped = p[2], restored = p[3], pushed = p[4],
-                   enter_slow = p[5], es_pushed = p[6], es_popped = p[7], exit_slow = p[8],
-                   xs_pushed = p[9], xs_popped = p[10], size = p[11];
+                   exit_nested = p[5], enter_slow = p[6], es_pushed = p[7], es_popped = p[8],
+                   exit_slow = p[9], xs_pushed = p[10], xs_popped = p[11], size = p[12];
     const size_t start = out_.size();
     Put32(0);
     Put32(static_cast<uint32_t>(out_.size() - 0));  // CIE pointer: back to offset 0.
@@ -678,9 +699,10 @@ class UnwindTable {
       }
       at = to;
     };
-    // The return address at [rbx], the caller's rbx at [rbx+8].
-    const std::initializer_list<uint8_t> kSavedInEntry = {0x10, 0x10, 0x02, 0x73, 0x00,
-                                                          0x10, 0x03, 0x02, 0x73, 0x08};
+    // The return address at [rbx], the caller's rbx at [rbx+8], its r12 at
+    // [rbx+16].
+    const std::initializer_list<uint8_t> kSavedInEntry = {
+        0x10, 0x10, 0x02, 0x73, 0x00, 0x10, 0x03, 0x02, 0x73, 0x08, 0x10, 0x0c, 0x02, 0x73, 0x10};
     // CFA = rsp + k, rsp = CFA - k: the body's CFA is rsp + 0 (the unwinder
     // tells frames apart by CFA).
     auto cfa_above_rsp = [&](uint8_t k) {
@@ -691,13 +713,17 @@ class UnwindTable {
     advance(call);
     cfa_above_rsp(1);
     advance(popped);
-    Bytes({0x09, 0x10, 0x0b, 0x09, 0x03, 0x0a});  // Return address in r11, rbx in r10.
+    // Return address in r11, rbx in r10, r12 restored.
+    Bytes({0x09, 0x10, 0x0b, 0x09, 0x03, 0x0a, 0xcc});
     advance(restored);
     Bytes({0xc3});  // rbx restored.
     advance(pushed);
     Bytes({0x0e, 0x08, 0xc7, 0x90, 0x01});  // CFA = rsp + 8, return address at CFA - 8.
-    advance(enter_slow);
+    advance(exit_nested);  // As after the call.
     Bytes(kSavedInEntry);
+    cfa_above_rsp(1);
+    advance(enter_slow);  // As at `saved`.
+    Bytes({0x0e, 0x08, 0xc7});
     advance(es_pushed);
     Bytes({0x0e, 0x10});
     advance(es_popped);
