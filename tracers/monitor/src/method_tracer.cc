@@ -46,7 +46,7 @@ struct WriterState {
 
 __attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tls_writer;
 
-// The patched-entry trampolines (patchable_entries.cc) write the same records.
+// The patched-entry stubs (patchable_entries.cc) write the same records.
 static_assert(offsetof(WriterState, slots) == internal::kWriterSlotsOffset);
 static_assert(offsetof(WriterState, mask) == internal::kWriterMaskOffset);
 static_assert(offsetof(WriterState, next) == internal::kWriterNextOffset);

@@ -77,7 +77,7 @@ void PatchedEntriesAttachThread(void* writer);
 void PatchedEntriesDetachThread();
 
 // The layout of method_tracer.cc's per-thread writer state, read by the
-// trampolines (static_asserted there).
+// patched-entry stubs (static_asserted there).
 inline constexpr size_t kWriterSlotsOffset = 0;
 inline constexpr size_t kWriterMaskOffset = 8;
 inline constexpr size_t kWriterNextOffset = 16;
