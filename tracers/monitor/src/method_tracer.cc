@@ -6,7 +6,8 @@
 // if someone instruments the whole program by hand.
 //
 // Memory ordering. The single writer stores slot i (release) and then
-// publishes write_index_ = i + 1 (release). A copier loads the index
+// publishes its `next` = i + 1 (release; MethodTracer::write_index_ points
+// at the traced thread's `next`). A copier loads the index
 // (acquire), loads the slots it wants (acquire) and loads the index again.
 // If a slot load saw a value written for index j, the writer had already
 // published index j (program order, made visible by the release/acquire
@@ -30,24 +31,27 @@ namespace {
 
 // Per-thread writer state. Only the traced thread has slots != nullptr, so
 // on every other thread a hook is one initial-exec TLS load and a branch.
+// `next` and `now_ns` live here, next to what the writer reads per record,
+// and the tracer reaches them through pointers (write_index_,
+// cached_now_ns_): other threads read `next` and move `now_ns` with atomic
+// builtins; the writer's own accesses are single loads and stores.
 struct WriterState {
   std::atomic<uint64_t>* slots = nullptr;
   uint64_t mask = 0;
-  uint64_t next = 0;   // Absolute index of the next record.
+  uint64_t next = 0;   // Absolute index of the next record: what copiers read.
   uint64_t epoch = 0;  // RecordEpoch() of the last time record written.
-  const std::atomic<int64_t>* now_ns = nullptr;
-  std::atomic<uint64_t>* published = nullptr;
+  int64_t now_ns = 0;  // The cached time records are stamped with.
+  const MethodTracer* tracer = nullptr;  // The tracer writing (the traced thread only).
 };
 
 __attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tls_writer;
 
-// The patched-entry trampolines (patchable_entries.cc) write the same records.
+// The patched-entry stubs (patchable_entries.cc) write the same records.
 static_assert(offsetof(WriterState, slots) == internal::kWriterSlotsOffset);
 static_assert(offsetof(WriterState, mask) == internal::kWriterMaskOffset);
 static_assert(offsetof(WriterState, next) == internal::kWriterNextOffset);
 static_assert(offsetof(WriterState, epoch) == internal::kWriterEpochOffset);
 static_assert(offsetof(WriterState, now_ns) == internal::kWriterNowNsOffset);
-static_assert(offsetof(WriterState, published) == internal::kWriterPublishedOffset);
 
 std::atomic<MethodTracer*> g_current{nullptr};
 
@@ -74,8 +78,7 @@ MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Store(WriterStat
                                                                       uint64_t record) {
   const uint64_t i = w->next;
   __atomic_store_n(Raw(&w->slots[i & w->mask]), record, __ATOMIC_RELEASE);
-  w->next = i + 1;
-  __atomic_store_n(Raw(w->published), i + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->next, i + 1, __ATOMIC_RELEASE);
 }
 
 // Cold: runs once per 16.78 ms epoch of activity.
@@ -88,7 +91,7 @@ MATRIX_NO_INSTRUMENT __attribute__((noinline, cold)) void StoreTime(WriterState*
 // `base` is a record without its time bits.
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterState* w,
                                                                        uint64_t base) {
-  const int64_t now = __atomic_load_n(Raw(w->now_ns), __ATOMIC_RELAXED);
+  const int64_t now = __atomic_load_n(&w->now_ns, __ATOMIC_RELAXED);
   if (__builtin_expect(RecordEpoch(now) != w->epoch, 0)) StoreTime(w, now);
   Store(w, base | RecordTimeLow(now));
 }
@@ -127,6 +130,8 @@ MATRIX_NO_INSTRUMENT void internal::AppendMethodRecord(bool exit, void* fn) {
   AppendFunction(exit ? record::kKindExit : record::kKindEnter, fn);
 }
 
+void* internal::CurrentThreadWriterState() { return &tls_writer; }
+
 // ---------------------------------------------------------------------------
 // MethodTracer.
 
@@ -148,7 +153,6 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
 
   const int64_t now =
       std::clamp<int64_t>(tracer->clock_->NowTicks().ToNanoseconds(), 0, kMaxRecordTimeNs);
-  tracer->cached_now_ns_.store(now, std::memory_order_relaxed);
 
   // Built aside and published to the hooks in one assignment: the calls made
   // while building it (unique_ptr's members) may be the program's
@@ -157,9 +161,11 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
   state.slots = tracer->slots_.get();
   state.mask = tracer->capacity_ - 1;
   state.next = 0;
-  state.now_ns = &tracer->cached_now_ns_;
-  state.published = &tracer->write_index_;
+  state.now_ns = now;
+  state.tracer = tracer.get();
   tls_writer = state;
+  tracer->write_index_ = &tls_writer.next;
+  tracer->cached_now_ns_ = &tls_writer.now_ns;
   StoreTime(&tls_writer, now);  // The stream always starts timed.
   internal::PatchedEntriesAttachThread(&tls_writer);
 
@@ -170,15 +176,16 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
 }
 
 MethodTracer::~MethodTracer() {
-  MATRIX_CHECK(tls_writer.published == &write_index_,
+  MATRIX_CHECK(tls_writer.tracer == this,
                "a MethodTracer must be destroyed on the thread it traces");
   internal::PatchedEntriesDetachThread();
-  tls_writer = WriterState();
+  // The ticker moves tls_writer.now_ns: stop it before clearing the state.
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
   if (ticker_.joinable()) ticker_.join();
+  tls_writer = WriterState();
   g_current.store(nullptr, std::memory_order_release);
 }
 
@@ -186,14 +193,14 @@ MethodTracer* MethodTracer::Current() { return g_current.load(std::memory_order_
 
 uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
   WriterState* w = &tls_writer;
-  MATRIX_DCHECK(w->published == &write_index_, "DispatchBegin off the traced thread");
-  if (w->published != &write_index_) return Mark();  // Release builds: record nothing.
+  MATRIX_DCHECK(w->tracer == this, "DispatchBegin off the traced thread");
+  if (w->tracer != this) return Mark();  // Release builds: record nothing.
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
   // A plain load and store (no CAS on the looper thread): a racing ticker
   // store may win with a slightly older time; readers clamp time to be
   // monotonic and the next tick repairs it.
-  if (ns > cached_now_ns_.load(std::memory_order_relaxed)) {
-    cached_now_ns_.store(ns, std::memory_order_relaxed);
+  if (ns > __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED)) {
+    __atomic_store_n(cached_now_ns_, ns, __ATOMIC_RELAXED);
   }
   const uint64_t index = w->next;
   w->epoch = RecordEpoch(ns);
@@ -204,11 +211,11 @@ uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
 
 void MethodTracer::DispatchEnd(TimeTicks now) {
   WriterState* w = &tls_writer;
-  MATRIX_DCHECK(w->published == &write_index_, "DispatchEnd off the traced thread");
-  if (w->published != &write_index_) return;
+  MATRIX_DCHECK(w->tracer == this, "DispatchEnd off the traced thread");
+  if (w->tracer != this) return;
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
-  if (ns > cached_now_ns_.load(std::memory_order_relaxed)) {
-    cached_now_ns_.store(ns, std::memory_order_relaxed);
+  if (ns > __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED)) {
+    __atomic_store_n(cached_now_ns_, ns, __ATOMIC_RELAXED);
   }
   w->epoch = RecordEpoch(ns);
   Store(w, EncodeTimeRecord(record::kTimeSubkindDispatchEnd, ns));
@@ -217,9 +224,9 @@ void MethodTracer::DispatchEnd(TimeTicks now) {
 
 void MethodTracer::UpdateTime(TimeTicks now) {
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
-  int64_t current = cached_now_ns_.load(std::memory_order_relaxed);
-  while (ns > current &&
-         !cached_now_ns_.compare_exchange_weak(current, ns, std::memory_order_relaxed)) {
+  int64_t current = __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED);
+  while (ns > current && !__atomic_compare_exchange_n(cached_now_ns_, &current, ns, /*weak=*/true,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 }
 
@@ -232,7 +239,7 @@ RecordCopy MethodTracer::Copy(uint64_t from, uint64_t to) const {
 void MethodTracer::CopyInto(uint64_t from, uint64_t to, RecordCopy* out) const {
   out->records.clear();
   out->requested_first = from;
-  const uint64_t written = write_index_.load(std::memory_order_acquire);
+  const uint64_t written = Mark();
   to = std::min(to, written);
   if (from >= to) {
     out->first_index = from;
@@ -246,7 +253,7 @@ void MethodTracer::CopyInto(uint64_t from, uint64_t to, RecordCopy* out) const {
     out->records[i - first] = slots_[i & mask].load(std::memory_order_acquire);
   }
   // Validate: anything the writer may have overwritten while we read.
-  const uint64_t after = write_index_.load(std::memory_order_acquire);
+  const uint64_t after = Mark();
   const uint64_t first_valid = after + 1 > capacity_ ? after + 1 - capacity_ : 0;
   if (first_valid > first) {
     const uint64_t drop = std::min<uint64_t>(first_valid - first, out->records.size());

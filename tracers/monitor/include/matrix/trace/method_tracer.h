@@ -144,7 +144,7 @@ class MethodTracer {
   // The index the next record will get (the number of records written so
   // far). Copy(Mark(), later Mark()) is what ran in between.
   // Can be called from any thread.
-  uint64_t Mark() const { return write_index_.load(std::memory_order_acquire); }
+  uint64_t Mark() const { return __atomic_load_n(write_index_, __ATOMIC_ACQUIRE); }
 
   // Copy()
   //
@@ -171,7 +171,7 @@ class MethodTracer {
 
   // The cached time the hooks stamp records with. Any thread.
   TimeTicks CachedTime() const {
-    return TimeTicks::FromNanoseconds(cached_now_ns_.load(std::memory_order_relaxed));
+    return TimeTicks::FromNanoseconds(__atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED));
   }
 
   // Records the buffer holds (a power of two). Any thread.
@@ -193,10 +193,12 @@ class MethodTracer {
   const ThreadHandle thread_;
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;
 
+  // Both live in the traced thread's writer state (method_tracer.cc), next
+  // to what the writer reads per record; set by Start().
   // Written by the traced thread per record; read by copiers.
-  alignas(64) std::atomic<uint64_t> write_index_{0};
+  uint64_t* write_index_ = nullptr;
   // Written by the ticker and at dispatch begin; read per record.
-  alignas(64) std::atomic<int64_t> cached_now_ns_{0};
+  int64_t* cached_now_ns_ = nullptr;
   std::atomic<bool> in_dispatch_{false};
   std::atomic<int64_t> ticker_wakeups_{0};
 

@@ -77,13 +77,16 @@ void PatchedEntriesAttachThread(void* writer);
 void PatchedEntriesDetachThread();
 
 // The layout of method_tracer.cc's per-thread writer state, read by the
-// trampolines (static_asserted there).
+// patched-entry stubs (static_asserted there).
 inline constexpr size_t kWriterSlotsOffset = 0;
 inline constexpr size_t kWriterMaskOffset = 8;
 inline constexpr size_t kWriterNextOffset = 16;
 inline constexpr size_t kWriterEpochOffset = 24;
 inline constexpr size_t kWriterNowNsOffset = 32;
-inline constexpr size_t kWriterPublishedOffset = 40;
+
+// The calling thread's writer state (method_tracer.cc), whose fields the
+// stubs address relative to the thread pointer.
+void* CurrentThreadWriterState();
 
 // The hooks' write path (method_tracer.cc): appends a method-in (exit =
 // false) or method-out record for `fn` if the calling thread is traced.
