@@ -99,6 +99,17 @@ class LoggingObserver : public DispatchObserver {
   std::vector<std::string>* log_;
 };
 
+// Counts what it hears; wants only `events`.
+class EventCountingObserver : public DispatchObserver {
+ public:
+  explicit EventCountingObserver(uint8_t events) : DispatchObserver(events) {}
+  void OnDispatchBegin(const Message&, TimeTicks) override { ++dispatch_begins; }
+  void OnDispatchEnd(const Message&, TimeTicks, TimeTicks) override { ++dispatch_ends; }
+  void OnIdleHandlerBegin(const IdleHandler&, TimeTicks) override { ++idle_begins; }
+  void OnIdleHandlerEnd(const IdleHandler&, TimeTicks, TimeTicks) override { ++idle_ends; }
+  int dispatch_begins = 0, dispatch_ends = 0, idle_begins = 0, idle_ends = 0;
+};
+
 class DispatchObserverTest : public ::testing::Test {
  protected:
   DispatchObserverTest() : env_(NoChoreographer()), handler_(env_.looper()) {}
@@ -429,6 +440,47 @@ TEST_F(DispatchObserverTest, Dispatch_WithPrinter_BuildsStrings) {
 
   EXPECT_GE(allocations, 2u);
   looper()->SetMessageLogging(nullptr);
+}
+
+TEST_F(DispatchObserverTest, Observers_HearOnlyTheEventsTheyWant) {
+  class KeptIdleHandler : public IdleHandler {
+   public:
+    bool QueueIdle() override { return true; }
+    std::string Name() const override { return "kept"; }
+  } idle;
+  looper()->queue()->AddIdleHandler(&idle);
+  EventCountingObserver dispatches(DispatchObserver::kDispatches);
+  EventCountingObserver idles(DispatchObserver::kIdleHandlers);
+  EventCountingObserver both(DispatchObserver::kAllEvents);
+  ObserverRegistration rd = looper()->AddDispatchObserver(&dispatches);
+  ObserverRegistration ri = looper()->AddDispatchObserver(&idles);
+  ObserverRegistration rb = looper()->AddDispatchObserver(&both);
+  handler_.Post([] {});
+  handler_.Post([] {});
+  env_.RunUntilIdle();
+
+  EXPECT_EQ(dispatches.dispatch_begins, 2);
+  EXPECT_EQ(dispatches.dispatch_ends, 2);
+  EXPECT_EQ(dispatches.idle_begins, 0);
+  EXPECT_EQ(idles.dispatch_begins, 0);
+  EXPECT_EQ(idles.dispatch_ends, 0);
+  EXPECT_GE(idles.idle_begins, 1);
+  EXPECT_EQ(idles.idle_ends, idles.idle_begins);
+  EXPECT_EQ(both.dispatch_begins, 2);
+  EXPECT_EQ(both.idle_begins, idles.idle_begins);
+
+  // One handle removes an observer of both kinds from both lists.
+  EXPECT_TRUE(rb.active());
+  rb.Reset();
+  EXPECT_FALSE(rb.active());
+  const int idle_runs_before = idles.idle_begins;
+  handler_.Post([] {});
+  env_.RunUntilIdle();
+  EXPECT_GT(idles.idle_begins, idle_runs_before);
+  EXPECT_EQ(both.idle_begins, idle_runs_before);
+  EXPECT_EQ(both.dispatch_begins, 2);
+  EXPECT_EQ(dispatches.dispatch_begins, 3);
+  looper()->queue()->RemoveIdleHandler(&idle);
 }
 
 }  // namespace

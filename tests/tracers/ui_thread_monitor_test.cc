@@ -159,6 +159,44 @@ TEST_F(UIThreadMonitorTest, PlainMessage_DispatchDataHasItsTimes) {
   EXPECT_EQ(observer_.ends[0].end, t0 + Ms(12));
 }
 
+TEST_F(UIThreadMonitorTest, DispatchEndFloor_SkipsShorterDispatchesAndCanChangeAnyTime) {
+  StartMonitor();
+  observer_.set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(Ms(10)));
+  handler_.Post([this] { env_.AdvanceClock(Ms(9)); });   // Below the floor: no end.
+  handler_.Post([this] { env_.AdvanceClock(Ms(10)); });  // At the floor: heard.
+  RunPending();
+  ASSERT_THAT(observer_.begins, SizeIs(2));
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  EXPECT_EQ(observer_.ends[0].dispatch_number, 2u);
+  EXPECT_EQ(observer_.ends[0].end - observer_.ends[0].begin, Ms(10));
+
+  // Lowered during a dispatch: that dispatch's end already counts.
+  handler_.Post([this] {
+    env_.AdvanceClock(Ms(1));
+    observer_.set_dispatch_end_floor_ns(0);
+  });
+  RunPending();
+  ASSERT_THAT(observer_.ends, SizeIs(2));
+  EXPECT_EQ(observer_.ends[1].dispatch_number, 3u);
+}
+
+TEST_F(UIThreadMonitorTest, FirstDispatchAndInDispatch_AreKeptForTheTracers) {
+  StartMonitor();
+  EXPECT_TRUE(monitor_->first_dispatch_begin().is_null());
+  EXPECT_FALSE(monitor_->in_dispatch());
+  const TimeTicks t0 = env_.Now();
+  bool inside = false;
+  handler_.Post([&] {
+    inside = monitor_->in_dispatch();
+    env_.AdvanceClock(Ms(3));
+  });
+  handler_.Post([] {});
+  RunPending();
+  EXPECT_TRUE(inside);
+  EXPECT_FALSE(monitor_->in_dispatch());
+  EXPECT_EQ(monitor_->first_dispatch_begin(), t0);  // The first one's, not the last one's.
+}
+
 TEST_F(UIThreadMonitorTest, VsyncFrame_IntendedFrameTimeIsTheVsyncTimestamp) {
   StartMonitor();
   AppState::Get()->OnSceneShown("Settings");
