@@ -41,6 +41,21 @@ TEST(StoppedTimeTest, ALateWakeupIsAStopAndOverlapsAreCountedOnce) {
   EXPECT_EQ(stopped.Within(At(11'000), At(20'000)), absl::Seconds(1));
 }
 
+TEST(StoppedTimeTest, LateBecauseTheWatchdogWasBusy_IsNotAStop) {
+  StoppedTime stopped;
+  // A capture kept the watchdog busy from 0 to 300 ms; the sampler due at
+  // 50 ms runs right after it: not stopped.
+  stopped.OnBusyUntil(At(300));
+  EXPECT_FALSE(stopped.OnWakeup(At(50), At(320)));
+  EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::ZeroDuration());
+  // A real stop after the busy spell counts from its end, not from the due time.
+  EXPECT_TRUE(stopped.OnWakeup(At(100), At(900)));
+  EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::Milliseconds(600));
+  // An earlier busy mark never moves the reference back.
+  stopped.OnBusyUntil(At(200));
+  EXPECT_TRUE(stopped.OnWakeup(At(250), At(500)));
+}
+
 TEST(StoppedTimeTest, KeepsTheLastCapacityStops) {
   StoppedTime stopped;
   for (int i = 0; i < StoppedTime::kCapacity + 10; ++i) {

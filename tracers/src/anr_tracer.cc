@@ -238,6 +238,9 @@ void AnrTracer::Check() {
     }
   }
   SyncEndFloor();
+  // Captures can keep the watchdog busy (a looper thread slow to take the
+  // signal): its other tasks due meanwhile are not a stopped process.
+  stopped_time.OnBusyUntil(clock->NowTicks());
   ScheduleCheck(next);
 }
 

@@ -6,6 +6,12 @@ namespace matrix {
 
 bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   const int64_t now_ns = now.ToNanoseconds();
+  // Late from when the watchdog could have run it (see OnBusyUntil()).
+  if (!scheduled.is_null()) {
+    const TimeTicks busy_until =
+        TimeTicks::FromNanoseconds(busy_until_ns_.load(std::memory_order_relaxed));
+    if (busy_until > scheduled) scheduled = busy_until;
+  }
   const bool late = !scheduled.is_null() && now - scheduled > kTolerance;
   if (late) {
     const int64_t begin_ns = scheduled.ToNanoseconds();

@@ -43,6 +43,17 @@ class StoppedTime {
   // whether it came more than kTolerance late (recorded as stopped time).
   bool OnWakeup(TimeTicks scheduled, TimeTicks now);
 
+  // Watchdog thread: a task kept the watchdog itself busy until `until` (a
+  // stack capture waiting for the looper thread, say). A task due before then
+  // that runs late is late from `until` on, not from when it was due: the
+  // watchdog was working, not the process stopped.
+  void OnBusyUntil(TimeTicks until) {
+    const int64_t ns = until.ToNanoseconds();
+    if (ns > busy_until_ns_.load(std::memory_order_relaxed)) {
+      busy_until_ns_.store(ns, std::memory_order_relaxed);
+    }
+  }
+
   // Any thread: the stopped time within [begin, end].
   absl::Duration Within(TimeTicks begin, TimeTicks end) const;
 
@@ -67,6 +78,7 @@ class StoppedTime {
   std::atomic<uint64_t> sequence_{0};  // Odd while the writer changes an interval.
   std::atomic<int64_t> observed_ns_{0};
   std::atomic<int64_t> total_ns_{0};
+  std::atomic<int64_t> busy_until_ns_{0};
 };
 
 }  // namespace matrix
