@@ -137,7 +137,6 @@ class AnrTracer : public Tracer {
   struct Crossing;
   void Check();
   void ScheduleCheck(TimeTicks at);
-  static constexpr int64_t kNoDispatchEnd = INT64_MAX;
   void SyncEndFloor();
   std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
                                     TimeTicks threshold_at, bool for_anr);

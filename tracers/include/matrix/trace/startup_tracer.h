@@ -134,7 +134,6 @@ class StartupTracer : public Tracer, private AppStateObserver {
   std::optional<SceneId> shown_pending_;  // Shown; waiting for its first frame.
   // Sets shown_pending_, and the dispatch-end floor: 0 while a scene waits,
   // else the monitor skips DispatchEnd().
-  static constexpr int64_t kNoDispatchEnd = INT64_MAX;
   void SetShownPending(std::optional<SceneId> scene);
 };
 

@@ -161,6 +161,7 @@ class LooperObserver {
   // detector costs one load and compare per message, not a virtual call).
   // 0, the default: every dispatch. Any thread may change it; the monitor
   // reads it at each dispatch end.
+  static constexpr int64_t kNoDispatchEnd = INT64_MAX;  // A floor: no DispatchEnd() at all.
   void set_dispatch_end_floor_ns(int64_t ns) { dispatch_end_floor_ns_.store(ns); }
   int64_t dispatch_end_floor_ns() const { return dispatch_end_floor_ns_.load(); }
 
