@@ -130,12 +130,21 @@ void Looper::Dispatch(Message* msg, TimeTicks begin) {
     Message* msg;
     Printer* printer;
     TimeTicks begin;
+    // The observers that heard the begin: the first one (if still registered
+    // at the end) and the list's scope.
+    DispatchObserver* first;
+    uint32_t first_generation;
     std::optional<ObserverList<DispatchObserver>::Scope>* scope;
     ~Finisher() {
-      if (scope->has_value()) {
+      if (first != nullptr || scope->has_value()) {
         const TimeTicks end = looper->clock_->NowTicks();
-        (*scope)->Notify([&](DispatchObserver* o) { o->OnDispatchEnd(*msg, begin, end); });
-        scope->reset();
+        if (first != nullptr && first_generation == looper->first_observer_generation_) {
+          first->OnDispatchEnd(*msg, begin, end);
+        }
+        if (scope->has_value()) {
+          (*scope)->Notify([&](DispatchObserver* o) { o->OnDispatchEnd(*msg, begin, end); });
+          scope->reset();
+        }
         looper->now_hint_ = end;
       } else {
         looper->now_hint_.reset();
@@ -151,9 +160,11 @@ void Looper::Dispatch(Message* msg, TimeTicks begin) {
   if (printer != nullptr) printer->Println(BeginLine(*msg));
   std::optional<ObserverList<DispatchObserver>::Scope> scope;
   ++dispatch_depth_;
-  Finisher finisher{this, msg, printer, begin, &scope};
-  if (!observers_.empty()) {
-    scope.emplace(observers_);
+  // The observers present now hear this dispatch (fixed before any runs).
+  Finisher finisher{this, msg, printer, begin, first_observer_, first_observer_generation_, &scope};
+  if (!observers_.empty()) scope.emplace(observers_);
+  if (finisher.first != nullptr) finisher.first->OnDispatchBegin(*msg, begin);
+  if (scope.has_value()) {
     scope->Notify([&](DispatchObserver* o) { o->OnDispatchBegin(*msg, begin); });
   }
   msg->target()->DispatchMessage(*msg);
@@ -202,12 +213,36 @@ void Looper::QuitSafely() { queue_->Quit(/*safe=*/true); }
 
 ObserverRegistration Looper::AddDispatchObserver(DispatchObserver* observer) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  MATRIX_CHECK(observer != nullptr, "null DispatchObserver");
   const uint8_t events = observer->events();
-  if (events == DispatchObserver::kDispatches) return observers_.Add(observer);
+  MATRIX_CHECK(events == DispatchObserver::kDispatches ||
+                   events == DispatchObserver::kIdleHandlers ||
+                   events == DispatchObserver::kAllEvents,
+               "DispatchObserver wants no events");
+  ObserverRegistration dispatches;
+  if (events & DispatchObserver::kDispatches) {
+    MATRIX_CHECK(observer != first_observer_ && !observers_.Contains(observer),
+                 "DispatchObserver added twice");
+    // The first slot is free only while no other observer is listed, so
+    // observers still hear dispatches in the order they were added.
+    if (first_observer_ == nullptr && observers_.empty()) {
+      first_observer_ = observer;
+      ++first_observer_generation_;
+      dispatches = ObserverRegistration(
+          [weak = std::weak_ptr<const int>(alive_), this, observer] {
+            if (weak.expired() || first_observer_ != observer) return;
+            first_observer_ = nullptr;
+            ++first_observer_generation_;
+          },
+          std::weak_ptr<const void>(alive_));
+    } else {
+      dispatches = observers_.Add(observer);
+    }
+  }
+  if (events == DispatchObserver::kDispatches) return dispatches;
   if (events == DispatchObserver::kIdleHandlers) return idle_observers_.Add(observer);
-  MATRIX_CHECK(events == DispatchObserver::kAllEvents, "DispatchObserver wants no events");
   return ObserverRegistration(
-      [dispatches = observers_.Add(observer), idle = idle_observers_.Add(observer)]() mutable {
+      [dispatches = std::move(dispatches), idle = idle_observers_.Add(observer)]() mutable {
         dispatches.Reset();
         idle.Reset();
       },

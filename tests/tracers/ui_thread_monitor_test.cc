@@ -180,6 +180,42 @@ TEST_F(UIThreadMonitorTest, DispatchEndFloor_SkipsShorterDispatchesAndCanChangeA
   EXPECT_EQ(observer_.ends[1].dispatch_number, 3u);
 }
 
+TEST_F(UIThreadMonitorTest, DispatchEndFloors_OfSeveralObservers_EachHearsWhatItsOwnFloorLets) {
+  StartMonitor();
+  observer_.set_dispatch_end_floor_ns(LooperObserver::kNoDispatchEnd);
+  RecordingObserver slow("S");
+  slow.set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(Ms(50)));
+  ObserverRegistration slow_registration = monitor_->AddObserver(&slow);
+  handler_.Post([this] { env_.AdvanceClock(Ms(20)); });
+  handler_.Post([this] { env_.AdvanceClock(Ms(60)); });  // Only the slow one's floor lets it.
+  RunPending();
+  EXPECT_THAT(observer_.ends, IsEmpty());
+  ASSERT_THAT(slow.ends, SizeIs(1));
+  EXPECT_EQ(slow.ends[0].dispatch_number, 2u);
+
+  // Lowered between dispatches, from another observer than the lowest one:
+  // the next end is heard by it alone.
+  observer_.set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(Ms(10)));
+  handler_.Post([this] { env_.AdvanceClock(Ms(20)); });
+  RunPending();
+  ASSERT_THAT(observer_.ends, SizeIs(1));
+  EXPECT_EQ(observer_.ends[0].dispatch_number, 3u);
+  EXPECT_THAT(slow.ends, SizeIs(1));
+
+  // An observer added with a low floor lowers the monitor's: it hears the
+  // next short dispatch; the one that left hears nothing more.
+  slow_registration.Reset();
+  RecordingObserver every("E");
+  ObserverRegistration every_registration = monitor_->AddObserver(&every);
+  handler_.Post([this] { env_.AdvanceClock(Ms(1)); });
+  handler_.Post([this] { env_.AdvanceClock(Ms(70)); });
+  RunPending();
+  ASSERT_THAT(every.ends, SizeIs(2));
+  EXPECT_EQ(every.ends[0].dispatch_number, 4u);
+  EXPECT_THAT(observer_.ends, SizeIs(2));  // The 70 ms one.
+  EXPECT_THAT(slow.ends, SizeIs(1));
+}
+
 TEST_F(UIThreadMonitorTest, FirstDispatchAndInDispatch_AreKeptForTheTracers) {
   StartMonitor();
   EXPECT_TRUE(monitor_->first_dispatch_begin().is_null());

@@ -139,6 +139,7 @@ MethodTracer::MethodTracer(const Options& options)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : TickClock::Default()),
       capacity_(CapacityFor(options.buffer_bytes)),
+      mask_(capacity_ - 1),
       thread_(ThreadHandle::Current()),
       // Value-initialized: the whole buffer is zeroed (touched) now, so the
       // traced thread never page-faults on a fresh page later.
@@ -166,6 +167,7 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
   tls_writer = state;
   tracer->write_index_ = &tls_writer.next;
   tracer->cached_now_ns_ = &tls_writer.now_ns;
+  tracer->epoch_ = &tls_writer.epoch;
   StoreTime(&tls_writer, now);  // The stream always starts timed.
   internal::PatchedEntriesAttachThread(&tls_writer);
 
@@ -190,37 +192,6 @@ MethodTracer::~MethodTracer() {
 }
 
 MethodTracer* MethodTracer::Current() { return g_current.load(std::memory_order_acquire); }
-
-uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
-  WriterState* w = &tls_writer;
-  MATRIX_DCHECK(w->tracer == this, "DispatchBegin off the traced thread");
-  if (w->tracer != this) return Mark();  // Release builds: record nothing.
-  const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
-  // A plain load and store (no CAS on the looper thread): a racing ticker
-  // store may win with a slightly older time; readers clamp time to be
-  // monotonic and the next tick repairs it.
-  if (ns > __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED)) {
-    __atomic_store_n(cached_now_ns_, ns, __ATOMIC_RELAXED);
-  }
-  const uint64_t index = w->next;
-  w->epoch = RecordEpoch(ns);
-  Store(w, EncodeTimeRecord(record::kTimeSubkindDispatchBegin, ns));
-  in_dispatch_.store(true, std::memory_order_relaxed);
-  return index;
-}
-
-void MethodTracer::DispatchEnd(TimeTicks now) {
-  WriterState* w = &tls_writer;
-  MATRIX_DCHECK(w->tracer == this, "DispatchEnd off the traced thread");
-  if (w->tracer != this) return;
-  const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
-  if (ns > __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED)) {
-    __atomic_store_n(cached_now_ns_, ns, __ATOMIC_RELAXED);
-  }
-  w->epoch = RecordEpoch(ns);
-  Store(w, EncodeTimeRecord(record::kTimeSubkindDispatchEnd, ns));
-  in_dispatch_.store(false, std::memory_order_relaxed);
-}
 
 void MethodTracer::UpdateTime(TimeTicks now) {
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);

@@ -1,5 +1,7 @@
 #include "matrix/trace/ui_thread_monitor.h"
 
+#include <algorithm>
+
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/looper.h"
@@ -98,6 +100,10 @@ UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* c
       heartbeat_(options.dispatch_history) {
   MATRIX_CHECK(looper_monitor_ != nullptr, "UIThreadMonitor needs a LooperMonitor");
   MATRIX_CHECK(options_.app_state != nullptr, "UIThreadMonitor needs an AppState");
+  // The dispatch records are written on the looper thread without a check
+  // per message: the tracer must trace this thread.
+  MATRIX_CHECK(options_.method_tracer == nullptr || options_.method_tracer->thread().IsCurrent(),
+               "UIThreadMonitor: the MethodTracer traces another thread than the looper's");
 }
 
 UIThreadMonitor::~UIThreadMonitor() { Stop(); }
@@ -191,6 +197,7 @@ void UIThreadMonitor::OnObserverRemoved(LooperObserver* observer) {
 
 void UIThreadMonitor::RebuildFlatLists() {
   flat_stale_ = false;
+  end_floors_seen_ = kFloorsUnread;
   auto copy = [](ObserverList<LooperObserver>& list, std::vector<LooperObserver*>* flat) {
     flat->clear();
     list.Notify([&](LooperObserver* o) { flat->push_back(o); });
@@ -294,24 +301,22 @@ bool UIThreadMonitor::ReadProvisional(DispatchHeartbeat::Snapshot* s) const {
 }
 
 void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) {
-  dispatch_.method_mark =
+  // One write per reader that needs it at once: the method trace's begin
+  // record, then the heartbeat record (which the watchdogs and the Timeline
+  // read). Whatever else a dispatch is, observers and readers derive later.
+  const uint64_t method_mark =
       options_.method_tracer != nullptr ? options_.method_tracer->DispatchBegin(begin) : 0;
-  dispatch_.method_end = 0;
-  heartbeat_.Begin(begin, info, dispatch_.method_mark);
-  dispatch_.dispatch_number = heartbeat_.dispatch_number();
+  dispatch_.dispatch_number = heartbeat_.Begin(begin, info, method_mark);
+  dispatch_.method_mark = method_mark;
+  dispatch_.begin = begin;
   // Plain nanoseconds (absl::Duration multiplication costs dozens of
   // instructions per message): due_gap_ns_ is kDueIntervals intervals of
   // the last frame, a whole number of nanoseconds like the times.
-  if (!last_dispatch_end_.is_null() &&
-      begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_) {
+  if (begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_ &&
+      !last_dispatch_end_.is_null()) {
     idle_since_frame_ = true;  // The loop waited: no frame was due.
   }
   if (first_dispatch_begin_.is_null()) first_dispatch_begin_ = begin;
-  dispatch_.begin = begin;
-  dispatch_.end = TimeTicks();
-  dispatch_.is_vsync_frame = false;
-  dispatch_.cpu_sampled = false;
-  dispatch_.info = &info;
   frame_.is_vsync_frame = false;
   if (phases_marked_) {  // Only a dispatch that marked a phase left any.
     phase_start_.fill(TimeTicks());
@@ -321,10 +326,13 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
   // lists change only between dispatches (a removed observer's entries are
   // cleared at once).
   in_dispatch_ = true;
-  for (LooperObserver* o : flat_begin_) {
-    if (o != nullptr) o->DispatchBegin(dispatch_);
+  if (!flat_begin_.empty()) {
+    dispatch_.info = &info;
+    for (LooperObserver* o : flat_begin_) {
+      if (o != nullptr) o->DispatchBegin(dispatch_);
+    }
+    dispatch_.info = nullptr;
   }
-  dispatch_.info = nullptr;
 }
 
 void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
@@ -334,85 +342,102 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
     dispatch_.method_end = options_.method_tracer->Mark();
   }
   if (!in_dispatch_) return;
-
-  if (frame_.is_vsync_frame) {
-    frame_.scene = options_.app_state->visible_scene_id();
-    frame_.start = begin;
-    frame_.end = end;
-    // Each phase lasts until the next phase that started, or the dispatch end.
-    TimeTicks next = end;
-    absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
-                                          &frame_.commit};
-    // In whole nanoseconds when every time is finite and no difference
-    // overflows (always, on a real clock); else with the saturating
-    // TimeTicks arithmetic.
-    bool finite = !end.is_max() && !end.is_min();
-    for (int i = kPhaseCount - 1; i >= 0; --i) {
-      if (phase_start_[i].is_null()) {
-        *costs[i] = absl::ZeroDuration();
-        frame_.phase_ns[i] = 0;
-      } else {
-        finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
-                 !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
-                                         &frame_.phase_ns[i]);
-        *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
-        next = phase_start_[i];
-      }
-    }
-    frame_.has_phase_ns = finite;
-    // Counted once here for every observer (see FrameData).
-    frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,
-                                              frame_.refresh_rate);
-    frame_.counted_drops_after = last_frame_end_;
-    frame_.has_counted_drops = true;
-    snapshot_in_frame_.store(false, std::memory_order_relaxed);
-    frame_before_last_end_ = last_frame_end_;
-    last_frame_end_ = end;
-    // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
-    // absl::Duration arithmetic on the looper thread), worked out again only
-    // when the rate changes.
-    if (frame_.refresh_rate != last_frame_rate_) {
-      last_frame_rate_ = frame_.refresh_rate;
-      const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
-      last_frame_interval_ = absl::Nanoseconds(interval_ns);
-      last_rate_due_gap_ns_ = interval_ns * kDueIntervals;
-    }
-    due_gap_ns_ = last_rate_due_gap_ns_;
-    idle_since_frame_ = false;
-    hooked_frame_ = false;
-    ArmInputMarker();
-  }
+  if (frame_.is_vsync_frame) EndFrame(begin, end);
   last_dispatch_end_ = end;
-
   dispatch_.end = end;
   dispatch_.is_vsync_frame = frame_.is_vsync_frame;
-  TimeTicks sample_wall;
-  absl::Duration sample_cpu;
+  dispatch_.cpu_sampled = false;
   // Only a dispatch that lasted at least a sample period reads the CPU clock
   // (one syscall at its end). A short one that the sampler happened to catch
   // in flight does not: in a stream of fast messages that would be a syscall
   // every period on the looper thread, for a useless sample.
-  if (cpu_sampler_ != nullptr &&
-      end.ToNanoseconds() - begin.ToNanoseconds() >= cpu_sample_period_ns_ &&
-      cpu_sampler_->SampleFor(dispatch_.dispatch_number, &sample_cpu, &sample_wall)) {
-    const absl::Duration cpu_end =
-        looper_monitor_->clock()->ThreadCpuTime(looper_thread_);
-    dispatch_.cpu_sampled = true;
-    dispatch_.cpu_time = cpu_end - sample_cpu;
-    dispatch_.cpu_wall = end - sample_wall;
-  }
+  const int64_t cost_ns = end.ToNanoseconds() - begin.ToNanoseconds();
+  if (cpu_sampler_ != nullptr && cost_ns >= cpu_sample_period_ns_) ReadCpuSample(end);
 
   if (frame_.is_vsync_frame) {
     for (LooperObserver* o : flat_frame_) {
       if (o != nullptr) o->DoFrame(frame_);
     }
   }
-  const int64_t cost_ns = end.ToNanoseconds() - begin.ToNanoseconds();
-  for (LooperObserver* o : flat_end_) {
-    if (o != nullptr && cost_ns >= o->dispatch_end_floor_ns()) o->DispatchEnd(dispatch_);
+  // Whether any observer wants this end: the lowest floor, re-read only when
+  // some floor changed (then each observer's own floor decides).
+  const uint64_t floor_changes = LooperObserver::floor_changes();
+  if (floor_changes != end_floors_seen_) ReadEndFloors(floor_changes);
+  if (cost_ns >= min_end_floor_ns_) {
+    for (LooperObserver* o : flat_end_) {
+      if (o != nullptr && cost_ns >= o->dispatch_end_floor_ns()) o->DispatchEnd(dispatch_);
+    }
   }
   in_dispatch_ = false;
   if (flat_stale_) RebuildFlatLists();  // Observers came or went during it.
+}
+
+void UIThreadMonitor::ReadEndFloors(uint64_t changes) {
+  // The count first, then the floors: a floor changed after the count was
+  // read moves it again, and the next dispatch end reads the floors again.
+  end_floors_seen_ = changes;
+  min_end_floor_ns_ = LooperObserver::kNoDispatchEnd;
+  for (LooperObserver* o : flat_end_) {
+    if (o != nullptr) min_end_floor_ns_ = std::min(min_end_floor_ns_, o->dispatch_end_floor_ns());
+  }
+}
+
+void UIThreadMonitor::ReadCpuSample(TimeTicks end) {
+  TimeTicks sample_wall;
+  absl::Duration sample_cpu;
+  if (!cpu_sampler_->SampleFor(dispatch_.dispatch_number, &sample_cpu, &sample_wall)) return;
+  const absl::Duration cpu_end = looper_monitor_->clock()->ThreadCpuTime(looper_thread_);
+  dispatch_.cpu_sampled = true;
+  dispatch_.cpu_time = cpu_end - sample_cpu;
+  dispatch_.cpu_wall = end - sample_wall;
+}
+
+void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
+  frame_.scene = options_.app_state->visible_scene_id();
+  frame_.start = begin;
+  frame_.end = end;
+  // Each phase lasts until the next phase that started, or the dispatch end.
+  TimeTicks next = end;
+  absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
+                                        &frame_.commit};
+  // In whole nanoseconds when every time is finite and no difference
+  // overflows (always, on a real clock); else with the saturating
+  // TimeTicks arithmetic.
+  bool finite = !end.is_max() && !end.is_min();
+  for (int i = kPhaseCount - 1; i >= 0; --i) {
+    if (phase_start_[i].is_null()) {
+      *costs[i] = absl::ZeroDuration();
+      frame_.phase_ns[i] = 0;
+    } else {
+      finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
+               !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
+                                       &frame_.phase_ns[i]);
+      *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
+      next = phase_start_[i];
+    }
+  }
+  frame_.has_phase_ns = finite;
+  // Counted once here for every observer (see FrameData).
+  frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,
+                                            frame_.refresh_rate);
+  frame_.counted_drops_after = last_frame_end_;
+  frame_.has_counted_drops = true;
+  snapshot_in_frame_.store(false, std::memory_order_relaxed);
+  frame_before_last_end_ = last_frame_end_;
+  last_frame_end_ = end;
+  // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
+  // absl::Duration arithmetic on the looper thread), worked out again only
+  // when the rate changes.
+  if (frame_.refresh_rate != last_frame_rate_) {
+    last_frame_rate_ = frame_.refresh_rate;
+    const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
+    last_frame_interval_ = absl::Nanoseconds(interval_ns);
+    last_rate_due_gap_ns_ = interval_ns * kDueIntervals;
+  }
+  due_gap_ns_ = last_rate_due_gap_ns_;
+  idle_since_frame_ = false;
+  hooked_frame_ = false;
+  ArmInputMarker();
 }
 
 std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(

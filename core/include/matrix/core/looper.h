@@ -155,7 +155,9 @@ class Looper {
   //
   // Registers `observer` (not owned) for the events it wants (see
   // DispatchObserver::events()) until the returned handle is destroyed.
-  // Looper thread only.
+  // Observers hear each dispatch in the order they were added. The first
+  // dispatch observer (in practice the LooperMonitor) is called directly,
+  // without a list walk: the cheapest path per message. Looper thread only.
   [[nodiscard]] ObserverRegistration AddDispatchObserver(DispatchObserver* observer);
 
   MessageQueue* queue() { return queue_.get(); }
@@ -185,6 +187,11 @@ class Looper {
   const std::shared_ptr<MessageQueue> queue_;
   ThreadHandle thread_;
   std::atomic<Printer*> printer_{nullptr};
+  // The first dispatch observer, outside the list (see AddDispatchObserver()).
+  // Its generation changes whenever the slot changes, so that an observer
+  // removed during a dispatch (even if added again) hears no end of it.
+  DispatchObserver* first_observer_ = nullptr;
+  uint32_t first_observer_generation_ = 0;
   ObserverList<DispatchObserver> observers_;       // Want kDispatches.
   ObserverList<DispatchObserver> idle_observers_;  // Want kIdleHandlers.
   // Keeps a two-list registration's active() honest once the looper is gone.

@@ -95,8 +95,9 @@ class DispatchHeartbeat {
   DispatchHeartbeat(const DispatchHeartbeat&) = delete;
   DispatchHeartbeat& operator=(const DispatchHeartbeat&) = delete;
 
-  // Looper thread, at every dispatch begin/end.
-  void Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark = 0);
+  // Looper thread, at every dispatch begin/end. Begin() returns the new
+  // dispatch's number.
+  uint64_t Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark = 0);
   void End(TimeTicks end);
 
   // Any thread. Consistent: all fields describe the latest dispatch as it
@@ -157,8 +158,9 @@ class DispatchHeartbeat {
 };
 
 // Inline: the looper thread calls these at every dispatch.
-inline void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info,
-                                     uint64_t method_mark) {
+[[gnu::always_inline]] inline uint64_t DispatchHeartbeat::Begin(TimeTicks begin,
+                                                                const DispatchInfo& info,
+                                                                uint64_t method_mark) {
   const uint64_t n = head_.load(std::memory_order_relaxed) + 1;  // Single writer.
   Slot& slot = slots_[(n - 1) & mask_];
   slot.version.store((n << 2) | kStateWriting, std::memory_order_relaxed);
@@ -198,9 +200,10 @@ inline void DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info,
   slot.method_mark.store(method_mark, std::memory_order_relaxed);
   slot.version.store(n << 2, std::memory_order_release);
   head_.store(n, std::memory_order_release);
+  return n;
 }
 
-inline void DispatchHeartbeat::End(TimeTicks end) {
+[[gnu::always_inline]] inline void DispatchHeartbeat::End(TimeTicks end) {
   const uint64_t n = head_.load(std::memory_order_relaxed);
   if (n == 0) return;
   Slot& slot = slots_[(n - 1) & mask_];

@@ -37,6 +37,7 @@
 #ifndef MATRIX_TRACE_METHOD_TRACER_H_
 #define MATRIX_TRACE_METHOD_TRACER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "matrix/core/check.h"
 #include "matrix/core/thread_handle.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/core/time_ticks.h"
@@ -128,9 +130,10 @@ class MethodTracer {
   //
   // Writes a dispatch-begin record carrying `now` exactly, makes the cached
   // time at least `now`, and returns the record's index: the mark to copy
-  // this dispatch from. No syscall, lock or allocation.
-  // Must be called on the traced thread (a debug check; release builds
-  // record nothing and return Mark() when called elsewhere).
+  // this dispatch from. No call, syscall, lock or allocation (inline: the
+  // looper thread pays it per message).
+  // Must be called on the traced thread (a debug check; the UIThreadMonitor
+  // checks once that it runs there).
   uint64_t DispatchBegin(TimeTicks now);
 
   // DispatchEnd()
@@ -186,10 +189,14 @@ class MethodTracer {
  private:
   explicit MethodTracer(const Options& options);
   void TickerLoop();
+  // A dispatch record at `now`: moves the cached time and the writer's epoch
+  // to it and appends the record. The index it got.
+  uint64_t WriteDispatchRecord(uint64_t subkind, TimeTicks now);
 
   const Options options_;
   const TickClock* const clock_;
   const size_t capacity_;
+  const uint64_t mask_;  // capacity_ - 1.
   const ThreadHandle thread_;
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;
 
@@ -199,6 +206,8 @@ class MethodTracer {
   uint64_t* write_index_ = nullptr;
   // Written by the ticker and at dispatch begin; read per record.
   int64_t* cached_now_ns_ = nullptr;
+  // The writer's epoch (traced thread only).
+  uint64_t* epoch_ = nullptr;
   std::atomic<bool> in_dispatch_{false};
   std::atomic<int64_t> ticker_wakeups_{0};
 
@@ -235,6 +244,39 @@ class ScopedTraceSite {
  private:
   const TraceSite* const site_;
 };
+
+// Inline: the looper thread calls these at every dispatch.
+MATRIX_NO_INSTRUMENT inline uint64_t MethodTracer::WriteDispatchRecord(uint64_t subkind,
+                                                                        TimeTicks now) {
+  MATRIX_DCHECK(thread_.IsCurrent(), "a dispatch record off the traced thread");
+  int64_t ns = now.ToNanoseconds();
+  // One unsigned compare for the usual case (a real clock is in range).
+  if (static_cast<uint64_t>(ns) > static_cast<uint64_t>(kMaxRecordTimeNs)) {
+    ns = std::clamp<int64_t>(ns, 0, kMaxRecordTimeNs);
+  }
+  // A plain load and store (no CAS on the looper thread): a racing ticker
+  // store may win with a slightly older time; readers clamp time to be
+  // monotonic and the next tick repairs it.
+  if (ns > __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED)) {
+    __atomic_store_n(cached_now_ns_, ns, __ATOMIC_RELAXED);
+  }
+  *epoch_ = RecordEpoch(ns);
+  const uint64_t index = *write_index_;
+  slots_[index & mask_].store(EncodeTimeRecord(subkind, ns), std::memory_order_release);
+  __atomic_store_n(write_index_, index + 1, __ATOMIC_RELEASE);
+  return index;
+}
+
+MATRIX_NO_INSTRUMENT inline uint64_t MethodTracer::DispatchBegin(TimeTicks now) {
+  const uint64_t index = WriteDispatchRecord(record::kTimeSubkindDispatchBegin, now);
+  in_dispatch_.store(true, std::memory_order_relaxed);
+  return index;
+}
+
+MATRIX_NO_INSTRUMENT inline void MethodTracer::DispatchEnd(TimeTicks now) {
+  WriteDispatchRecord(record::kTimeSubkindDispatchEnd, now);
+  in_dispatch_.store(false, std::memory_order_relaxed);
+}
 
 }  // namespace matrix
 

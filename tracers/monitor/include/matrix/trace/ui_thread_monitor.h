@@ -162,12 +162,21 @@ class LooperObserver {
   // 0, the default: every dispatch. Any thread may change it; the monitor
   // reads it at each dispatch end.
   static constexpr int64_t kNoDispatchEnd = INT64_MAX;  // A floor: no DispatchEnd() at all.
-  void set_dispatch_end_floor_ns(int64_t ns) { dispatch_end_floor_ns_.store(ns); }
+  void set_dispatch_end_floor_ns(int64_t ns) {
+    if (dispatch_end_floor_ns_.exchange(ns) != ns) floor_changes_.fetch_add(1);
+  }
   int64_t dispatch_end_floor_ns() const { return dispatch_end_floor_ns_.load(); }
+
+  // How many times any observer in the process changed its floor: a monitor
+  // keeps the lowest floor of its observers and reads them again only when
+  // this moves (one load per dispatch instead of one per observer). Any
+  // thread.
+  static uint64_t floor_changes() { return floor_changes_.load(); }
 
  private:
   const uint8_t callbacks_;
   std::atomic<int64_t> dispatch_end_floor_ns_{0};
+  static inline std::atomic<uint64_t> floor_changes_{0};
 };
 
 class UIThreadMonitor : public LooperDispatchListener {
@@ -288,6 +297,10 @@ class UIThreadMonitor : public LooperDispatchListener {
   class QueueHook;
   void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
   void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
+  // The frame part of a dispatch end (out of line: a plain message's end
+  // saves no registers for it), and the CPU reading of a long dispatch.
+  [[gnu::noinline]] void EndFrame(TimeTicks begin, TimeTicks end);
+  void ReadCpuSample(TimeTicks end);
   void ArmInputMarker();
   void OnInputMarker(TimeTicks input_start);
   void OnPhaseMarker(Phase phase);
@@ -295,6 +308,7 @@ class UIThreadMonitor : public LooperDispatchListener {
   void SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number);
   void OnObserverRemoved(LooperObserver* observer);
   void RebuildFlatLists();
+  void ReadEndFloors(uint64_t changes);
 
   LooperMonitor* const looper_monitor_;
   Choreographer* const choreographer_;
@@ -315,6 +329,12 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::vector<LooperObserver*> flat_frame_;
   std::vector<LooperObserver*> flat_end_;
   bool flat_stale_ = false;
+  // The lowest dispatch-end floor among flat_end_'s observers, read when
+  // LooperObserver::floor_changes() was end_floors_seen_ (kFloorsUnread:
+  // read them at the next dispatch end).
+  static constexpr uint64_t kFloorsUnread = UINT64_MAX;
+  int64_t min_end_floor_ns_ = 0;
+  uint64_t end_floors_seen_ = kFloorsUnread;
   bool in_dispatch_ = false;  // A tracked dispatch runs (began, not ended).
   TimeTicks first_dispatch_begin_;
   // Keeps AddObserver() handles' active() honest once the monitor is gone.
