@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/core/refresh_rate.h"
+#include "matrix/trace/dropped_frames.h"
 #include "matrix/trace/ui_thread_monitor.h"
 
 namespace {
@@ -89,6 +90,39 @@ TEST(CountDroppedFramesRuleTest, FrameOfExactlyKIntervals_DropsKMinusOne) {
     }
   }
   EXPECT_EQ(checked, 36);
+}
+
+// The inline count (the looper thread's, per frame) is the general one: for
+// frames that could start at their vsync and frames whose vsync came while
+// the previous frame ran, on and around tick boundaries, at several rates,
+// and for times whose products overflow 64 bits (the general path then).
+TEST(CountDroppedFramesRuleTest, InlineCount_AgreesWithTheGeneralCount) {
+  int checked = 0;
+  for (int64_t mhz : {60'000, 59'940, 90'000, 120'000, 143'856, 1'000}) {
+    const RefreshRate rate = RefreshRate::FromMillihertz(mhz);
+    for (int64_t previous_k = -2; previous_k <= 5; ++previous_k) {
+      for (int64_t jitter_ns : {-1, 0, 1, 777'777}) {
+        const TimeTicks previous_end =
+            rate.TickAfter(kBase, previous_k) + absl::Nanoseconds(jitter_ns);
+        for (int64_t end_k = 0; end_k <= 9; ++end_k) {
+          for (int64_t end_jitter_ns : {-1, 0, 1, 333'333}) {
+            const TimeTicks end = rate.TickAfter(kBase, end_k) + absl::Nanoseconds(end_jitter_ns);
+            EXPECT_EQ(CountDroppedFrames(kBase, end, previous_end, rate),
+                      matrix::CountDroppedFramesSlow(kBase, end, previous_end, rate))
+                << mhz << " mHz, previous " << previous_k << "+" << jitter_ns << " ns, end "
+                << end_k << "+" << end_jitter_ns << " ns";
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  // Far apart: the general path's 128-bit arithmetic.
+  const TimeTicks far = kBase + absl::Hours(24 * 365);
+  EXPECT_EQ(CountDroppedFrames(kBase, far, kBase - absl::Hours(24 * 365), RefreshRate()),
+            matrix::CountDroppedFramesSlow(kBase, far, kBase - absl::Hours(24 * 365),
+                                           RefreshRate()));
+  EXPECT_EQ(checked, 6 * 8 * 4 * 10 * 4);
 }
 
 TEST(CountDroppedFramesRuleTest, EndBeforeVsync_DropsNothing) {

@@ -232,8 +232,10 @@ void LooperMonitor::DispatchEnd(TimeTicks end) { End(end); }
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (depth_ == 0) return;  // An end without a begin (hooked mid-dispatch).
   if (--depth_ > 0) return;
+  // Still set only if the first listener is still registered (its removal
+  // clears it).
   LooperDispatchListener* first = std::exchange(first_in_dispatch_, nullptr);
-  if (first != nullptr && first == first_listener_) first->OnDispatchEnd(begin_, end);
+  if (first != nullptr) first->OnDispatchEnd(begin_, end);
   if (!scope_.has_value()) return;
   scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchEnd(begin_, end); });
   scope_.reset();

@@ -312,8 +312,9 @@ void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info)
   // Plain nanoseconds (absl::Duration multiplication costs dozens of
   // instructions per message): due_gap_ns_ is kDueIntervals intervals of
   // the last frame, a whole number of nanoseconds like the times.
-  if (begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_ &&
-      !last_dispatch_end_.is_null()) {
+  // (Before any dispatch ended, last_dispatch_end_ is null and
+  // idle_since_frame_ is true already.)
+  if (begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_) {
     idle_since_frame_ = true;  // The loop waited: no frame was due.
   }
   if (first_dispatch_begin_.is_null()) first_dispatch_begin_ = begin;

@@ -191,7 +191,8 @@ class DispatchHeartbeat {
     WriteLogLine(n, info.log_line);
   }
   slot.begin_ns.store(begin.ToNanoseconds(), std::memory_order_relaxed);
-  slot.end_ns.store(0, std::memory_order_relaxed);
+  // end_ns keeps an older dispatch's end until End(): readers take it only
+  // once the version says ended.
   slot.function_or_label.store(function, std::memory_order_relaxed);
   slot.file.store(file, std::memory_order_relaxed);
   slot.line_what.store(line_what, std::memory_order_relaxed);

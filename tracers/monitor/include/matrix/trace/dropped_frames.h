@@ -35,25 +35,38 @@ int64_t CountDroppedFramesSlow(TimeTicks intended_vsync, TimeTicks end,
                                TimeTicks previous_frame_end, RefreshRate rate);
 inline int64_t CountDroppedFrames(TimeTicks intended_vsync, TimeTicks end,
                                   TimeTicks previous_frame_end, RefreshRate rate) {
-  int64_t ns;
-  int64_t scaled;
-  if (previous_frame_end <= intended_vsync && !end.is_max() && !end.is_min() &&
-      !intended_vsync.is_max() && !intended_vsync.is_min() &&
-      !__builtin_sub_overflow(end.ToNanoseconds(), intended_vsync.ToNanoseconds(), &ns)) {
-    if (ns <= 0) return 0;
-    // Nanoseconds times millihertz in one interval (as CountDroppedFramesSlow).
-    constexpr int64_t kPerInterval64 = 1'000'000'000'000;
-    if (!__builtin_mul_overflow(ns, rate.millihertz(), &scaled) &&
-        !__builtin_add_overflow(scaled, kPerInterval64 - 1, &scaled)) {
-      return scaled / kPerInterval64 - 1;
+  // The usual cases in 64-bit integers, inline (the looper thread counts
+  // every frame): a frame that could start at its vsync, and one whose vsync
+  // came while the previous frame still ran (a busy render loop), which could
+  // start on the first tick of its grid after that frame ended.
+  // Nanoseconds times millihertz in one interval (as CountDroppedFramesSlow).
+  constexpr int64_t kPerInterval64 = 1'000'000'000'000;
+  const int64_t mhz = rate.millihertz();
+  if (mhz > 0 && !end.is_max() && !end.is_min() && !intended_vsync.is_max() &&
+      !intended_vsync.is_min() && !previous_frame_end.is_max() && !previous_frame_end.is_min()) {
+    int64_t start = intended_vsync.ToNanoseconds();
+    int64_t late;
+    int64_t scaled;
+    int64_t offset;
+    bool fits = true;
+    if (previous_frame_end > intended_vsync) {  // FrameCouldStart().
+      fits = !__builtin_sub_overflow(previous_frame_end.ToNanoseconds(), start, &late) &&
+             !__builtin_mul_overflow(late, mhz, &scaled) &&
+             !__builtin_mul_overflow(scaled / kPerInterval64, kPerInterval64, &offset) &&
+             !__builtin_add_overflow(start, offset / mhz, &start);
+    }
+    int64_t ns;
+    if (fits && !__builtin_sub_overflow(end.ToNanoseconds(), start, &ns)) {
+      if (ns <= 0) return 0;
+      if (!__builtin_mul_overflow(ns, mhz, &scaled) &&
+          !__builtin_add_overflow(scaled, kPerInterval64 - 1, &scaled)) {
+        return scaled / kPerInterval64 - 1;
+      }
     }
   }
   return CountDroppedFramesSlow(intended_vsync, end, previous_frame_end, rate);
 }
 
-// The earliest a frame could start: its vsync, or, when the previous frame
-// was still running then, the vsync (on this frame's grid) during which the
-// previous frame ended.
 TimeTicks FrameCouldStart(TimeTicks intended_vsync, TimeTicks previous_frame_end,
                           RefreshRate rate);
 
