@@ -230,25 +230,27 @@ void Choreographer::DoFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t 
     ~InFrame() { c->in_frame_ = false; }
   } in_frame{this};
   in_frame_ = true;
+  for (auto& queue_start : queue_start_ns_) queue_start.store(0, std::memory_order_relaxed);
   for (int type = 0; type < kCallbackTypeCount; ++type) {
     DoCallbacks(static_cast<CallbackType>(type), frame_time);
   }
 }
 
-bool Choreographer::SetQueueStartListener(QueueStartListener* listener) {
+bool Choreographer::SetFrameStartListener(FrameStartListener* listener) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  if (listener != nullptr && queue_start_listener_ != nullptr &&
-      queue_start_listener_ != listener) {
+  if (listener != nullptr && frame_start_listener_ != nullptr &&
+      frame_start_listener_ != listener) {
     return false;
   }
-  queue_start_listener_ = listener;
+  frame_start_listener_ = listener;
   return true;
 }
 
 void Choreographer::DoCallbacks(CallbackType type, TimeTicks frame_time) {
   CallbackQueue& queue = queues_[type];
   const TimeTicks now = looper_->clock()->NowTicks();
-  if (queue_start_listener_ != nullptr) queue_start_listener_->OnQueueStart(type, now);
+  queue_start_ns_[type].store(now.ToNanoseconds(), std::memory_order_relaxed);
+  if (type == kInput && frame_start_listener_ != nullptr) frame_start_listener_->OnFrameStart(now);
   // Take the callbacks due now; ones posted while they run wait for a later
   // frame (or, for later queues, run in this one).
   auto due_end = std::upper_bound(queue.pending.begin(), queue.pending.end(), now,

@@ -330,6 +330,38 @@ TEST_F(ChoreographerTest, InputCallback_PostingTraversalWork_RunsItInTheSameFram
   EXPECT_THAT(frames, ElementsAre(1, 1, -2));
 }
 
+TEST_F(ChoreographerTest, QueueStart_IsEachQueuesStartInTheFrameRunningNow) {
+  using C = Choreographer;
+  std::vector<TimeTicks> seen_in_traversal;
+  const TimeTicks t0 = env_.Now();
+  choreographer()->PostCallback(C::kInput, [&] { env_.AdvanceClock(absl::Milliseconds(2)); });
+  choreographer()->PostCallback(C::kAnimation, [&] { env_.AdvanceClock(absl::Milliseconds(3)); });
+  choreographer()->PostCallback(C::kTraversal, [&] {
+    for (C::CallbackType type : {C::kInput, C::kAnimation, C::kInsetsAnimation, C::kTraversal,
+                                 C::kCommit}) {
+      seen_in_traversal.push_back(choreographer()->queue_start(type));
+    }
+    env_.AdvanceClock(absl::Milliseconds(4));
+  });
+  env_.FireVsync();
+  // Mid-frame: the queues that started so far; COMMIT not yet (null).
+  EXPECT_THAT(seen_in_traversal,
+              ElementsAre(t0, t0 + absl::Milliseconds(2), t0 + absl::Milliseconds(5),
+                          t0 + absl::Milliseconds(5), TimeTicks()));
+  // After it: every queue of the last frame.
+  EXPECT_EQ(choreographer()->queue_start(C::kCommit), t0 + absl::Milliseconds(9));
+
+  // The next frame starts afresh: a queue not started yet in it reads null.
+  std::vector<TimeTicks> seen_in_input;
+  env_.AdvanceClock(absl::Milliseconds(10));
+  choreographer()->PostCallback(C::kInput, [&] {
+    seen_in_input.push_back(choreographer()->queue_start(C::kInput));
+    seen_in_input.push_back(choreographer()->queue_start(C::kCommit));
+  });
+  env_.FireVsync();
+  EXPECT_THAT(seen_in_input, ElementsAre(t0 + absl::Milliseconds(19), TimeTicks()));
+}
+
 TEST_F(ChoreographerTest, FrameCallback_RepostingItself_RunsOncePerVsync) {
   std::function<void(TimeTicks)> animate = [&](TimeTicks frame_time) {
     frame_times_.push_back(frame_time);

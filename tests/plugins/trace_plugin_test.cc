@@ -137,10 +137,10 @@ TEST_F(TracePluginTest, Start_OnTheLooperThread_CreatesAndStartsTheMonitors) {
   EXPECT_TRUE(plugin->GetFrameTracer()->is_alive());
   // The frame marker waits for the next INPUT queue (a flag the monitor's
   // queue-start hook reads), without asking for a frame.
-  struct OtherHook : Choreographer::QueueStartListener {
-    void OnQueueStart(Choreographer::CallbackType, TimeTicks) override {}
+  struct OtherHook : Choreographer::FrameStartListener {
+    void OnFrameStart(TimeTicks) override {}
   } other_hook;
-  EXPECT_FALSE(env_.choreographer()->SetQueueStartListener(&other_hook));
+  EXPECT_FALSE(env_.choreographer()->SetFrameStartListener(&other_hook));
   EXPECT_FALSE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
   EXPECT_FALSE(env_.vsync()->vsync_requested());
 }

@@ -341,16 +341,16 @@ TEST_F(UIThreadMonitorTest, Stop_RemovesTheMarkersAndStopsObserving) {
   StartMonitor();
   // The INPUT marker is a flag the monitor's queue-start hook reads (no
   // callback per frame): the monitor holds the Choreographer's hook slot.
-  struct OtherHook : Choreographer::QueueStartListener {
-    void OnQueueStart(Choreographer::CallbackType, TimeTicks) override {}
+  struct OtherHook : Choreographer::FrameStartListener {
+    void OnFrameStart(TimeTicks) override {}
   } other_hook;
-  EXPECT_FALSE(env_.choreographer()->SetQueueStartListener(&other_hook));
+  EXPECT_FALSE(env_.choreographer()->SetFrameStartListener(&other_hook));
   monitor_->Stop();
   EXPECT_FALSE(monitor_->is_alive());
   EXPECT_FALSE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
   // Released: another monitor may take the hook.
-  EXPECT_TRUE(env_.choreographer()->SetQueueStartListener(&other_hook));
-  EXPECT_TRUE(env_.choreographer()->SetQueueStartListener(nullptr));
+  EXPECT_TRUE(env_.choreographer()->SetFrameStartListener(&other_hook));
+  EXPECT_TRUE(env_.choreographer()->SetFrameStartListener(nullptr));
 
   handler_.Post([] {});
   RunPending();

@@ -34,7 +34,9 @@ uint64_t PackMicros(absl::Duration lo, absl::Duration hi) {
 // absl::ToInt64Microseconds()).
 uint64_t PackNsAsMicros(int64_t lo_ns, int64_t hi_ns) {
   auto us = [](int64_t ns) -> uint64_t {
-    return static_cast<uint64_t>(std::clamp<int64_t>(ns / 1000, 0, UINT32_MAX));
+    // Unsigned division (cheaper than signed) once negatives are out.
+    const uint64_t v = ns <= 0 ? 0 : static_cast<uint64_t>(ns) / 1000;
+    return v > UINT32_MAX ? UINT32_MAX : v;
   };
   return us(lo_ns) | (us(hi_ns) << 32);
 }

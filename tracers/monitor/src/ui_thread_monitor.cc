@@ -61,29 +61,17 @@ class UIThreadMonitor::CpuSampler {
   std::atomic<int64_t> sample_wall_ns_{0};
 };
 
-// Times the ANIMATION, TRAVERSAL and COMMIT phases of a frame that the INPUT
-// marker claimed, from the Choreographer's own queue starts (one virtual call
-// per queue instead of a marker callback inserted and run per phase).
-class UIThreadMonitor::QueueHook final : public Choreographer::QueueStartListener {
+// Claims the frame whose INPUT queue starts when the INPUT marker is armed
+// (the marker, as a flag): one virtual call per frame. The later phases'
+// starts are the Choreographer's own (Choreographer::queue_start()), read
+// when the frame ends, instead of a marker callback per queue.
+class UIThreadMonitor::FrameHook final : public Choreographer::FrameStartListener {
  public:
-  explicit QueueHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
-  void OnQueueStart(Choreographer::CallbackType type, TimeTicks start) override {
-    if (type == Choreographer::kInput) {
-      // The INPUT marker, as a flag: the hook runs before the queue's
-      // callbacks, as the marker at its head did, with the same start time.
-      if (monitor_->input_marker_armed_) monitor_->OnInputMarker(start);
-      return;
-    }
-    if (!monitor_->hooked_frame_) return;
-    switch (type) {
-      case Choreographer::kAnimation: monitor_->BeginPhase(Phase::kAnimation, start); break;
-      case Choreographer::kTraversal: monitor_->BeginPhase(Phase::kTraversal, start); break;
-      case Choreographer::kCommit:
-        monitor_->BeginPhase(Phase::kCommit, start);
-        monitor_->hooked_frame_ = false;  // The last queue: as the one-shot markers.
-        break;
-      default: break;  // INSETS_ANIMATION counts as animation.
-    }
+  explicit FrameHook(UIThreadMonitor* monitor) : monitor_(monitor) {}
+  void OnFrameStart(TimeTicks input_start) override {
+    // The hook runs before the INPUT queue's callbacks, as the marker at its
+    // head did, with the same start time.
+    if (monitor_->input_marker_armed_) monitor_->OnInputMarker(input_start);
   }
 
  private:
@@ -120,8 +108,8 @@ void UIThreadMonitor::Start() {
   if (choreographer_ != nullptr) {
     // The Choreographer has one hook slot: when another monitor holds it,
     // this one times phases with a marker at the head of each queue.
-    if (queue_hook_ == nullptr) queue_hook_ = std::make_unique<QueueHook>(this);
-    queue_hook_installed_ = choreographer_->SetQueueStartListener(queue_hook_.get());
+    if (frame_hook_ == nullptr) frame_hook_ = std::make_unique<FrameHook>(this);
+    frame_hook_installed_ = choreographer_->SetFrameStartListener(frame_hook_.get());
   }
   ArmInputMarker();
 }
@@ -137,9 +125,9 @@ void UIThreadMonitor::Stop() {
                       Choreographer::kCommit}) {
       choreographer_->RemoveCallbacks(type, this);
     }
-    if (queue_hook_installed_) choreographer_->SetQueueStartListener(nullptr);
+    if (frame_hook_installed_) choreographer_->SetFrameStartListener(nullptr);
   }
-  queue_hook_installed_ = false;
+  frame_hook_installed_ = false;
   hooked_frame_ = false;
   input_marker_armed_ = false;
   if (in_dispatch_) {
@@ -210,9 +198,9 @@ void UIThreadMonitor::RebuildFlatLists() {
 void UIThreadMonitor::ArmInputMarker() {
   if (choreographer_ == nullptr || input_marker_armed_ || !alive_) return;
   input_marker_armed_ = true;
-  // With the queue-start hook, the flag is the marker: the hook claims the
+  // With the frame-start hook, the flag is the marker: the hook claims the
   // next frame when its INPUT queue starts (no callback inserted per frame).
-  if (queue_hook_installed_) return;
+  if (frame_hook_installed_) return;
   // At the head of INPUT, without requesting a frame: it runs first in the
   // next frame that somebody else asks for.
   choreographer_->InsertCallbackAtHead(
@@ -230,8 +218,10 @@ void UIThreadMonitor::OnInputMarker(TimeTicks input_start) {
   // The Choreographer knows the vsync each frame was scheduled for.
   SetFrame(info.intended_vsync, info.refresh_rate, info.frame_number);
   BeginPhase(Phase::kInput, input_start);
-  if (queue_hook_installed_) {
-    hooked_frame_ = true;  // The hook times the later phases of this frame.
+  if (frame_hook_installed_) {
+    // The Choreographer's queue starts time the later phases of this frame.
+    hooked_frame_ = true;
+    snapshot_hooked_frame_.store(true, std::memory_order_relaxed);
     return;
   }
   choreographer_->InsertCallbackAtHead(
@@ -265,6 +255,7 @@ void UIThreadMonitor::SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64
   frame_.refresh_rate = rate;
   frame_.frame_number = frame_number;
   for (auto& start : snapshot_phase_start_ns_) start.store(0, std::memory_order_relaxed);
+  snapshot_hooked_frame_.store(false, std::memory_order_relaxed);
   snapshot_in_frame_.store(true, std::memory_order_relaxed);
 }
 
@@ -394,6 +385,16 @@ void UIThreadMonitor::ReadCpuSample(TimeTicks end) {
 }
 
 void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
+  if (hooked_frame_) {
+    // The phases after INPUT, from the Choreographer's queue starts
+    // (INSETS_ANIMATION counts as animation).
+    phase_start_[static_cast<int>(Phase::kAnimation)] =
+        choreographer_->queue_start(Choreographer::kAnimation);
+    phase_start_[static_cast<int>(Phase::kTraversal)] =
+        choreographer_->queue_start(Choreographer::kTraversal);
+    phase_start_[static_cast<int>(Phase::kCommit)] =
+        choreographer_->queue_start(Choreographer::kCommit);
+  }
   frame_.scene = options_.app_state->visible_scene_id();
   frame_.start = begin;
   frame_.end = end;
@@ -458,6 +459,16 @@ UIThreadMonitor::FrameSnapshot UIThreadMonitor::SnapshotFrame(TimeTicks now) con
   int64_t starts[kPhaseCount];
   for (int i = 0; i < kPhaseCount; ++i) {
     starts[i] = snapshot_phase_start_ns_[i].load(std::memory_order_relaxed);
+  }
+  if (snapshot_hooked_frame_.load(std::memory_order_relaxed)) {
+    // The Choreographer's queue starts (see EndFrame()); any that started
+    // before this frame's INPUT belong to the frame before.
+    const Choreographer::CallbackType queues[] = {
+        Choreographer::kAnimation, Choreographer::kTraversal, Choreographer::kCommit};
+    for (int i = 1; i < kPhaseCount; ++i) {
+      const int64_t start = choreographer_->queue_start(queues[i - 1]).ToNanoseconds();
+      starts[i] = start >= starts[0] ? start : 0;
+    }
   }
   int64_t next = now.ToNanoseconds();
   for (int i = kPhaseCount - 1; i >= 0; --i) {

@@ -111,22 +111,32 @@ class Choreographer : private VsyncSource::Receiver {
 
   bool HasPendingCallbacks(CallbackType type) const;
 
-  // Told when each queue of a frame starts, before its callbacks run, with
-  // the time current_queue_start() gives them. Lets a monitor time every
-  // phase of a frame without a marker callback per queue. Looper thread.
-  class QueueStartListener {
+  // Told when a frame starts running its queues (before the INPUT queue's
+  // callbacks), with the time current_queue_start() then gives them. With
+  // queue_start() it lets a monitor time every phase of a frame without a
+  // marker callback or a call per queue. Looper thread.
+  class FrameStartListener {
    public:
-    virtual void OnQueueStart(CallbackType type, TimeTicks start) = 0;
+    virtual void OnFrameStart(TimeTicks input_start) = 0;
 
    protected:
-    ~QueueStartListener() = default;
+    ~FrameStartListener() = default;
   };
-  // SetQueueStartListener()
+  // SetFrameStartListener()
   //
   // Installs `listener` (not owned; null removes it). There is one slot:
   // returns false, changing nothing, when another listener holds it.
   // Looper thread.
-  bool SetQueueStartListener(QueueStartListener* listener);
+  bool SetFrameStartListener(FrameStartListener* listener);
+  // queue_start()
+  //
+  // When queue `type` started in the frame running now, or in the last one
+  // (null while it has not started in that frame). The Choreographer writes
+  // it as each queue starts: one relaxed store, for any thread to read (a
+  // reader elsewhere may see the frame before for a moment).
+  TimeTicks queue_start(CallbackType type) const {
+    return TimeTicks::FromNanoseconds(queue_start_ns_[type].load(std::memory_order_relaxed));
+  }
   // True between the start and end of a frame.
   bool is_in_frame() const { return in_frame_; }
   // The queue being run, when is_in_frame().
@@ -176,7 +186,8 @@ class Choreographer : private VsyncSource::Receiver {
   bool in_frame_ = false;
   CallbackType current_type_ = kInput;
   TimeTicks current_queue_start_;
-  QueueStartListener* queue_start_listener_ = nullptr;
+  FrameStartListener* frame_start_listener_ = nullptr;
+  std::array<std::atomic<int64_t>, kCallbackTypeCount> queue_start_ns_{};
   TimeTicks last_frame_time_;
   FrameInfo frame_info_;
   int64_t skipped_frame_warning_limit_ = 30;

@@ -11,11 +11,12 @@
 //
 // Frames are timed as Matrix does: a marker at the head of the INPUT queue
 // (armed without requesting a frame) marks the start of a vsync frame. With
-// the Choreographer's queue-start hook (Choreographer::SetQueueStartListener)
-// the marker is a flag the hook reads when INPUT starts, and the hook times
-// the later phases; when another monitor holds the hook, the marker is a
-// callback inserted at the head of INPUT, and it inserts callbacks at the
-// heads of ANIMATION, TRAVERSAL and COMMIT. Either way each phase starts at the time the Choreographer took
+// the Choreographer's frame-start hook (Choreographer::SetFrameStartListener)
+// the marker is a flag the hook reads when INPUT starts, and the later phases
+// start at the Choreographer's own queue starts (Choreographer::queue_start(),
+// read when the frame ends); when another monitor holds the hook, the marker
+// is a callback inserted at the head of INPUT, and it inserts callbacks at
+// the heads of ANIMATION, TRAVERSAL and COMMIT. Either way each phase starts at the time the Choreographer took
 // when that queue started, so timing a frame costs no extra clock read.
 //
 //   input      = ANIMATION start - INPUT start
@@ -294,7 +295,7 @@ class UIThreadMonitor : public LooperDispatchListener {
 
  private:
   class CpuSampler;
-  class QueueHook;
+  class FrameHook;
   void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) override;
   void OnDispatchEnd(TimeTicks begin, TimeTicks end) override;
   // The frame part of a dispatch end (out of line: a plain message's end
@@ -349,10 +350,11 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::array<TimeTicks, kPhaseCount> phase_start_{};
   bool phases_marked_ = false;  // Some phase_start_ is set (cleared lazily).
   bool input_marker_armed_ = false;
-  // The Choreographer's queue-start hook (see QueueHook), whether it is
-  // ours, and whether it times the frame in progress.
-  std::unique_ptr<QueueHook> queue_hook_;
-  bool queue_hook_installed_ = false;
+  // The Choreographer's frame-start hook (see FrameHook), whether it is
+  // ours, and whether it claimed the frame in progress (whose later phases
+  // are then the Choreographer's queue starts).
+  std::unique_ptr<FrameHook> frame_hook_;
+  bool frame_hook_installed_ = false;
   bool hooked_frame_ = false;
   int frame_sources_ = 0;
   // The due rule (MarkFrame()): the last two frames' ends, the interval of
@@ -370,6 +372,7 @@ class UIThreadMonitor : public LooperDispatchListener {
 
   // For SnapshotFrame() from other threads.
   std::atomic<bool> snapshot_in_frame_{false};
+  std::atomic<bool> snapshot_hooked_frame_{false};
   std::array<std::atomic<int64_t>, kPhaseCount> snapshot_phase_start_ns_{};
   MATRIX_THREAD_CHECKER(thread_checker_);
 };
