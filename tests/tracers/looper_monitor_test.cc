@@ -17,6 +17,7 @@
 #include "matrix/core/looper.h"
 #include "matrix/core/observer_list.h"
 #include "matrix/testing/test_environment.h"
+#include "matrix/trace/dispatch_heartbeat.h"
 #include "tracer_test_util.h"
 
 namespace {
@@ -613,3 +614,95 @@ TEST(LooperMonitorForeignTest, IdleHooks_DeliverRunsThatDoNotNest) {
 }
 
 }  // namespace
+
+// --- Recording, and a first listener that wants less ------------------------
+
+namespace record_test {
+
+using ::matrix::DispatchHeartbeat;
+
+TEST_F(LooperMonitorTest, RecordDispatches_WritesEachOutermostDispatchBeforeAnyListenerRuns) {
+  LooperMonitor monitor(env_.looper());
+  DispatchHeartbeat heartbeat;
+  monitor.RecordDispatches(&heartbeat, nullptr);
+  monitor.Start();
+  RecordingListener listener;
+  DispatchHeartbeat::Snapshot at_begin;
+  listener.on_begin = [&] { at_begin = heartbeat.Read(); };
+  ObserverRegistration registration = monitor.AddListener(&listener);
+  const TimeTicks t0 = env_.Now();
+  Dispatch(absl::Milliseconds(4));
+
+  EXPECT_TRUE(at_begin.active);  // Written before the listener heard it.
+  EXPECT_EQ(at_begin.dispatch_number, 1u);
+  EXPECT_EQ(at_begin.begin, t0);
+  const DispatchHeartbeat::Snapshot after = heartbeat.Read();
+  EXPECT_FALSE(after.active);
+  EXPECT_EQ(after.last_end, t0 + absl::Milliseconds(4));
+  EXPECT_EQ(monitor.last_dispatch_end(), t0 + absl::Milliseconds(4));
+
+  // Nested dispatches are one record; with recording stopped, none.
+  handler_.Post([this] {
+    Handler nested(env_.looper(), "nested");
+    nested.Post([] {});
+    env_.looper()->PollOnce(absl::ZeroDuration());
+  });
+  RunPending();
+  EXPECT_EQ(heartbeat.dispatch_number(), 2u);
+  monitor.RecordDispatches(nullptr, nullptr);
+  Dispatch();
+  EXPECT_EQ(heartbeat.dispatch_number(), 2u);
+}
+
+TEST_F(LooperMonitorTest, FirstListener_WantingLess_HearsOnlyWhatItAskedFor) {
+  LooperMonitor monitor(env_.looper());
+  DispatchHeartbeat heartbeat;
+  monitor.RecordDispatches(&heartbeat, nullptr);
+  monitor.Start();
+  RecordingListener first("F");
+  RecordingListener listed("S");
+  first.set_wants_dispatch_begin(false);
+  first.set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(absl::Milliseconds(10)));
+  ObserverRegistration r1 = monitor.AddListener(&first);
+  ObserverRegistration r2 = monitor.AddListener(&listed);
+  // The floor now counts as seen: the first change below is the next one.
+  Dispatch(absl::Milliseconds(20));
+  first.events.clear();
+  listed.events.clear();
+
+  Dispatch(absl::Milliseconds(2));   // Shorter than the floor: nothing.
+  Dispatch(absl::Milliseconds(10));  // At the floor: its end.
+  handler_.Post([&] { first.RequestDispatchEnd(); });  // Asked for: its end.
+  RunPending();
+  Dispatch(absl::Milliseconds(2));  // The request was for that one only.
+  EXPECT_THAT(first.events, ElementsAre("F.end", "F.end"));
+  EXPECT_THAT(listed.events, SizeIs(8));  // The others hear every dispatch.
+
+  // A floor changed somewhere: the next end is heard once (to read floors).
+  first.events.clear();
+  LooperDispatchListener::NoteEndFloorChange();
+  Dispatch(absl::Milliseconds(2));
+  Dispatch(absl::Milliseconds(2));
+  EXPECT_THAT(first.events, ElementsAre("F.end"));
+  EXPECT_EQ(heartbeat.dispatch_number(), 7u);  // Every dispatch recorded.
+}
+
+TEST_F(LooperMonitorTest, Waited_IsWhetherTheLoopWaitedTheThresholdBetweenTwoDispatches) {
+  LooperMonitor monitor(env_.looper());
+  monitor.SetWaitThreshold(absl::ToInt64Nanoseconds(absl::Milliseconds(30)));
+  monitor.Start();
+  EXPECT_TRUE(monitor.waited());  // Until the first ClearWaited().
+  Dispatch();
+  monitor.ClearWaited();
+  env_.AdvanceClock(absl::Milliseconds(29));
+  Dispatch();
+  EXPECT_FALSE(monitor.waited());
+  env_.AdvanceClock(absl::Milliseconds(30));
+  Dispatch();
+  EXPECT_TRUE(monitor.waited());
+  monitor.ClearWaited();
+  Dispatch();
+  EXPECT_FALSE(monitor.waited());
+}
+
+}  // namespace record_test

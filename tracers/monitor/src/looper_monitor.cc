@@ -7,6 +7,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/logging.h"
+#include "matrix/trace/dispatch_heartbeat.h"
+#include "matrix/trace/method_tracer.h"
 
 namespace matrix {
 
@@ -212,6 +214,17 @@ void LooperMonitor::DispatchBegin(TimeTicks begin, const char* label) {
 
 void LooperMonitor::DispatchEnd(TimeTicks end) { End(end); }
 
+void LooperMonitor::RecordDispatches(DispatchHeartbeat* heartbeat, MethodTracer* methods) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  MATRIX_CHECK(methods == nullptr || methods->thread().IsCurrent(),
+               "LooperMonitor: the MethodTracer traces another thread than the loop's");
+  MATRIX_CHECK(heartbeat == nullptr || heartbeat_ == nullptr || heartbeat_ == heartbeat,
+               "LooperMonitor: it records into another heartbeat already (one UIThreadMonitor "
+               "per LooperMonitor)");
+  heartbeat_ = heartbeat;
+  methods_ = heartbeat != nullptr ? methods : nullptr;
+}
+
 // Begin() and End() are inlined into each source's hook (this file only):
 // one call less per event on the hot path.
 [[gnu::always_inline]] inline void LooperMonitor::Begin(TimeTicks begin,
@@ -219,11 +232,18 @@ void LooperMonitor::DispatchEnd(TimeTicks end) { End(end); }
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (depth_++ > 0) return;  // Nested dispatch: only the outermost counts.
   begin_ = begin;
+  // One write per reader, before any listener runs.
+  if (heartbeat_ != nullptr) {
+    method_mark_ = methods_ != nullptr ? methods_->DispatchBegin(begin) : 0;
+    heartbeat_->Begin(begin, info, method_mark_);
+  }
+  if (begin.ToNanoseconds() - last_end_.ToNanoseconds() >= wait_threshold_ns_) waited_ = true;
   // The listeners present now hear this dispatch: fix the list's set before
   // any of them runs (one added by the first listener waits for the next).
-  first_in_dispatch_ = first_listener_;
+  LooperDispatchListener* const first = first_listener_;
+  first_in_dispatch_ = first;
   if (!listeners_.empty()) scope_.emplace(listeners_);
-  if (first_in_dispatch_ != nullptr) first_in_dispatch_->OnDispatchBegin(begin, info);
+  if (first != nullptr && first->wants_begin_) first->OnDispatchBegin(begin, info);
   if (!scope_.has_value()) return;
   scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchBegin(begin, info); });
 }
@@ -232,13 +252,29 @@ void LooperMonitor::DispatchEnd(TimeTicks end) { End(end); }
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (depth_ == 0) return;  // An end without a begin (hooked mid-dispatch).
   if (--depth_ > 0) return;
+  // First, so the watchdogs see the end as early as possible.
+  if (heartbeat_ != nullptr) {
+    heartbeat_->End(end);
+    if (methods_ != nullptr) methods_->DispatchEnd(end);
+  }
   // Still set only if the first listener is still registered (its removal
-  // clears it).
-  LooperDispatchListener* first = std::exchange(first_in_dispatch_, nullptr);
-  if (first != nullptr) first->OnDispatchEnd(begin_, end);
-  if (!scope_.has_value()) return;
-  scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchEnd(begin_, end); });
-  scope_.reset();
+  // clears it). It hears the end if it wants this one (see
+  // LooperDispatchListener).
+  LooperDispatchListener* const first = std::exchange(first_in_dispatch_, nullptr);
+  if (first != nullptr) {
+    const uint64_t floor_changes = LooperDispatchListener::end_floor_changes();
+    if (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->end_floor_ns_ ||
+        first->end_requested_ || floor_changes != end_floors_seen_) {
+      first->end_requested_ = false;
+      end_floors_seen_ = floor_changes;
+      first->OnDispatchEnd(begin_, end);
+    }
+  }
+  if (scope_.has_value()) {
+    scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchEnd(begin_, end); });
+    scope_.reset();
+  }
+  last_end_ = end;
 }
 
 ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener) {

@@ -101,6 +101,14 @@ void UIThreadMonitor::Start() {
   if (alive_) return;
   alive_ = true;
   monitor_registration_ = looper_monitor_->AddListener(this);
+  // The LooperMonitor writes each dispatch into the heartbeat and the method
+  // trace, and keeps the due rule's wait, before any listener runs: this
+  // monitor is called only for what it needs (see UpdateListenerNeeds()).
+  looper_monitor_->RecordDispatches(&heartbeat_, options_.method_tracer);
+  looper_monitor_->SetWaitThreshold(due_gap_ns_);
+  start_number_ = heartbeat_.dispatch_number();
+  first_dispatch_begin_ = TimeTicks();
+  RebuildFlatLists();
   if (options_.sampler_looper != nullptr) {
     cpu_sampler_ =
         std::make_unique<CpuSampler>(this, options_.sampler_looper, options_.cpu_sample_period);
@@ -117,8 +125,10 @@ void UIThreadMonitor::Start() {
 void UIThreadMonitor::Stop() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (!alive_) return;
+  const bool was_in_dispatch = in_dispatch();
   alive_ = false;
   monitor_registration_.Reset();
+  looper_monitor_->RecordDispatches(nullptr, nullptr);  // Ours (see Start()).
   cpu_sampler_.reset();
   if (choreographer_ != nullptr) {
     for (auto type : {Choreographer::kInput, Choreographer::kAnimation, Choreographer::kTraversal,
@@ -130,15 +140,43 @@ void UIThreadMonitor::Stop() {
   frame_hook_installed_ = false;
   hooked_frame_ = false;
   input_marker_armed_ = false;
-  if (in_dispatch_) {
+  if (was_in_dispatch) {
     // Stopped mid-dispatch: end it for the observers that saw it begin.
+    FillDispatch(looper_monitor_->dispatch_begin());
     dispatch_.end = looper_monitor_->clock()->NowTicks();
     for (LooperObserver* o : flat_end_) {
       if (o != nullptr) o->DispatchEnd(dispatch_);
     }
-    in_dispatch_ = false;
+    ResetFrameState();
     if (flat_stale_) RebuildFlatLists();
   }
+}
+
+void UIThreadMonitor::FillDispatch(TimeTicks begin) {
+  dispatch_.dispatch_number = heartbeat_.dispatch_number();
+  dispatch_.method_mark = looper_monitor_->dispatch_method_mark();
+  dispatch_.begin = begin;
+}
+
+void UIThreadMonitor::ResetFrameState() {
+  frame_.is_vsync_frame = false;
+  if (phases_marked_) {  // Only a dispatch that marked a phase left any.
+    phase_start_.fill(TimeTicks());
+    phases_marked_ = false;
+  }
+}
+
+void UIThreadMonitor::UpdateListenerNeeds() {
+  // Begins: for the first one since Start() (first_dispatch_begin()) and
+  // for DispatchBegin() observers. Ends: of dispatches as long as the
+  // lowest observer floor; frames and marked phases ask for theirs.
+  set_wants_dispatch_begin(first_dispatch_begin_.is_null() || !flat_begin_.empty());
+  end_floors_seen_ = LooperDispatchListener::end_floor_changes();
+  min_end_floor_ns_ = LooperObserver::kNoDispatchEnd;
+  for (LooperObserver* o : flat_end_) {
+    if (o != nullptr) min_end_floor_ns_ = std::min(min_end_floor_ns_, o->dispatch_end_floor_ns());
+  }
+  set_dispatch_end_floor_ns(min_end_floor_ns_);
 }
 
 ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
@@ -154,8 +192,9 @@ ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
   if (callbacks & LooperObserver::kDoFrame) registrations[1] = frame_observers_.Add(observer);
   if (callbacks & LooperObserver::kDispatchEnd) registrations[2] = end_observers_.Add(observer);
   // Not during a dispatch: its walks see the observers present at its begin.
-  if (in_dispatch_) {
+  if (in_dispatch()) {
     flat_stale_ = true;
+    RequestDispatchEnd();  // Rebuilt at its end.
   } else {
     RebuildFlatLists();
   }
@@ -169,7 +208,7 @@ ObserverRegistration UIThreadMonitor::AddObserver(LooperObserver* observer) {
 }
 
 void UIThreadMonitor::OnObserverRemoved(LooperObserver* observer) {
-  if (!in_dispatch_) {
+  if (!in_dispatch()) {
     RebuildFlatLists();
     return;
   }
@@ -181,11 +220,11 @@ void UIThreadMonitor::OnObserverRemoved(LooperObserver* observer) {
     }
   }
   flat_stale_ = true;
+  RequestDispatchEnd();
 }
 
 void UIThreadMonitor::RebuildFlatLists() {
   flat_stale_ = false;
-  end_floors_seen_ = kFloorsUnread;
   auto copy = [](ObserverList<LooperObserver>& list, std::vector<LooperObserver*>* flat) {
     flat->clear();
     list.Notify([&](LooperObserver* o) { flat->push_back(o); });
@@ -193,6 +232,7 @@ void UIThreadMonitor::RebuildFlatLists() {
   copy(begin_observers_, &flat_begin_);
   copy(frame_observers_, &flat_frame_);
   copy(end_observers_, &flat_end_);
+  UpdateListenerNeeds();
 }
 
 void UIThreadMonitor::ArmInputMarker() {
@@ -210,7 +250,7 @@ void UIThreadMonitor::ArmInputMarker() {
 
 void UIThreadMonitor::OnInputMarker(TimeTicks input_start) {
   input_marker_armed_ = false;
-  if (!in_dispatch_) {
+  if (!in_dispatch()) {
     ArmInputMarker();  // A frame outside a tracked dispatch: wait for the next.
     return;
   }
@@ -238,11 +278,12 @@ void UIThreadMonitor::OnPhaseMarker(Phase phase) {
 
 void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (!in_dispatch()) return;  // A frame is drawn by a dispatch.
   // The due rule (see the header).
   const absl::Duration due_gap = last_frame_interval_ * kDueIntervals;
   const bool animating = !frame_before_last_end_.is_null() &&
                          last_frame_end_ - frame_before_last_end_ <= due_gap;
-  if (animating && !idle_since_frame_) {
+  if (animating && !looper_monitor_->waited()) {
     const TimeTicks due = last_frame_end_ + last_frame_interval_ / 2;
     if (due < intended_vsync) intended_vsync = due;
   }
@@ -250,6 +291,7 @@ void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int6
 }
 
 void UIThreadMonitor::SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
+  RequestDispatchEnd();  // The frame ends with the dispatch.
   frame_.is_vsync_frame = true;
   frame_.intended_frame_time = intended_vsync;
   frame_.refresh_rate = rate;
@@ -259,7 +301,11 @@ void UIThreadMonitor::SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64
   snapshot_in_frame_.store(true, std::memory_order_relaxed);
 }
 
-void UIThreadMonitor::MarkPhase(Phase phase, TimeTicks start) { BeginPhase(phase, start); }
+void UIThreadMonitor::MarkPhase(Phase phase, TimeTicks start) {
+  if (!in_dispatch()) return;  // Outside a dispatch a phase belongs to no frame.
+  RequestDispatchEnd();  // Its end clears the phases.
+  BeginPhase(phase, start);
+}
 
 void UIThreadMonitor::BeginPhase(Phase phase, TimeTicks start) {
   const int i = static_cast<int>(phase);
@@ -292,50 +338,29 @@ bool UIThreadMonitor::ReadProvisional(DispatchHeartbeat::Snapshot* s) const {
 }
 
 void UIThreadMonitor::OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) {
-  // One write per reader that needs it at once: the method trace's begin
-  // record, then the heartbeat record (which the watchdogs and the Timeline
-  // read). Whatever else a dispatch is, observers and readers derive later.
-  const uint64_t method_mark =
-      options_.method_tracer != nullptr ? options_.method_tracer->DispatchBegin(begin) : 0;
-  dispatch_.dispatch_number = heartbeat_.Begin(begin, info, method_mark);
-  dispatch_.method_mark = method_mark;
-  dispatch_.begin = begin;
-  // Plain nanoseconds (absl::Duration multiplication costs dozens of
-  // instructions per message): due_gap_ns_ is kDueIntervals intervals of
-  // the last frame, a whole number of nanoseconds like the times.
-  // (Before any dispatch ended, last_dispatch_end_ is null and
-  // idle_since_frame_ is true already.)
-  if (begin.ToNanoseconds() - last_dispatch_end_.ToNanoseconds() >= due_gap_ns_) {
-    idle_since_frame_ = true;  // The loop waited: no frame was due.
+  // Heard only when wanted (UpdateListenerNeeds()): the LooperMonitor has
+  // written the dispatch into the heartbeat and the method trace already.
+  if (first_dispatch_begin_.is_null()) {
+    first_dispatch_begin_ = begin;
+    UpdateListenerNeeds();
   }
-  if (first_dispatch_begin_.is_null()) first_dispatch_begin_ = begin;
-  frame_.is_vsync_frame = false;
-  if (phases_marked_) {  // Only a dispatch that marked a phase left any.
-    phase_start_.fill(TimeTicks());
-    phases_marked_ = false;
+  if (flat_begin_.empty()) return;
+  FillDispatch(begin);
+  dispatch_.info = &info;
+  for (LooperObserver* o : flat_begin_) {
+    if (o != nullptr) o->DispatchBegin(dispatch_);
   }
-  // The observers present now hear this dispatch's frame and end: the flat
-  // lists change only between dispatches (a removed observer's entries are
-  // cleared at once).
-  in_dispatch_ = true;
-  if (!flat_begin_.empty()) {
-    dispatch_.info = &info;
-    for (LooperObserver* o : flat_begin_) {
-      if (o != nullptr) o->DispatchBegin(dispatch_);
-    }
-    dispatch_.info = nullptr;
-  }
+  dispatch_.info = nullptr;
 }
 
 void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
-  heartbeat_.End(end);  // First, so the watchdog sees the end as early as possible.
-  if (options_.method_tracer != nullptr) {
-    options_.method_tracer->DispatchEnd(end);
-    dispatch_.method_end = options_.method_tracer->Mark();
-  }
-  if (!in_dispatch_) return;
+  // Heard for frames, marked phases, observer changes, and dispatches at
+  // least as long as the lowest observer floor (and once after any floor
+  // changed): the LooperMonitor skips the call for every other message.
+  if (heartbeat_.dispatch_number() <= start_number_) return;  // Began before Start().
   if (frame_.is_vsync_frame) EndFrame(begin, end);
-  last_dispatch_end_ = end;
+  FillDispatch(begin);
+  dispatch_.method_end = options_.method_tracer != nullptr ? options_.method_tracer->Mark() : 0;
   dispatch_.end = end;
   dispatch_.is_vsync_frame = frame_.is_vsync_frame;
   dispatch_.cpu_sampled = false;
@@ -351,27 +376,16 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
       if (o != nullptr) o->DoFrame(frame_);
     }
   }
-  // Whether any observer wants this end: the lowest floor, re-read only when
-  // some floor changed (then each observer's own floor decides).
-  const uint64_t floor_changes = LooperObserver::floor_changes();
-  if (floor_changes != end_floors_seen_) ReadEndFloors(floor_changes);
+  // A floor changed somewhere: read the observers' floors again (the
+  // LooperMonitor calls this once after any change).
+  if (LooperDispatchListener::end_floor_changes() != end_floors_seen_) UpdateListenerNeeds();
   if (cost_ns >= min_end_floor_ns_) {
     for (LooperObserver* o : flat_end_) {
       if (o != nullptr && cost_ns >= o->dispatch_end_floor_ns()) o->DispatchEnd(dispatch_);
     }
   }
-  in_dispatch_ = false;
+  ResetFrameState();
   if (flat_stale_) RebuildFlatLists();  // Observers came or went during it.
-}
-
-void UIThreadMonitor::ReadEndFloors(uint64_t changes) {
-  // The count first, then the floors: a floor changed after the count was
-  // read moves it again, and the next dispatch end reads the floors again.
-  end_floors_seen_ = changes;
-  min_end_floor_ns_ = LooperObserver::kNoDispatchEnd;
-  for (LooperObserver* o : flat_end_) {
-    if (o != nullptr) min_end_floor_ns_ = std::min(min_end_floor_ns_, o->dispatch_end_floor_ns());
-  }
 }
 
 void UIThreadMonitor::ReadCpuSample(TimeTicks end) {
@@ -436,8 +450,11 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
     last_frame_interval_ = absl::Nanoseconds(interval_ns);
     last_rate_due_gap_ns_ = interval_ns * kDueIntervals;
   }
-  due_gap_ns_ = last_rate_due_gap_ns_;
-  idle_since_frame_ = false;
+  if (due_gap_ns_ != last_rate_due_gap_ns_) {
+    due_gap_ns_ = last_rate_due_gap_ns_;
+    looper_monitor_->SetWaitThreshold(due_gap_ns_);
+  }
+  looper_monitor_->ClearWaited();
   hooked_frame_ = false;
   ArmInputMarker();
 }

@@ -18,7 +18,10 @@
 //                      and IdleBegin()/IdleEnd() around its idle callbacks
 //                      when it has any (IdleHandlerLagTracer listens).
 //
-// Only the outermost dispatch of nested loops is reported.
+// Only the outermost dispatch of nested loops is reported. Each one is
+// written once, before any listener hears it, into the DispatchHeartbeat (and
+// the MethodTracer) given to RecordDispatches(): the UIThreadMonitor's, whose
+// readers then need no listener call per message.
 //
 //   matrix::LooperMonitor monitor(matrix::Looper::MyLooper());   // observer source
 //   monitor.Start();
@@ -39,6 +42,7 @@
 #define MATRIX_TRACE_LOOPER_MONITOR_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -65,13 +69,42 @@ struct DispatchInfo {
 
 // Receives the outermost dispatches. Called on the loop's thread, for every
 // message: implementations must be extremely fast.
+//
+// The monitor's first listener (see LooperMonitor::AddListener()) may ask
+// for less, so that a plain message costs it no call at all: no begins
+// (set_wants_dispatch_begin(false)), and ends only of dispatches at least
+// dispatch_end_floor_ns() long, of a dispatch during which it called
+// RequestDispatchEnd(), or of the first dispatch to end after any listener's
+// floor changed (NoteEndFloorChange()), so that it can set a new floor. The
+// others hear every dispatch. Loop thread, except NoteEndFloorChange().
 class LooperDispatchListener {
  public:
   virtual ~LooperDispatchListener() = default;
   virtual void OnDispatchBegin(TimeTicks begin, const DispatchInfo& info) = 0;
-  // Always follows an OnDispatchBegin() this listener received.
+  // Follows an OnDispatchBegin() this listener received (or, when it wants
+  // no begins, a begin it would have received).
   virtual void OnDispatchEnd(TimeTicks begin, TimeTicks end) = 0;
+
+  void set_wants_dispatch_begin(bool wants) { wants_begin_ = wants; }
+  bool wants_dispatch_begin() const { return wants_begin_; }
+  void set_dispatch_end_floor_ns(int64_t ns) { end_floor_ns_ = ns; }
+  int64_t dispatch_end_floor_ns() const { return end_floor_ns_; }
+  // This dispatch's end, whatever its length (inside a dispatch).
+  void RequestDispatchEnd() { end_requested_ = true; }
+  // Some floor that a listener's own floor follows changed. Any thread.
+  static void NoteEndFloorChange() { end_floor_changes_.fetch_add(1); }
+  static uint64_t end_floor_changes() { return end_floor_changes_.load(); }
+
+ private:
+  friend class LooperMonitor;
+  bool wants_begin_ = true;
+  bool end_requested_ = false;
+  int64_t end_floor_ns_ = INT64_MIN;  // Every end.
+  static inline std::atomic<uint64_t> end_floor_changes_{0};
 };
+
+class DispatchHeartbeat;
+class MethodTracer;
 
 // Receives the idle-callback runs a foreign loop reports (IdleBegin() /
 // IdleEnd()): the foreign counterpart of DispatchObserver::OnIdleHandlerBegin/
@@ -142,6 +175,36 @@ class LooperMonitor {
   // directly, without a list walk: one hop per event on the hot path.
   [[nodiscard]] ObserverRegistration AddListener(LooperDispatchListener* listener);
 
+  // RecordDispatches()
+  //
+  // Writes each outermost dispatch once, at its begin and at its end, before
+  // any listener hears it: into `heartbeat` (with the method-trace mark) and,
+  // when `methods` is not null, as the MethodTracer's dispatch records (it
+  // must trace this thread). The readers of those (watchdogs, the Timeline,
+  // call trees) need no listener call per message. Null stops it. Neither is
+  // owned; both must outlive the recording. Loop thread.
+  void RecordDispatches(DispatchHeartbeat* heartbeat, MethodTracer* methods);
+  // The dispatch in progress (or the last): its begin, the method-trace mark
+  // written at its begin (0 without one), and the end of the dispatch before
+  // it (null before any ended). Loop thread.
+  TimeTicks dispatch_begin() const { return begin_; }
+  uint64_t dispatch_method_mark() const { return method_mark_; }
+  TimeTicks last_dispatch_end() const { return last_end_; }
+  // Whether `listener` hears the dispatch in progress (it was the first
+  // listener when the dispatch began and still is). Loop thread.
+  bool HearsCurrentDispatch(const LooperDispatchListener* listener) const {
+    return depth_ > 0 && first_in_dispatch_ == listener;
+  }
+
+  // SetWaitThreshold() / waited()
+  //
+  // Whether the loop waited at least `ns` between two dispatches (the end of
+  // one and the begin of the next) since ClearWaited(); true until the first
+  // ClearWaited(). One compare per dispatch. Loop thread.
+  void SetWaitThreshold(int64_t ns) { wait_threshold_ns_ = ns; }
+  bool waited() const { return waited_; }
+  void ClearWaited() { waited_ = false; }
+
   // Foreign-loop hooks. Without a timestamp they read the clock.
   void DispatchBegin(TimeTicks begin, const char* label = nullptr);
   void DispatchBegin(const char* label = nullptr) { DispatchBegin(clock_->NowTicks(), label); }
@@ -206,6 +269,16 @@ class LooperMonitor {
   bool started_ = false;
   int depth_ = 0;
   TimeTicks begin_;
+  // RecordDispatches().
+  DispatchHeartbeat* heartbeat_ = nullptr;
+  MethodTracer* methods_ = nullptr;
+  uint64_t method_mark_ = 0;
+  TimeTicks last_end_;
+  int64_t wait_threshold_ns_ = INT64_MAX;
+  bool waited_ = true;
+  // LooperDispatchListener::end_floor_changes() when the first listener last
+  // heard an end.
+  uint64_t end_floors_seen_ = UINT64_MAX;
   // The first listener (see AddListener()), outside the list, and the one
   // that heard the current dispatch begin (it hears its end only if it is
   // still registered then).

@@ -9,6 +9,14 @@
 //   DispatchBegin(dispatch) -> [message runs; a frame runs its queues]
 //   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
+// A plain message costs it no call: its LooperMonitor writes each dispatch
+// once into this monitor's heartbeat (and the MethodTracer's dispatch
+// records) and keeps the due rule's wait (LooperMonitor::RecordDispatches(),
+// SetWaitThreshold()); it calls this monitor at a begin only for
+// DispatchBegin() observers, and at an end only for a frame, a dispatch at
+// least as long as the lowest dispatch-end floor of its observers, or a
+// change among observers or floors. One UIThreadMonitor per LooperMonitor.
+//
 // Frames are timed as Matrix does: a marker at the head of the INPUT queue
 // (armed without requesting a frame) marks the start of a vsync frame. With
 // the Choreographer's frame-start hook (Choreographer::SetFrameStartListener)
@@ -163,21 +171,17 @@ class LooperObserver {
   // 0, the default: every dispatch. Any thread may change it; the monitor
   // reads it at each dispatch end.
   static constexpr int64_t kNoDispatchEnd = INT64_MAX;  // A floor: no DispatchEnd() at all.
+  // A change reaches the monitor at the next dispatch end: it keeps the
+  // lowest floor of its observers, and the LooperMonitor calls it only for
+  // dispatches that long (LooperDispatchListener::NoteEndFloorChange()).
   void set_dispatch_end_floor_ns(int64_t ns) {
-    if (dispatch_end_floor_ns_.exchange(ns) != ns) floor_changes_.fetch_add(1);
+    if (dispatch_end_floor_ns_.exchange(ns) != ns) LooperDispatchListener::NoteEndFloorChange();
   }
   int64_t dispatch_end_floor_ns() const { return dispatch_end_floor_ns_.load(); }
-
-  // How many times any observer in the process changed its floor: a monitor
-  // keeps the lowest floor of its observers and reads them again only when
-  // this moves (one load per dispatch instead of one per observer). Any
-  // thread.
-  static uint64_t floor_changes() { return floor_changes_.load(); }
 
  private:
   const uint8_t callbacks_;
   std::atomic<int64_t> dispatch_end_floor_ns_{0};
-  static inline std::atomic<uint64_t> floor_changes_{0};
 };
 
 class UIThreadMonitor : public LooperDispatchListener {
@@ -243,7 +247,12 @@ class UIThreadMonitor : public LooperDispatchListener {
   const DispatchHeartbeat& heartbeat() const { return heartbeat_; }
   // Whether a dispatch runs now, and when the first one since Start() began
   // (null before it). Looper thread.
-  bool in_dispatch() const { return in_dispatch_; }
+  bool in_dispatch() const {
+    // A dispatch runs, and it began after Start() (the heartbeat numbers the
+    // dispatches the LooperMonitor records for this monitor).
+    return alive_ && looper_monitor_->is_dispatching() &&
+           heartbeat_.dispatch_number() > start_number_;
+  }
   TimeTicks first_dispatch_begin() const { return first_dispatch_begin_; }
 
   // The frame the dispatch in progress draws, as DoFrame() passed it:
@@ -309,7 +318,11 @@ class UIThreadMonitor : public LooperDispatchListener {
   void SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number);
   void OnObserverRemoved(LooperObserver* observer);
   void RebuildFlatLists();
-  void ReadEndFloors(uint64_t changes);
+  // What this monitor needs to hear from the LooperMonitor (see
+  // LooperDispatchListener): recomputed when observers or floors change.
+  void UpdateListenerNeeds();
+  void FillDispatch(TimeTicks begin);
+  void ResetFrameState();
 
   LooperMonitor* const looper_monitor_;
   Choreographer* const choreographer_;
@@ -331,12 +344,11 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::vector<LooperObserver*> flat_end_;
   bool flat_stale_ = false;
   // The lowest dispatch-end floor among flat_end_'s observers, read when
-  // LooperObserver::floor_changes() was end_floors_seen_ (kFloorsUnread:
-  // read them at the next dispatch end).
-  static constexpr uint64_t kFloorsUnread = UINT64_MAX;
+  // LooperDispatchListener::end_floor_changes() was end_floors_seen_.
   int64_t min_end_floor_ns_ = 0;
-  uint64_t end_floors_seen_ = kFloorsUnread;
-  bool in_dispatch_ = false;  // A tracked dispatch runs (began, not ended).
+  uint64_t end_floors_seen_ = 0;
+  // The heartbeat's dispatch number at Start(): later ones are tracked.
+  uint64_t start_number_ = 0;
   TimeTicks first_dispatch_begin_;
   // Keeps AddObserver() handles' active() honest once the monitor is gone.
   std::shared_ptr<UIThreadMonitor*> self_ = std::make_shared<UIThreadMonitor*>(this);
@@ -357,9 +369,9 @@ class UIThreadMonitor : public LooperDispatchListener {
   bool frame_hook_installed_ = false;
   bool hooked_frame_ = false;
   int frame_sources_ = 0;
-  // The due rule (MarkFrame()): the last two frames' ends, the interval of
-  // the last one, the last dispatch's end, and whether the loop waited
-  // kDueIntervals or more since the last frame.
+  // The due rule (MarkFrame()): the last two frames' ends and the interval
+  // of the last one. Whether the loop waited kDueIntervals or more since the
+  // last frame is the LooperMonitor's waited() (threshold due_gap_ns_).
   TimeTicks last_frame_end_;
   TimeTicks frame_before_last_end_;
   absl::Duration last_frame_interval_;
@@ -367,8 +379,6 @@ class UIThreadMonitor : public LooperDispatchListener {
   // The last frame's rate, and kDueIntervals of its intervals in ns.
   RefreshRate last_frame_rate_ = RefreshRate::FromMillihertz(-1);  // None yet.
   int64_t last_rate_due_gap_ns_ = 0;
-  TimeTicks last_dispatch_end_;
-  bool idle_since_frame_ = true;
 
   // For SnapshotFrame() from other threads.
   std::atomic<bool> snapshot_in_frame_{false};
