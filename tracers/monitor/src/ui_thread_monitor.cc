@@ -413,26 +413,39 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   frame_.start = begin;
   frame_.end = end;
   // Each phase lasts until the next phase that started, or the dispatch end.
-  TimeTicks next = end;
   absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
                                         &frame_.commit};
-  // In whole nanoseconds when every time is finite and no difference
-  // overflows (always, on a real clock); else with the saturating
-  // TimeTicks arithmetic.
-  bool finite = !end.is_max() && !end.is_min();
-  for (int i = kPhaseCount - 1; i >= 0; --i) {
-    if (phase_start_[i].is_null()) {
-      *costs[i] = absl::ZeroDuration();
-      frame_.phase_ns[i] = 0;
-    } else {
-      finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
-               !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
-                                       &frame_.phase_ns[i]);
-      *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
-      next = phase_start_[i];
+  const int64_t s0 = phase_start_[0].ToNanoseconds();
+  const int64_t s1 = phase_start_[1].ToNanoseconds();
+  const int64_t s2 = phase_start_[2].ToNanoseconds();
+  const int64_t s3 = phase_start_[3].ToNanoseconds();
+  const int64_t e = end.ToNanoseconds();
+  if (s0 > 0 && s0 <= s1 && s1 <= s2 && s2 <= s3 && s3 <= e && !end.is_max()) {
+    // Every phase started (none is null: all follow a positive one), in
+    // order, before a finite end: four subtractions that cannot overflow.
+    frame_.phase_ns = {s1 - s0, s2 - s1, s3 - s2, e - s3};
+    for (int i = 0; i < kPhaseCount; ++i) *costs[i] = absl::Nanoseconds(frame_.phase_ns[i]);
+    frame_.has_phase_ns = true;
+  } else {
+    TimeTicks next = end;
+    // In whole nanoseconds when every time is finite and no difference
+    // overflows (always, on a real clock); else with the saturating
+    // TimeTicks arithmetic.
+    bool finite = !end.is_max() && !end.is_min();
+    for (int i = kPhaseCount - 1; i >= 0; --i) {
+      if (phase_start_[i].is_null()) {
+        *costs[i] = absl::ZeroDuration();
+        frame_.phase_ns[i] = 0;
+      } else {
+        finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
+                 !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
+                                         &frame_.phase_ns[i]);
+        *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
+        next = phase_start_[i];
+      }
     }
+    frame_.has_phase_ns = finite;
   }
-  frame_.has_phase_ns = finite;
   // Counted once here for every observer (see FrameData).
   frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,
                                             frame_.refresh_rate);
