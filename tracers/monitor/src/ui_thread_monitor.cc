@@ -358,20 +358,8 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   // least as long as the lowest observer floor (and once after any floor
   // changed): the LooperMonitor skips the call for every other message.
   if (heartbeat_.dispatch_number() <= start_number_) return;  // Began before Start().
-  if (frame_.is_vsync_frame) EndFrame(begin, end);
-  FillDispatch(begin);
-  dispatch_.method_end = options_.method_tracer != nullptr ? options_.method_tracer->Mark() : 0;
-  dispatch_.end = end;
-  dispatch_.is_vsync_frame = frame_.is_vsync_frame;
-  dispatch_.cpu_sampled = false;
-  // Only a dispatch that lasted at least a sample period reads the CPU clock
-  // (one syscall at its end). A short one that the sampler happened to catch
-  // in flight does not: in a stream of fast messages that would be a syscall
-  // every period on the looper thread, for a useless sample.
-  const int64_t cost_ns = end.ToNanoseconds() - begin.ToNanoseconds();
-  if (cpu_sampler_ != nullptr && cost_ns >= cpu_sample_period_ns_) ReadCpuSample(end);
-
   if (frame_.is_vsync_frame) {
+    EndFrame(begin, end);
     for (LooperObserver* o : flat_frame_) {
       if (o != nullptr) o->DoFrame(frame_);
     }
@@ -379,7 +367,20 @@ void UIThreadMonitor::OnDispatchEnd(TimeTicks begin, TimeTicks end) {
   // A floor changed somewhere: read the observers' floors again (the
   // LooperMonitor calls this once after any change).
   if (LooperDispatchListener::end_floor_changes() != end_floors_seen_) UpdateListenerNeeds();
+  const int64_t cost_ns = end.ToNanoseconds() - begin.ToNanoseconds();
   if (cost_ns >= min_end_floor_ns_) {
+    // Some observer hears this end: its DispatchData.
+    FillDispatch(begin);
+    dispatch_.method_end =
+        options_.method_tracer != nullptr ? options_.method_tracer->Mark() : 0;
+    dispatch_.end = end;
+    dispatch_.is_vsync_frame = frame_.is_vsync_frame;
+    dispatch_.cpu_sampled = false;
+    // Only a dispatch that lasted at least a sample period reads the CPU
+    // clock (one syscall at its end). A short one that the sampler happened
+    // to catch in flight does not: in a stream of fast messages that would
+    // be a syscall every period on the looper thread, for a useless sample.
+    if (cpu_sampler_ != nullptr && cost_ns >= cpu_sample_period_ns_) ReadCpuSample(end);
     for (LooperObserver* o : flat_end_) {
       if (o != nullptr && cost_ns >= o->dispatch_end_floor_ns()) o->DispatchEnd(dispatch_);
     }
