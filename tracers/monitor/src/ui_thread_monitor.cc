@@ -88,10 +88,6 @@ UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* c
       heartbeat_(options.dispatch_history) {
   MATRIX_CHECK(looper_monitor_ != nullptr, "UIThreadMonitor needs a LooperMonitor");
   MATRIX_CHECK(options_.app_state != nullptr, "UIThreadMonitor needs an AppState");
-  // The dispatch records are written on the looper thread without a check
-  // per message: the tracer must trace this thread.
-  MATRIX_CHECK(options_.method_tracer == nullptr || options_.method_tracer->thread().IsCurrent(),
-               "UIThreadMonitor: the MethodTracer traces another thread than the looper's");
 }
 
 UIThreadMonitor::~UIThreadMonitor() { Stop(); }

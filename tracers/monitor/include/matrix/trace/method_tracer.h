@@ -132,8 +132,8 @@ class MethodTracer {
   // time at least `now`, and returns the record's index: the mark to copy
   // this dispatch from. No call, syscall, lock or allocation (inline: the
   // looper thread pays it per message).
-  // Must be called on the traced thread (a debug check; the UIThreadMonitor
-  // checks once that it runs there).
+  // Must be called on the traced thread (a debug check;
+  // LooperMonitor::RecordDispatches() checks once that it records there).
   uint64_t DispatchBegin(TimeTicks now);
 
   // DispatchEnd()
