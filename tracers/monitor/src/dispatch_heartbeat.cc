@@ -69,8 +69,8 @@ bool DispatchHeartbeat::ReadSlot(uint64_t number, Record* out, bool* has_log_lin
   if (out->ended) out->end = TimeTicks::FromNanoseconds(end_ns);
   if ((target & kFlagLabel) != 0) {
     out->label = Pointer<const char>(function);
-  } else {
-    out->function = Pointer<const char>(function);
+  } else if (file != 0) {  // A message's location, stored raw (see Location).
+    out->function = function != 0 ? Pointer<const char>(function) : "";
     out->file = Pointer<const char>(file);
   }
   out->line = static_cast<int>(static_cast<uint32_t>(line_what));

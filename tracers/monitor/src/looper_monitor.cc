@@ -26,10 +26,15 @@ class LooperMonitor::DispatchObserverBridge : public DispatchObserver {
  public:
   explicit DispatchObserverBridge(LooperMonitor* monitor)
       : DispatchObserver(kDispatches), monitor_(monitor) {}
+  // No frame, no spill: the listeners' calls are out of line.
   void OnDispatchBegin(const Message& msg, TimeTicks begin) override {
-    DispatchInfo info;
-    info.message = &msg;
-    monitor_->Begin(begin, info);
+    LooperMonitor* const monitor = monitor_;
+    if (!monitor->OpenDispatch(begin)) return;
+    if (monitor->heartbeat_ != nullptr) {
+      monitor->method_mark_ = monitor->WriteMethodBegin(begin);
+      monitor->heartbeat_->BeginMessage(begin, msg, monitor->method_mark_);
+    }
+    if (monitor->ListenersHearBegin()) [[unlikely]] monitor->NotifyBeginOfMessage(begin, msg);
   }
   void OnDispatchEnd(const Message&, TimeTicks, TimeTicks end) override { monitor_->End(end); }
 
@@ -225,24 +230,50 @@ void LooperMonitor::RecordDispatches(DispatchHeartbeat* heartbeat, MethodTracer*
   methods_ = heartbeat != nullptr ? methods : nullptr;
 }
 
-// Begin() and End() are inlined into each source's hook (this file only):
-// one call less per event on the hot path.
+// OpenDispatch(), Begin() and End() are inlined into each source's hook (this
+// file only): one call less per event on the hot path. What only listeners
+// need is out of line, so the hooks themselves need no stack frame.
+[[gnu::always_inline]] inline bool LooperMonitor::OpenDispatch(TimeTicks begin) {
+  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
+  if (depth_++ > 0) return false;  // Nested dispatch: only the outermost counts.
+  begin_ = begin;
+  if (begin.ToNanoseconds() - last_end_.ToNanoseconds() >= wait_threshold_ns_) waited_ = true;
+  // The first listener now hears this dispatch (see AddListener()).
+  first_in_dispatch_ = first_listener_;
+  return true;
+}
+
+[[gnu::always_inline]] inline uint64_t LooperMonitor::WriteMethodBegin(TimeTicks begin) {
+  return methods_ != nullptr ? methods_->DispatchBegin(begin) : 0;
+}
+
+[[gnu::always_inline]] inline bool LooperMonitor::ListenersHearBegin() const {
+  return (first_in_dispatch_ != nullptr && first_in_dispatch_->wants_begin_) ||
+         !listeners_.empty();
+}
+
 [[gnu::always_inline]] inline void LooperMonitor::Begin(TimeTicks begin,
                                                         const DispatchInfo& info) {
-  MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  if (depth_++ > 0) return;  // Nested dispatch: only the outermost counts.
-  begin_ = begin;
+  if (!OpenDispatch(begin)) return;
   // One write per reader, before any listener runs.
   if (heartbeat_ != nullptr) {
-    method_mark_ = methods_ != nullptr ? methods_->DispatchBegin(begin) : 0;
+    method_mark_ = WriteMethodBegin(begin);
     heartbeat_->Begin(begin, info, method_mark_);
   }
-  if (begin.ToNanoseconds() - last_end_.ToNanoseconds() >= wait_threshold_ns_) waited_ = true;
+  if (ListenersHearBegin()) NotifyBegin(begin, info);
+}
+
+void LooperMonitor::NotifyBeginOfMessage(TimeTicks begin, const Message& msg) {
+  DispatchInfo info;
+  info.message = &msg;
+  NotifyBegin(begin, info);
+}
+
+void LooperMonitor::NotifyBegin(TimeTicks begin, const DispatchInfo& info) {
   // The listeners present now hear this dispatch: fix the list's set before
   // any of them runs (one added by the first listener waits for the next).
-  LooperDispatchListener* const first = first_listener_;
-  first_in_dispatch_ = first;
   if (!listeners_.empty()) scope_.emplace(listeners_);
+  LooperDispatchListener* const first = first_in_dispatch_;
   if (first != nullptr && first->wants_begin_) first->OnDispatchBegin(begin, info);
   if (!scope_.has_value()) return;
   scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchBegin(begin, info); });
@@ -250,16 +281,32 @@ void LooperMonitor::RecordDispatches(DispatchHeartbeat* heartbeat, MethodTracer*
 
 [[gnu::always_inline]] inline void LooperMonitor::End(TimeTicks end) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  if (depth_ == 0) return;  // An end without a begin (hooked mid-dispatch).
-  if (--depth_ > 0) return;
+  if (depth_ != 1) [[unlikely]] {
+    if (depth_ > 1) --depth_;  // A nested dispatch ended.
+    return;                    // Or an end without a begin (hooked mid-dispatch).
+  }
+  depth_ = 0;
   // First, so the watchdogs see the end as early as possible.
   if (heartbeat_ != nullptr) {
     heartbeat_->End(end);
     if (methods_ != nullptr) methods_->DispatchEnd(end);
   }
-  // Still set only if the first listener is still registered (its removal
-  // clears it). It hears the end if it wants this one (see
-  // LooperDispatchListener).
+  // first_in_dispatch_ is still set only if the first listener is still
+  // registered (its removal clears it). It hears the end if it wants this one
+  // (see LooperDispatchListener).
+  const LooperDispatchListener* const first = first_in_dispatch_;
+  if ((first != nullptr &&
+       (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->end_floor_ns_ ||
+        first->end_requested_ ||
+        LooperDispatchListener::end_floor_changes() != end_floors_seen_)) ||
+      scope_.has_value()) [[unlikely]] {
+    NotifyEnd(end);
+    return;
+  }
+  last_end_ = end;
+}
+
+void LooperMonitor::NotifyEnd(TimeTicks end) {
   LooperDispatchListener* const first = std::exchange(first_in_dispatch_, nullptr);
   if (first != nullptr) {
     const uint64_t floor_changes = LooperDispatchListener::end_floor_changes();

@@ -6,7 +6,7 @@
 // if someone instruments the whole program by hand.
 //
 // Memory ordering. The single writer stores slot i (release) and then
-// publishes its `next` = i + 1 (release; MethodTracer::write_index_ points
+// publishes its `next` = i + 1 (release; MethodTracer::writer_ points
 // at the traced thread's `next`). A copier loads the index
 // (acquire), loads the slots it wants (acquire) and loads the index again.
 // If a slot load saw a value written for index j, the writer had already
@@ -29,25 +29,13 @@
 namespace matrix {
 namespace {
 
-// Per-thread writer state. Only the traced thread has slots != nullptr, so
-// on every other thread a hook is one initial-exec TLS load and a branch.
-// `next` and `now_ns` live here, next to what the writer reads per record,
-// and the tracer reaches them through pointers (write_index_,
-// cached_now_ns_): other threads read `next` and move `now_ns` with atomic
-// builtins; the writer's own accesses are single loads and stores.
-struct WriterState {
-  std::atomic<uint64_t>* slots = nullptr;
-  uint64_t mask = 0;
-  uint64_t next = 0;   // Absolute index of the next record: what copiers read.
-  uint64_t epoch = 0;  // RecordEpoch() of the last time record written.
-  int64_t now_ns = 0;  // The cached time records are stamped with.
-  const MethodTracer* tracer = nullptr;  // The tracer writing (the traced thread only).
-};
+// Per-thread writer state (see internal::MethodWriter).
+using WriterState = internal::MethodWriter;
 
 __attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tls_writer;
 
 // The patched-entry stubs (patchable_entries.cc) write the same records.
-static_assert(offsetof(WriterState, slots) == internal::kWriterSlotsOffset);
+static_assert(offsetof(WriterState, ring) == internal::kWriterSlotsOffset);
 static_assert(offsetof(WriterState, mask) == internal::kWriterMaskOffset);
 static_assert(offsetof(WriterState, next) == internal::kWriterNextOffset);
 static_assert(offsetof(WriterState, epoch) == internal::kWriterEpochOffset);
@@ -77,7 +65,7 @@ MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) const T* Raw(const st
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Store(WriterState* w,
                                                                       uint64_t record) {
   const uint64_t i = w->next;
-  __atomic_store_n(Raw(&w->slots[i & w->mask]), record, __ATOMIC_RELEASE);
+  __atomic_store_n(Raw(&w->ring[i & w->mask]), record, __ATOMIC_RELEASE);
   __atomic_store_n(&w->next, i + 1, __ATOMIC_RELEASE);
 }
 
@@ -99,14 +87,14 @@ MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterSta
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendFunction(uint64_t kind,
                                                                                void* fn) {
   WriterState* w = &tls_writer;
-  if (w->slots == nullptr) return;
+  if (w->ring == nullptr) return;
   Append(w, EncodeFunctionRecord(kind, reinterpret_cast<uintptr_t>(fn), 0));
 }
 
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendScope(bool exit,
                                                                             const TraceSite* site) {
   WriterState* w = &tls_writer;
-  if (w->slots == nullptr) return;
+  if (w->ring == nullptr) return;
   Append(w, EncodeScopeRecord(exit, reinterpret_cast<uintptr_t>(site), 0));
 }
 
@@ -146,7 +134,7 @@ MethodTracer::MethodTracer(const Options& options)
       slots_(new std::atomic<uint64_t>[capacity_]()) {}
 
 std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
-  MATRIX_CHECK(tls_writer.slots == nullptr, "this thread is already traced");
+  MATRIX_CHECK(tls_writer.ring == nullptr, "this thread is already traced");
   std::unique_ptr<MethodTracer> tracer(new MethodTracer(options));
   MethodTracer* expected = nullptr;
   MATRIX_CHECK(g_current.compare_exchange_strong(expected, tracer.get()),
@@ -159,15 +147,13 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
   // while building it (unique_ptr's members) may be the program's
   // instrumented copies, and their hooks must not see a half-set writer.
   WriterState state;
-  state.slots = tracer->slots_.get();
+  state.ring = tracer->slots_.get();
   state.mask = tracer->capacity_ - 1;
   state.next = 0;
   state.now_ns = now;
   state.tracer = tracer.get();
   tls_writer = state;
-  tracer->write_index_ = &tls_writer.next;
-  tracer->cached_now_ns_ = &tls_writer.now_ns;
-  tracer->epoch_ = &tls_writer.epoch;
+  tracer->writer_ = &tls_writer;
   StoreTime(&tls_writer, now);  // The stream always starts timed.
   internal::PatchedEntriesAttachThread(&tls_writer);
 
@@ -195,8 +181,8 @@ MethodTracer* MethodTracer::Current() { return g_current.load(std::memory_order_
 
 void MethodTracer::UpdateTime(TimeTicks now) {
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
-  int64_t current = __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED);
-  while (ns > current && !__atomic_compare_exchange_n(cached_now_ns_, &current, ns, /*weak=*/true,
+  int64_t current = __atomic_load_n(&writer_->now_ns, __ATOMIC_RELAXED);
+  while (ns > current && !__atomic_compare_exchange_n(&writer_->now_ns, &current, ns, /*weak=*/true,
                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 }

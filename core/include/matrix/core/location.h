@@ -33,6 +33,10 @@ class Location {
   constexpr const char* function_name() const { return function_ ? function_ : ""; }
   constexpr const char* file_name() const { return file_ ? file_ : ""; }
   constexpr int line_number() const { return line_; }
+  // As given (null when unknown): for recorders that copy the words as they
+  // are and decode them later.
+  constexpr const char* raw_function() const { return function_; }
+  constexpr const char* raw_file() const { return file_; }
 
   // "function@file:line" with the file's directory removed, or "unknown".
   std::string ToString() const;

@@ -98,6 +98,8 @@ class DispatchHeartbeat {
   // Looper thread, at every dispatch begin/end. Begin() returns the new
   // dispatch's number.
   uint64_t Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark = 0);
+  // Begin() of a Looper message (the kDispatchObserver source's fast path).
+  uint64_t BeginMessage(TimeTicks begin, const Message& msg, uint64_t method_mark = 0);
   void End(TimeTicks end);
 
   // Any thread. Consistent: all fields describe the latest dispatch as it
@@ -142,6 +144,11 @@ class DispatchHeartbeat {
     std::atomic<uint64_t> method_mark{0};
   };
 
+  // Writes the record of dispatch n: `store_words(n, slot)` stores its
+  // message's words (the slot is being written then).
+  template <typename StoreWords>
+  uint64_t Publish(TimeTicks begin, uint64_t method_mark, StoreWords store_words);
+  static void StoreMessageWords(const Message& msg, uint64_t flags, Slot& slot);
   void WriteLogLine(uint64_t number, std::string_view line);
   bool ReadSlot(uint64_t number, Record* out, bool* has_log_line) const;
   bool ReadLogLine(uint64_t number, std::string* out) const;
@@ -158,58 +165,78 @@ class DispatchHeartbeat {
 };
 
 // Inline: the looper thread calls these at every dispatch.
-[[gnu::always_inline]] inline uint64_t DispatchHeartbeat::Begin(TimeTicks begin,
-                                                                const DispatchInfo& info,
-                                                                uint64_t method_mark) {
+template <typename StoreWords>
+[[gnu::always_inline]] inline uint64_t DispatchHeartbeat::Publish(TimeTicks begin,
+                                                                  uint64_t method_mark,
+                                                                  StoreWords store_words) {
   const uint64_t n = head_.load(std::memory_order_relaxed) + 1;  // Single writer.
   Slot& slot = slots_[(n - 1) & mask_];
   slot.version.store((n << 2) | kStateWriting, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  uint64_t function = 0;
-  uint64_t file = 0;
-  uint64_t line_what = 0;
-  uint64_t target_name = 0;
-  uint64_t target = 0;
-  if (const Message* msg = info.message) {
-    if (msg->posted_from.has_source_info()) {
-      function = ToWord(msg->posted_from.function_name());
-      file = ToWord(msg->posted_from.file_name());
-    }
-    line_what = static_cast<uint32_t>(msg->posted_from.line_number()) |
-                (static_cast<uint64_t>(static_cast<uint32_t>(msg->what)) << 32);
-    if (const Handler* handler = msg->target()) {
-      target_name = ToWord(&handler->name());
-      target = ToWord(handler);
-    }
-    if (msg->callback) target |= kFlagCallback;
-  } else if (info.label != nullptr) {
-    function = ToWord(info.label);
-    target = kFlagLabel;
-  }
-  if (!info.log_line.empty()) {  // Printer source only.
-    target |= kFlagLogLine;
-    WriteLogLine(n, info.log_line);
-  }
   slot.begin_ns.store(begin.ToNanoseconds(), std::memory_order_relaxed);
   // end_ns keeps an older dispatch's end until End(): readers take it only
   // once the version says ended.
-  slot.function_or_label.store(function, std::memory_order_relaxed);
-  slot.file.store(file, std::memory_order_relaxed);
-  slot.line_what.store(line_what, std::memory_order_relaxed);
-  slot.target_name.store(target_name, std::memory_order_relaxed);
-  slot.target_and_flags.store(target, std::memory_order_relaxed);
   slot.method_mark.store(method_mark, std::memory_order_relaxed);
+  store_words(n, slot);
   slot.version.store(n << 2, std::memory_order_release);
   head_.store(n, std::memory_order_release);
   return n;
+}
+
+[[gnu::always_inline]] inline void DispatchHeartbeat::StoreMessageWords(const Message& msg,
+                                                                        uint64_t flags,
+                                                                        Slot& slot) {
+  // Each word is stored as soon as it is known (few registers live: the
+  // looper thread's hook needs no stack frame).
+  // The location's words as they are (ReadSlot() decodes them as
+  // Location's accessors would).
+  slot.function_or_label.store(ToWord(msg.posted_from.raw_function()), std::memory_order_relaxed);
+  slot.file.store(ToWord(msg.posted_from.raw_file()), std::memory_order_relaxed);
+  slot.line_what.store(static_cast<uint32_t>(msg.posted_from.line_number()) |
+                           (static_cast<uint64_t>(static_cast<uint32_t>(msg.what)) << 32),
+                       std::memory_order_relaxed);
+  const Handler* handler = msg.target();
+  slot.target_name.store(handler != nullptr ? ToWord(&handler->name()) : 0,
+                         std::memory_order_relaxed);
+  if (msg.callback) flags |= kFlagCallback;
+  slot.target_and_flags.store(ToWord(handler) | flags, std::memory_order_relaxed);
+}
+
+[[gnu::always_inline]] inline uint64_t DispatchHeartbeat::BeginMessage(TimeTicks begin,
+                                                                       const Message& msg,
+                                                                       uint64_t method_mark) {
+  return Publish(begin, method_mark,
+                 [&msg](uint64_t, Slot& slot) { StoreMessageWords(msg, 0, slot); });
+}
+
+inline uint64_t DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info,
+                                         uint64_t method_mark) {
+  return Publish(begin, method_mark, [this, &info](uint64_t n, Slot& slot) {
+    uint64_t flags = 0;
+    if (!info.log_line.empty()) {  // Printer source only.
+      flags = kFlagLogLine;
+      WriteLogLine(n, info.log_line);
+    }
+    if (info.message != nullptr) {
+      StoreMessageWords(*info.message, flags, slot);
+      return;
+    }
+    if (info.label != nullptr) flags |= kFlagLabel;
+    slot.function_or_label.store(ToWord(info.label), std::memory_order_relaxed);
+    slot.file.store(0, std::memory_order_relaxed);
+    slot.line_what.store(0, std::memory_order_relaxed);
+    slot.target_name.store(0, std::memory_order_relaxed);
+    slot.target_and_flags.store(flags, std::memory_order_relaxed);
+  });
 }
 
 [[gnu::always_inline]] inline void DispatchHeartbeat::End(TimeTicks end) {
   const uint64_t n = head_.load(std::memory_order_relaxed);
   if (n == 0) return;
   Slot& slot = slots_[(n - 1) & mask_];
-  slot.version.store((n << 2) | kStateEnded | kStateWriting, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  // No "writing" state: a reader takes end_ns only once the version says
+  // ended, and this release store orders end_ns before that; a reader that
+  // saw the version change under it reads again.
   slot.end_ns.store(end.ToNanoseconds(), std::memory_order_relaxed);
   slot.version.store((n << 2) | kStateEnded, std::memory_order_release);
 }

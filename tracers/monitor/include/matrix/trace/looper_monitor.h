@@ -258,8 +258,16 @@ class LooperMonitor {
   class MonitorPrinter;
   class PrinterCheck;
 
+  // The hot path (inline in looper_monitor.cc) and the listeners' calls,
+  // out of line.
+  bool OpenDispatch(TimeTicks begin);
+  uint64_t WriteMethodBegin(TimeTicks begin);
+  bool ListenersHearBegin() const;
   void Begin(TimeTicks begin, const DispatchInfo& info);
   void End(TimeTicks end);
+  [[gnu::noinline]] void NotifyBegin(TimeTicks begin, const DispatchInfo& info);
+  [[gnu::noinline]] void NotifyBeginOfMessage(TimeTicks begin, const Message& msg);
+  [[gnu::noinline]] void NotifyEnd(TimeTicks end);
   void OnPrinterLine(std::string_view line);
   void InstallPrinter();
 

@@ -140,6 +140,12 @@ MATRIX_NO_INSTRUMENT constexpr uint64_t EncodeTimeRecord(uint64_t subkind, int64
   return (record::kKindTime << record::kKindShift) | (subkind << record::kTimeSubkindShift) |
          (static_cast<uint64_t>(now_ns) & record::kTimeMask);
 }
+// The same for a time already in [0, kMaxRecordTimeNs] (no masking).
+MATRIX_NO_INSTRUMENT constexpr uint64_t EncodeTimeRecordInRange(uint64_t subkind,
+                                                                int64_t now_ns) {
+  return (record::kKindTime << record::kKindShift) | (subkind << record::kTimeSubkindShift) |
+         static_cast<uint64_t>(now_ns);
+}
 
 // Decoding.
 

@@ -56,6 +56,28 @@
 
 namespace matrix {
 
+class MethodTracer;
+
+namespace internal {
+
+// The per-thread writer state (method_tracer.cc keeps one per thread, in
+// thread-local storage). Only the traced thread has ring != nullptr, so on
+// every other thread a hook is one thread-local load and a branch. Other
+// threads read `next` and move `now_ns` with atomic builtins, through the
+// tracer's pointer to the traced thread's state; the writer's own accesses
+// are single loads and stores.
+struct MethodWriter {
+  // The ring's slots (not named `slots`: Qt defines that as a macro).
+  std::atomic<uint64_t>* ring = nullptr;
+  uint64_t mask = 0;
+  uint64_t next = 0;   // Absolute index of the next record: what copiers read.
+  uint64_t epoch = 0;  // RecordEpoch() of the last time record written.
+  int64_t now_ns = 0;  // The cached time records are stamped with.
+  const MethodTracer* tracer = nullptr;  // The tracer writing (the traced thread only).
+};
+
+}  // namespace internal
+
 struct MethodTracerOptions {
   // Size of the ring buffer. Rounded down to a power of two number of 8-byte
   // records; at least 64 records. The default, 8 MiB, holds 1 Mi records
@@ -147,7 +169,7 @@ class MethodTracer {
   // The index the next record will get (the number of records written so
   // far). Copy(Mark(), later Mark()) is what ran in between.
   // Can be called from any thread.
-  uint64_t Mark() const { return __atomic_load_n(write_index_, __ATOMIC_ACQUIRE); }
+  uint64_t Mark() const { return __atomic_load_n(&writer_->next, __ATOMIC_ACQUIRE); }
 
   // Copy()
   //
@@ -174,7 +196,7 @@ class MethodTracer {
 
   // The cached time the hooks stamp records with. Any thread.
   TimeTicks CachedTime() const {
-    return TimeTicks::FromNanoseconds(__atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED));
+    return TimeTicks::FromNanoseconds(__atomic_load_n(&writer_->now_ns, __ATOMIC_RELAXED));
   }
 
   // Records the buffer holds (a power of two). Any thread.
@@ -200,14 +222,10 @@ class MethodTracer {
   const ThreadHandle thread_;
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;
 
-  // Both live in the traced thread's writer state (method_tracer.cc), next
-  // to what the writer reads per record; set by Start().
-  // Written by the traced thread per record; read by copiers.
-  uint64_t* write_index_ = nullptr;
-  // Written by the ticker and at dispatch begin; read per record.
-  int64_t* cached_now_ns_ = nullptr;
-  // The writer's epoch (traced thread only).
-  uint64_t* epoch_ = nullptr;
+  // The traced thread's writer state; set by Start(). Its `next` is written
+  // by the traced thread per record and read by copiers; its `now_ns` is
+  // written by the ticker and at dispatch begin, and read per record.
+  internal::MethodWriter* writer_ = nullptr;
   std::atomic<bool> in_dispatch_{false};
   std::atomic<int64_t> ticker_wakeups_{0};
 
@@ -250,20 +268,20 @@ MATRIX_NO_INSTRUMENT inline uint64_t MethodTracer::WriteDispatchRecord(uint64_t 
                                                                         TimeTicks now) {
   MATRIX_DCHECK(thread_.IsCurrent(), "a dispatch record off the traced thread");
   int64_t ns = now.ToNanoseconds();
-  // One unsigned compare for the usual case (a real clock is in range).
-  if (static_cast<uint64_t>(ns) > static_cast<uint64_t>(kMaxRecordTimeNs)) {
-    ns = std::clamp<int64_t>(ns, 0, kMaxRecordTimeNs);
+  // One unsigned compare for the usual case (a real clock is in range); then
+  // the time needs no masking.
+  if (static_cast<uint64_t>(ns) > static_cast<uint64_t>(kMaxRecordTimeNs)) [[unlikely]] {
+    ns = ns < 0 ? 0 : kMaxRecordTimeNs;
   }
-  // A plain load and store (no CAS on the looper thread): a racing ticker
-  // store may win with a slightly older time; readers clamp time to be
-  // monotonic and the next tick repairs it.
-  if (ns > __atomic_load_n(cached_now_ns_, __ATOMIC_RELAXED)) {
-    __atomic_store_n(cached_now_ns_, ns, __ATOMIC_RELAXED);
+  internal::MethodWriter* const w = writer_;
+  if (ns > __atomic_load_n(&w->now_ns, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&w->now_ns, ns, __ATOMIC_RELAXED);
   }
-  *epoch_ = RecordEpoch(ns);
-  const uint64_t index = *write_index_;
-  slots_[index & mask_].store(EncodeTimeRecord(subkind, ns), std::memory_order_release);
-  __atomic_store_n(write_index_, index + 1, __ATOMIC_RELEASE);
+  w->epoch = RecordEpoch(ns);
+  const uint64_t index = w->next;
+  w->ring[index & w->mask].store(EncodeTimeRecordInRange(subkind, ns),
+                                  std::memory_order_release);
+  __atomic_store_n(&w->next, index + 1, __ATOMIC_RELEASE);
   return index;
 }
 
