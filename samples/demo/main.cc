@@ -118,9 +118,9 @@ class JankCounter : public matrix::IDoFrameListener {
                   "traversal %.1fms)\n",
                   static_cast<long long>(frame.frame_number),
                   static_cast<long long>(frame.dropped_frames),
-                  absl::ToDoubleMilliseconds(frame.input),
-                  absl::ToDoubleMilliseconds(frame.animation),
-                  absl::ToDoubleMilliseconds(frame.traversal));
+                  absl::ToDoubleMilliseconds(frame.input()),
+                  absl::ToDoubleMilliseconds(frame.animation()),
+                  absl::ToDoubleMilliseconds(frame.traversal()));
       std::fflush(stdout);
     }
   }

@@ -47,9 +47,7 @@ void RunFrames(benchmark::State& state, LooperObserver* observer) {
   benchmark::DoNotOptimize(observer);
   FrameData f;
   f.is_vsync_frame = true;
-  f.input = absl::Microseconds(100);
-  f.animation = absl::Microseconds(900);
-  f.traversal = absl::Milliseconds(5);
+  f.SetPhaseCosts(absl::Microseconds(100), absl::Microseconds(900), absl::Milliseconds(5));
   int64_t t = 1'000'000'000;
   for (auto _ : state) {
     f.intended_frame_time = TimeTicks::FromNanoseconds(t);

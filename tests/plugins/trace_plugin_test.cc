@@ -294,8 +294,8 @@ TEST_F(TracePluginTest, ForeignLoop_FeedsFramesThroughTheHooks) {
 
   ASSERT_THAT(recorder.frames, SizeIs(1));
   EXPECT_EQ(recorder.frames[0].frame_number, 7);
-  EXPECT_EQ(recorder.frames[0].input, absl::Milliseconds(2));
-  EXPECT_EQ(recorder.frames[0].traversal, absl::Milliseconds(19));
+  EXPECT_EQ(recorder.frames[0].input(), absl::Milliseconds(2));
+  EXPECT_EQ(recorder.frames[0].traversal(), absl::Milliseconds(19));
   EXPECT_EQ(recorder.frames[0].dropped_frames, 3);  // 22 ms at 144 Hz.
 }
 

@@ -209,11 +209,11 @@ TEST_F(QtMonitorTest, FramePhasesFromInputUpdateRequestAndPaint) {
   EXPECT_TRUE(frame.is_vsync_frame);
   EXPECT_EQ(frame.start, begin);
   EXPECT_EQ(frame.intended_frame_time, begin + Ms(1));  // The input event.
-  EXPECT_EQ(frame.input, Ms(3));
-  EXPECT_EQ(frame.animation, Ms(4));
+  EXPECT_EQ(frame.input(), Ms(3));
+  EXPECT_EQ(frame.animation(), Ms(4));
   // Paint, the second UpdateRequest's delay, then until the dispatch ends.
-  EXPECT_EQ(frame.traversal, Ms(10 + 4 + 2));
-  EXPECT_EQ(frame.commit, absl::ZeroDuration());
+  EXPECT_EQ(frame.traversal(), Ms(10 + 4 + 2));
+  EXPECT_EQ(frame.commit(), absl::ZeroDuration());
   EXPECT_EQ(frame.refresh_rate, matrix::RefreshRate::FromMillihertz(std::llround(
                                     canvas.screen()->refreshRate() * 1000)));
   EXPECT_EQ((*qt)->frame_count(), 1);
@@ -227,9 +227,9 @@ TEST_F(QtMonitorTest, FramePhasesFromInputUpdateRequestAndPaint) {
   emit dispatcher_->aboutToBlock();
   ASSERT_EQ(observer_.frames.size(), 2u);
   EXPECT_EQ(observer_.frames[1].intended_frame_time, update_time);
-  EXPECT_EQ(observer_.frames[1].input, absl::ZeroDuration());
-  EXPECT_EQ(observer_.frames[1].animation, Ms(4));
-  EXPECT_EQ(observer_.frames[1].traversal, Ms(10));
+  EXPECT_EQ(observer_.frames[1].input(), absl::ZeroDuration());
+  EXPECT_EQ(observer_.frames[1].animation(), Ms(4));
+  EXPECT_EQ(observer_.frames[1].traversal(), Ms(10));
 
   // An UpdateRequest outside a dispatch is not a frame.
   canvas.update();

@@ -107,10 +107,10 @@ TEST_F(RenderLoopMonitorTest, EachIterationIsOneDispatchDrawingOneFrameWithMarke
     EXPECT_EQ(f.intended_frame_time, begin);  // No vsync wait: the frame began on its own.
     EXPECT_EQ(f.frame_number, i + 1);
     EXPECT_EQ(f.refresh_rate, RefreshRate::FromHz(60));
-    EXPECT_EQ(f.input, ms(1));
-    EXPECT_EQ(f.animation, ms(2));
-    EXPECT_EQ(f.traversal, ms(3));
-    EXPECT_EQ(f.commit, ms(4));
+    EXPECT_EQ(f.input(), ms(1));
+    EXPECT_EQ(f.animation(), ms(2));
+    EXPECT_EQ(f.traversal(), ms(3));
+    EXPECT_EQ(f.commit(), ms(4));
     EXPECT_EQ(f.end - f.start, ms(10));
     Advance(6.67);  // Idle until the next iteration: not in any dispatch.
   }
@@ -129,12 +129,12 @@ TEST_F(RenderLoopMonitorTest, AFrameWithoutMarkersCountsItsWorkAsRendering) {
   Advance(7);
   loop->FrameEnd();
   ASSERT_EQ(recorder_.frames.size(), 2u);
-  EXPECT_EQ(recorder_.frames[0].input, absl::ZeroDuration());
-  EXPECT_EQ(recorder_.frames[0].traversal, ms(5));
-  EXPECT_EQ(recorder_.frames[0].commit, ms(1));
-  EXPECT_EQ(recorder_.frames[1].input, absl::ZeroDuration());
-  EXPECT_EQ(recorder_.frames[1].traversal, ms(7));
-  EXPECT_EQ(recorder_.frames[1].commit, absl::ZeroDuration());
+  EXPECT_EQ(recorder_.frames[0].input(), absl::ZeroDuration());
+  EXPECT_EQ(recorder_.frames[0].traversal(), ms(5));
+  EXPECT_EQ(recorder_.frames[0].commit(), ms(1));
+  EXPECT_EQ(recorder_.frames[1].input(), absl::ZeroDuration());
+  EXPECT_EQ(recorder_.frames[1].traversal(), ms(7));
+  EXPECT_EQ(recorder_.frames[1].commit(), absl::ZeroDuration());
 }
 
 TEST_F(RenderLoopMonitorTest, MarkersGoForwardOnlyAndOutsideAFrameDoNothing) {
@@ -154,10 +154,10 @@ TEST_F(RenderLoopMonitorTest, MarkersGoForwardOnlyAndOutsideAFrameDoNothing) {
   loop->FrameEnd();
   ASSERT_EQ(recorder_.frames.size(), 1u);
   const FrameData& f = recorder_.frames[0];
-  EXPECT_EQ(f.input, ms(1));
-  EXPECT_EQ(f.animation, absl::ZeroDuration());
-  EXPECT_EQ(f.traversal, ms(9));
-  EXPECT_EQ(f.commit, absl::ZeroDuration());
+  EXPECT_EQ(f.input(), ms(1));
+  EXPECT_EQ(f.animation(), absl::ZeroDuration());
+  EXPECT_EQ(f.traversal(), ms(9));
+  EXPECT_EQ(f.commit(), absl::ZeroDuration());
 }
 
 TEST_F(RenderLoopMonitorTest, FrameBeginEndsAnUnfinishedFrameAndTheDestructorEndsTheLast) {

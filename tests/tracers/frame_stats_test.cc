@@ -598,15 +598,11 @@ TEST(FrameStatsCollectorTest, PhaseCosts_AreAveragedPerFrame) {
   FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
   FrameMaker maker;
   FrameData f1 = maker.Next();
-  f1.input = absl::Milliseconds(2);
-  f1.animation = absl::Milliseconds(4);
-  f1.traversal = absl::Milliseconds(6);
-  f1.commit = absl::Milliseconds(1);
+  f1.SetPhaseCosts(absl::Milliseconds(2), absl::Milliseconds(4), absl::Milliseconds(6),
+                   absl::Milliseconds(1));
   FrameData f2 = maker.Next();
-  f2.input = absl::Milliseconds(4);
-  f2.animation = absl::Milliseconds(2);
-  f2.traversal = absl::Milliseconds(10);
-  f2.commit = absl::Milliseconds(3);
+  f2.SetPhaseCosts(absl::Milliseconds(4), absl::Milliseconds(2), absl::Milliseconds(10),
+                   absl::Milliseconds(3));
   collector.Add(f1, "Home");
   collector.Add(f2, "Home");
   std::vector<FrameReport> reports = collector.Flush();

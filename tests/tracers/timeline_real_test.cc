@@ -44,7 +44,7 @@ TEST(TimelineRealTest, SnapshotsWhileWriting_HoldOnlyWholeConsistentEvents) {
         f.end = begin + absl::Microseconds(k % 50);
         f.intended_frame_time = begin;
         f.frame_number = static_cast<int64_t>(k);
-        f.input = absl::Microseconds(k % 7);
+        f.SetPhaseCosts(absl::Microseconds(k % 7));
         f.dropped_frames = static_cast<int64_t>(k % 11) + 1;
         timeline.DoFrame(f);
       }

@@ -277,10 +277,10 @@ TEST_F(UIThreadMonitorTest, VsyncFrame_ReportsExactPerPhaseCosts) {
   ASSERT_THAT(observer_.frames, SizeIs(1));
   const FrameData& f = observer_.frames[0];
   EXPECT_TRUE(f.is_vsync_frame);
-  EXPECT_EQ(f.input, Ms(5));
-  EXPECT_EQ(f.animation, Ms(7));
-  EXPECT_EQ(f.traversal, Ms(20));
-  EXPECT_EQ(f.commit, Ms(1));
+  EXPECT_EQ(f.input(), Ms(5));
+  EXPECT_EQ(f.animation(), Ms(7));
+  EXPECT_EQ(f.traversal(), Ms(20));
+  EXPECT_EQ(f.commit(), Ms(1));
   EXPECT_EQ(f.end, vsync + Ms(33));
 }
 
@@ -292,10 +292,10 @@ TEST_F(UIThreadMonitorTest, VsyncFrame_InsetsAnimationCountsAsAnimation) {
   FireVsyncAt(env_.Now());
 
   ASSERT_THAT(observer_.frames, SizeIs(1));
-  EXPECT_EQ(observer_.frames[0].input, Ms(1));
-  EXPECT_EQ(observer_.frames[0].animation, Ms(12));
-  EXPECT_EQ(observer_.frames[0].traversal, Ms(3));
-  EXPECT_EQ(observer_.frames[0].commit, Ms(4));
+  EXPECT_EQ(observer_.frames[0].input(), Ms(1));
+  EXPECT_EQ(observer_.frames[0].animation(), Ms(12));
+  EXPECT_EQ(observer_.frames[0].traversal(), Ms(3));
+  EXPECT_EQ(observer_.frames[0].commit(), Ms(4));
 }
 
 TEST_F(UIThreadMonitorTest, ConsecutiveFrames_EachIsTimedAndMessagesBetweenAreNotFrames) {
@@ -315,10 +315,10 @@ TEST_F(UIThreadMonitorTest, ConsecutiveFrames_EachIsTimedAndMessagesBetweenAreNo
   const FrameData& second = observer_.frames[1];
   EXPECT_TRUE(second.is_vsync_frame);
   EXPECT_EQ(second.frame_number, 2);
-  EXPECT_EQ(second.input, Ms(4));
-  EXPECT_EQ(second.animation, Ms(3));
-  EXPECT_EQ(second.traversal, Ms(2));
-  EXPECT_EQ(second.commit, Ms(1));
+  EXPECT_EQ(second.input(), Ms(4));
+  EXPECT_EQ(second.animation(), Ms(3));
+  EXPECT_EQ(second.traversal(), Ms(2));
+  EXPECT_EQ(second.commit(), Ms(1));
 }
 
 TEST_F(UIThreadMonitorTest, Markers_NeverRequestAFrameByThemselves) {
@@ -395,12 +395,12 @@ TEST_F(UIThreadMonitorTest, ForeignFrameHooks_GiveTheSameFrameDataAsTheChoreogra
   EXPECT_EQ(theirs.intended_frame_time, ours.intended_frame_time);
   EXPECT_EQ(theirs.refresh_rate, ours.refresh_rate);
   EXPECT_EQ(theirs.frame_number, ours.frame_number);
-  EXPECT_EQ(theirs.input, ours.input);
-  EXPECT_EQ(theirs.animation, ours.animation);
-  EXPECT_EQ(theirs.traversal, ours.traversal);
-  EXPECT_EQ(theirs.commit, ours.commit);
-  EXPECT_EQ(ours.input, Ms(5));
-  EXPECT_EQ(ours.commit, Ms(1));
+  EXPECT_EQ(theirs.input(), ours.input());
+  EXPECT_EQ(theirs.animation(), ours.animation());
+  EXPECT_EQ(theirs.traversal(), ours.traversal());
+  EXPECT_EQ(theirs.commit(), ours.commit());
+  EXPECT_EQ(ours.input(), Ms(5));
+  EXPECT_EQ(ours.commit(), Ms(1));
   EXPECT_TRUE(foreign_observer.ends[0].is_vsync_frame);
 }
 
@@ -746,7 +746,7 @@ TEST_F(UIThreadMonitorCpuTest, SnapshotFrame_FromAnotherThreadMidFrame_GivesCost
   EXPECT_FALSE(in_message.in_frame);
   EXPECT_EQ(in_message.phase_costs[0], absl::ZeroDuration());
   ASSERT_THAT(observer_.frames, SizeIs(1));
-  EXPECT_EQ(observer_.frames[0].traversal, Ms(20));
+  EXPECT_EQ(observer_.frames[0].traversal(), Ms(20));
 }
 
 }  // namespace

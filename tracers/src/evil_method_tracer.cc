@@ -119,10 +119,10 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   *report.mutable_message() = slow.message_info;
   if (slow.is_frame) {
     proto::QueueCosts* q = report.mutable_queue_costs();
-    q->set_input_ms(absl::ToDoubleMilliseconds(slow.frame.input));
-    q->set_animation_ms(absl::ToDoubleMilliseconds(slow.frame.animation));
-    q->set_traversal_ms(absl::ToDoubleMilliseconds(slow.frame.traversal));
-    q->set_commit_ms(absl::ToDoubleMilliseconds(slow.frame.commit));
+    q->set_input_ms(absl::ToDoubleMilliseconds(slow.frame.input()));
+    q->set_animation_ms(absl::ToDoubleMilliseconds(slow.frame.animation()));
+    q->set_traversal_ms(absl::ToDoubleMilliseconds(slow.frame.traversal()));
+    q->set_commit_ms(absl::ToDoubleMilliseconds(slow.frame.commit()));
   }
 
   std::string key;

@@ -59,10 +59,10 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
     }
   }
   s.jitter_sum += std::max(frame.jitter(), absl::ZeroDuration());
-  s.phase_sum[0] += frame.input;
-  s.phase_sum[1] += frame.animation;
-  s.phase_sum[2] += frame.traversal;
-  s.phase_sum[3] += frame.commit;
+  s.phase_sum[0] += frame.input();
+  s.phase_sum[1] += frame.animation();
+  s.phase_sum[2] += frame.traversal();
+  s.phase_sum[3] += frame.commit();
   s.hz_sum += frame.refresh_rate.hz();
 
   // Smoothness: the share of vsyncs that dropped a frame among the frames of

@@ -22,16 +22,8 @@ enum Word { kBegin = 0, kEnd = 1, kMeta = 2, kA = 3, kB = 4, kC = 5, kD = 6 };
 // kMeta: kind in bits 0-7, the dropped frames in 32-63.
 constexpr uint64_t kStateWriting = 1;
 
-// Two durations in microseconds (saturated to 32 bits) in one word.
-uint64_t PackMicros(absl::Duration lo, absl::Duration hi) {
-  auto us = [](absl::Duration d) -> uint64_t {
-    const int64_t v = absl::ToInt64Microseconds(d);
-    return static_cast<uint64_t>(std::clamp<int64_t>(v, 0, UINT32_MAX));
-  };
-  return us(lo) | (us(hi) << 32);
-}
-// The same from whole nanoseconds (truncated toward zero, as
-// absl::ToInt64Microseconds()).
+// Two durations in whole nanoseconds, as microseconds (truncated toward zero,
+// as absl::ToInt64Microseconds(); saturated to 32 bits), in one word.
 uint64_t PackNsAsMicros(int64_t lo_ns, int64_t hi_ns) {
   auto us = [](int64_t ns) -> uint64_t {
     // Unsigned division (cheaper than signed) once negatives are out.
@@ -96,13 +88,10 @@ void Timeline::DoFrame(const FrameData& frame) {
       kRelaxed);
   slot.words[kA].store(static_cast<uint64_t>(frame.intended_frame_time.ToNanoseconds()),
                        kRelaxed);
-  if (frame.has_phase_ns) {  // The monitor's nanoseconds: no absl::Duration conversion.
-    slot.words[kB].store(PackNsAsMicros(frame.phase_ns[0], frame.phase_ns[1]), kRelaxed);
-    slot.words[kC].store(PackNsAsMicros(frame.phase_ns[2], frame.phase_ns[3]), kRelaxed);
-  } else {
-    slot.words[kB].store(PackMicros(frame.input, frame.animation), kRelaxed);
-    slot.words[kC].store(PackMicros(frame.traversal, frame.commit), kRelaxed);
-  }
+  // The monitor's nanoseconds: no absl::Duration conversion.
+  slot.words[kB].store(PackNsAsMicros(frame.phase_ns[0], frame.phase_ns[1]), kRelaxed);
+  slot.words[kC].store(PackNsAsMicros(frame.phase_ns[2], frame.phase_ns[3]), kRelaxed);
+
   slot.words[kD].store(static_cast<uint64_t>(frame.frame_number), kRelaxed);
   slot.version.store(version, std::memory_order_release);
   head_.store(n + 1, std::memory_order_release);

@@ -410,8 +410,6 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   frame_.start = begin;
   frame_.end = end;
   // Each phase lasts until the next phase that started, or the dispatch end.
-  absl::Duration* costs[kPhaseCount] = {&frame_.input, &frame_.animation, &frame_.traversal,
-                                        &frame_.commit};
   const int64_t s0 = phase_start_[0].ToNanoseconds();
   const int64_t s1 = phase_start_[1].ToNanoseconds();
   const int64_t s2 = phase_start_[2].ToNanoseconds();
@@ -421,27 +419,17 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
     // Every phase started (none is null: all follow a positive one), in
     // order, before a finite end: four subtractions that cannot overflow.
     frame_.phase_ns = {s1 - s0, s2 - s1, s3 - s2, e - s3};
-    for (int i = 0; i < kPhaseCount; ++i) *costs[i] = absl::Nanoseconds(frame_.phase_ns[i]);
-    frame_.has_phase_ns = true;
   } else {
+    // With TimeTicks' saturating arithmetic (an infinite end, say).
     TimeTicks next = end;
-    // In whole nanoseconds when every time is finite and no difference
-    // overflows (always, on a real clock); else with the saturating
-    // TimeTicks arithmetic.
-    bool finite = !end.is_max() && !end.is_min();
     for (int i = kPhaseCount - 1; i >= 0; --i) {
       if (phase_start_[i].is_null()) {
-        *costs[i] = absl::ZeroDuration();
         frame_.phase_ns[i] = 0;
       } else {
-        finite = finite && !phase_start_[i].is_max() && !phase_start_[i].is_min() &&
-                 !__builtin_sub_overflow(next.ToNanoseconds(), phase_start_[i].ToNanoseconds(),
-                                         &frame_.phase_ns[i]);
-        *costs[i] = finite ? absl::Nanoseconds(frame_.phase_ns[i]) : next - phase_start_[i];
+        frame_.phase_ns[i] = absl::ToInt64Nanoseconds(next - phase_start_[i]);
         next = phase_start_[i];
       }
     }
-    frame_.has_phase_ns = finite;
   }
   // Counted once here for every observer (see FrameData).
   frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,

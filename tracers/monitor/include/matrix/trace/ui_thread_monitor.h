@@ -88,11 +88,31 @@ struct FrameData {
   TimeTicks intended_frame_time;
   RefreshRate refresh_rate;
   int64_t frame_number = 0;
-  // Time in each Choreographer queue (zero when not a frame or unknown).
-  absl::Duration input;
-  absl::Duration animation;
-  absl::Duration traversal;
-  absl::Duration commit;
+  // Time in each Choreographer queue, in UIThreadMonitor::Phase order
+  // (input, animation, traversal, commit), in whole nanoseconds: zero when
+  // not a frame or unknown, INT64_MAX for a phase without end (an infinite
+  // end). Nanoseconds, so that the looper thread converts nothing (an
+  // absl::Duration conversion is a division); input() to commit() give them
+  // as absl::Duration.
+  std::array<int64_t, 4> phase_ns{};
+  absl::Duration input() const { return PhaseCost(0); }
+  absl::Duration animation() const { return PhaseCost(1); }
+  absl::Duration traversal() const { return PhaseCost(2); }
+  absl::Duration commit() const { return PhaseCost(3); }
+  absl::Duration PhaseCost(int phase) const {
+    const int64_t ns = phase_ns[phase];
+    if (ns == INT64_MAX) return absl::InfiniteDuration();
+    if (ns == INT64_MIN) return -absl::InfiniteDuration();
+    return absl::Nanoseconds(ns);
+  }
+  // Sets the four costs (a FrameData built elsewhere: adapters, tests).
+  // Saturates beyond the nanosecond range, as ToInt64Nanoseconds() does.
+  void SetPhaseCosts(absl::Duration input, absl::Duration animation = absl::ZeroDuration(),
+                     absl::Duration traversal = absl::ZeroDuration(),
+                     absl::Duration commit = absl::ZeroDuration()) {
+    phase_ns = {absl::ToInt64Nanoseconds(input), absl::ToInt64Nanoseconds(animation),
+                absl::ToInt64Nanoseconds(traversal), absl::ToInt64Nanoseconds(commit)};
+  }
   // The vsyncs the frame missed (see CountDroppedFrames). Filled by
   // FrameTracer.
   int64_t dropped_frames = 0;
@@ -106,10 +126,6 @@ struct FrameData {
   bool has_counted_drops = false;
   int64_t counted_drops = 0;
   TimeTicks counted_drops_after;
-  // - the four phase costs above in whole nanoseconds (UIThreadMonitor::Phase
-  //   order), for recorders: converting an absl::Duration is a library call.
-  bool has_phase_ns = false;
-  std::array<int64_t, 4> phase_ns{};
 
   // end - intended vsync.
   absl::Duration jitter() const { return end - intended_frame_time; }
