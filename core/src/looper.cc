@@ -80,14 +80,16 @@ Looper::PollResult Looper::PollOnce(absl::Duration timeout) {
   // once, as in RunLoop(). An owner driving PollOnce() (a foreign loop) does
   // its own work in between: a stale reading would hide newly due messages
   // and backdate the next dispatch's begin time.
-  now_hint_.reset();
+  now_hint_ = TimeTicks();
   return Poll(timeout);
 }
 
 Looper::PollResult Looper::Poll(absl::Duration timeout) {
   for (;;) {
-    std::optional<TimeTicks> hint = std::exchange(now_hint_, std::nullopt);
-    MessageQueue::NextResult next = queue_->Next(timeout, idle_handlers_ran_, hint);
+    const TimeTicks hint = std::exchange(now_hint_, TimeTicks());
+    MessageQueue::NextResult next = queue_->Next(
+        timeout, idle_handlers_ran_,
+        hint.is_null() ? std::nullopt : std::optional<TimeTicks>(hint));
     switch (next.kind) {
       case MessageQueue::NextResult::kMessage:
         Dispatch(next.message, next.now);
@@ -135,19 +137,24 @@ void Looper::Dispatch(Message* msg, TimeTicks begin) {
     DispatchObserver* first;
     uint32_t first_generation;
     std::optional<ObserverList<DispatchObserver>::Scope>* scope;
+    void NotifyListed(TimeTicks end) {
+      (*scope)->Notify([&](DispatchObserver* o) { o->OnDispatchEnd(*msg, begin, end); });
+      scope->reset();
+    }
     ~Finisher() {
-      if (first != nullptr || scope->has_value()) {
+      if (first != nullptr) {
         const TimeTicks end = looper->clock_->NowTicks();
-        if (first != nullptr && first_generation == looper->first_observer_generation_) {
+        if (first_generation == looper->first_observer_generation_) {
           first->OnDispatchEnd(*msg, begin, end);
         }
-        if (scope->has_value()) {
-          (*scope)->Notify([&](DispatchObserver* o) { o->OnDispatchEnd(*msg, begin, end); });
-          scope->reset();
-        }
+        if (scope->has_value()) NotifyListed(end);
+        looper->now_hint_ = end;
+      } else if (scope->has_value()) {
+        const TimeTicks end = looper->clock_->NowTicks();
+        NotifyListed(end);
         looper->now_hint_ = end;
       } else {
-        looper->now_hint_.reset();
+        looper->now_hint_ = TimeTicks();
       }
       if (printer != nullptr) printer->Println(EndLine(*msg));
       --looper->dispatch_depth_;

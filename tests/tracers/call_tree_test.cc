@@ -58,7 +58,11 @@ class Records {
   }
   Records& Call(uintptr_t fn, absl::Duration cost) { return Enter(fn).Advance(cost).Exit(fn); }
   Records& DispatchBegin() { return Exact(MakeDispatchBeginRecord(now_)); }
-  Records& DispatchEnd() { return Exact(MakeDispatchEndRecord(now_)); }
+  // As the writer: an end leaves the epoch as it was.
+  Records& DispatchEnd() {
+    records_.push_back(MakeDispatchEndRecord(now_));
+    return *this;
+  }
   Records& Raw(uint64_t record) {
     records_.push_back(record);
     return *this;

@@ -687,6 +687,53 @@ TEST_F(LooperMonitorTest, FirstListener_WantingLess_HearsOnlyWhatItAskedFor) {
   EXPECT_EQ(heartbeat.dispatch_number(), 7u);  // Every dispatch recorded.
 }
 
+TEST_F(LooperMonitorTest, WhoHearsBegins_FollowsWantsAndTheListAsTheyChange) {
+  LooperMonitor monitor(env_.looper());
+  monitor.Start();
+  RecordingListener first("F");
+  ObserverRegistration r1 = monitor.AddListener(&first);
+  Dispatch();
+  EXPECT_THAT(first.events, ElementsAre("F.begin", "F.end"));
+
+  // Changed after it was added: the monitor asks no more.
+  first.events.clear();
+  first.set_wants_dispatch_begin(false);
+  Dispatch();
+  EXPECT_THAT(first.events, ElementsAre("F.end"));
+
+  // A listed listener hears begins; the first one still does not.
+  first.events.clear();
+  RecordingListener listed("S");
+  {
+    ObserverRegistration r2 = monitor.AddListener(&listed);
+    Dispatch();
+  }  // Removed: no listener wants begins any more.
+  EXPECT_THAT(first.events, ElementsAre("F.end"));
+  EXPECT_THAT(listed.events, ElementsAre("S.begin", "S.end"));
+  listed.events.clear();
+  first.events.clear();
+  Dispatch();
+  EXPECT_THAT(first.events, ElementsAre("F.end"));
+  EXPECT_THAT(listed.events, IsEmpty());
+
+  // Wanted again; and a listener that outlives the monitor may still change
+  // what it wants.
+  first.events.clear();
+  first.set_wants_dispatch_begin(true);
+  Dispatch();
+  EXPECT_THAT(first.events, ElementsAre("F.begin", "F.end"));
+  r1.Reset();
+  RecordingListener survivor("V");
+  ObserverRegistration r3;
+  {
+    LooperMonitor short_lived(env_.looper());
+    short_lived.Start();
+    r3 = short_lived.AddListener(&survivor);
+  }
+  survivor.set_wants_dispatch_begin(false);  // No monitor to tell (ASan checks).
+  EXPECT_FALSE(survivor.wants_dispatch_begin());
+}
+
 TEST_F(LooperMonitorTest, Waited_IsWhetherTheLoopWaitedTheThresholdBetweenTwoDispatches) {
   LooperMonitor monitor(env_.looper());
   monitor.SetWaitThreshold(absl::ToInt64Nanoseconds(absl::Milliseconds(30)));

@@ -159,6 +159,39 @@ TEST_F(MethodTracerTest, Dispatch_MarkIsTheBeginRecordWithExactTimes) {
   EXPECT_EQ(tree.nodes()[1].address, 0x2000u);
 }
 
+TEST_F(MethodTracerTest, DispatchEnd_LeavesTheEpoch_CallsAfterItDecodeFromTheEnd) {
+  auto tracer = StartTracer();
+  const TimeTicks begin = clock_.now + absl::Milliseconds(1);
+  const uint64_t mark = tracer->DispatchBegin(begin);
+  Enter(0x1000);
+  Exit(0x1000);
+  // The dispatch ends 40 ms on, two epochs (16.78 ms) later than its begin;
+  // the end moves neither the cached time nor the writer's epoch.
+  const TimeTicks end = begin + absl::Milliseconds(40);
+  tracer->DispatchEnd(end);
+  EXPECT_EQ(tracer->CachedTime(), begin);
+  Enter(0x2000);  // Stamped with the begin's time, in the begin's epoch.
+  Exit(0x2000);
+  tracer->UpdateTime(end + absl::Milliseconds(3));
+  Enter(0x3000);  // A new epoch: a tick record first.
+  Exit(0x3000);
+  RecordCopy copy = tracer->Copy(mark, tracer->Mark());
+  ASSERT_EQ(GetRecordKind(copy.records[3]), RecordKind::kDispatchEnd);
+  ASSERT_EQ(GetRecordKind(copy.records[6]), RecordKind::kTime);
+  CallTree tree = CallTree::Build(copy.records);
+  EXPECT_EQ(tree.stats().untimed_records, 0);
+  ASSERT_EQ(tree.size(), 4u);
+  EXPECT_EQ(tree.nodes()[0].kind, MethodKind::kDispatch);
+  EXPECT_EQ(tree.nodes()[0].end, end);
+  // Decoded against the begin's epoch and clamped to the end: not two
+  // epochs late, nor before the dispatch ended.
+  EXPECT_EQ(tree.nodes()[2].address, 0x2000u);
+  EXPECT_EQ(tree.nodes()[2].start, end);
+  EXPECT_EQ(tree.nodes()[3].address, 0x3000u);
+  EXPECT_GE(tree.nodes()[3].start, end + absl::Milliseconds(2));
+  EXPECT_LE(tree.nodes()[3].start, end + absl::Milliseconds(3));
+}
+
 TEST_F(MethodTracerTest, Buffer_NeverGrows_AndCopiesAcrossWrapAround) {
   auto tracer = StartTracer(64 * 8);
   ASSERT_EQ(tracer->capacity(), 64u);

@@ -199,7 +199,10 @@ void Builder::Decode(absl::Span<const uint64_t> records) {
   if (options_.max_calls != 0) expected = std::min(expected, options_.max_calls + 2);
   calls_.reserve(expected);
   bool have_time = false;
-  int64_t time_record_ns = 0;  // Last time record: the epoch of what follows.
+  // The last tick or dispatch-begin record: the epoch of what follows. A
+  // dispatch end leaves the writer's epoch as it was (MethodTracer).
+  bool have_epoch = false;
+  int64_t time_record_ns = 0;
   int64_t now_ns = 0;          // Monotonic clamp of every decoded time.
   for (const uint64_t r : records) {
     const RecordKind kind = GetRecordKind(r);
@@ -208,12 +211,16 @@ void Builder::Decode(absl::Span<const uint64_t> records) {
       continue;
     }
     if (IsTimeRecord(r)) {
-      time_record_ns = GetRecordTimeNs(r);
+      const int64_t t = GetRecordTimeNs(r);
+      if (kind != RecordKind::kDispatchEnd) {
+        time_record_ns = t;
+        have_epoch = true;
+      }
       if (!have_time) {
         have_time = true;
-        first_time_ns_ = now_ns = time_record_ns;
+        first_time_ns_ = now_ns = t;
       }
-      now_ns = std::max(now_ns, time_record_ns);
+      now_ns = std::max(now_ns, t);
       if (kind == RecordKind::kDispatchBegin) {
         Open(MethodKind::kDispatch, 0, now_ns);
       } else if (kind == RecordKind::kDispatchEnd) {
@@ -221,7 +228,7 @@ void Builder::Decode(absl::Span<const uint64_t> records) {
       }
       continue;
     }
-    if (!have_time) {
+    if (!have_epoch) {
       ++stats_->untimed_records;
       continue;
     }

@@ -55,7 +55,8 @@ bool DispatchHeartbeat::ReadSlot(uint64_t number, Record* out, bool* has_log_lin
   const int64_t end_ns = slot.end_ns.load(kRelaxed);
   const uint64_t function = slot.function_or_label.load(kRelaxed);
   const uint64_t file = slot.file.load(kRelaxed);
-  const uint64_t line_what = slot.line_what.load(kRelaxed);
+  const int32_t line = slot.line.load(kRelaxed);
+  const int32_t what = slot.what.load(kRelaxed);
   const uint64_t target_name = slot.target_name.load(kRelaxed);
   const uint64_t target = slot.target_and_flags.load(kRelaxed);
   const uint64_t method_mark = slot.method_mark.load(kRelaxed);
@@ -73,8 +74,8 @@ bool DispatchHeartbeat::ReadSlot(uint64_t number, Record* out, bool* has_log_lin
     out->function = function != 0 ? Pointer<const char>(function) : "";
     out->file = Pointer<const char>(file);
   }
-  out->line = static_cast<int>(static_cast<uint32_t>(line_what));
-  out->what = static_cast<int>(static_cast<uint32_t>(line_what >> 32));
+  out->line = line;
+  out->what = what;
   out->has_callback = (target & kFlagCallback) != 0;
   out->target_name = Pointer<const std::string>(target_name);
   out->target_address = static_cast<uintptr_t>(target & ~kFlagMask);

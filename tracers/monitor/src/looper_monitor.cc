@@ -30,11 +30,10 @@ class LooperMonitor::DispatchObserverBridge : public DispatchObserver {
   void OnDispatchBegin(const Message& msg, TimeTicks begin) override {
     LooperMonitor* const monitor = monitor_;
     if (!monitor->OpenDispatch(begin)) return;
-    if (monitor->heartbeat_ != nullptr) {
-      monitor->method_mark_ = monitor->WriteMethodBegin(begin);
+    if (monitor->WriteMethodBegin(begin)) {
       monitor->heartbeat_->BeginMessage(begin, msg, monitor->method_mark_);
     }
-    if (monitor->ListenersHearBegin()) [[unlikely]] monitor->NotifyBeginOfMessage(begin, msg);
+    if (monitor->notify_begin_) [[unlikely]] monitor->NotifyBeginOfMessage(begin, msg);
   }
   void OnDispatchEnd(const Message&, TimeTicks, TimeTicks end) override { monitor_->End(end); }
 
@@ -243,24 +242,34 @@ void LooperMonitor::RecordDispatches(DispatchHeartbeat* heartbeat, MethodTracer*
   return true;
 }
 
-[[gnu::always_inline]] inline uint64_t LooperMonitor::WriteMethodBegin(TimeTicks begin) {
-  return methods_ != nullptr ? methods_->DispatchBegin(begin) : 0;
+// One write per reader, before any listener runs: the method tracer's
+// dispatch record (method_mark_), then true when the heartbeat records too.
+// RecordDispatches() sets methods_ only with heartbeat_: one check when both
+// record.
+[[gnu::always_inline]] inline bool LooperMonitor::WriteMethodBegin(TimeTicks begin) {
+  if (methods_ != nullptr) {
+    method_mark_ = methods_->DispatchBegin(begin);
+    return true;
+  }
+  method_mark_ = 0;
+  return heartbeat_ != nullptr;
 }
 
-[[gnu::always_inline]] inline bool LooperMonitor::ListenersHearBegin() const {
-  return (first_in_dispatch_ != nullptr && first_in_dispatch_->wants_begin_) ||
-         !listeners_.empty();
+void LooperMonitor::UpdateNotifyBegin() {
+  notify_begin_ = (first_listener_ != nullptr && first_listener_->wants_begin_) ||
+                  !listeners_.empty();
+}
+
+void LooperDispatchListener::set_wants_dispatch_begin(bool wants) {
+  wants_begin_ = wants;
+  if (auto monitor = monitor_.lock()) (*monitor)->UpdateNotifyBegin();
 }
 
 [[gnu::always_inline]] inline void LooperMonitor::Begin(TimeTicks begin,
                                                         const DispatchInfo& info) {
   if (!OpenDispatch(begin)) return;
-  // One write per reader, before any listener runs.
-  if (heartbeat_ != nullptr) {
-    method_mark_ = WriteMethodBegin(begin);
-    heartbeat_->Begin(begin, info, method_mark_);
-  }
-  if (ListenersHearBegin()) NotifyBegin(begin, info);
+  if (WriteMethodBegin(begin)) heartbeat_->Begin(begin, info, method_mark_);
+  if (notify_begin_) NotifyBegin(begin, info);
 }
 
 void LooperMonitor::NotifyBeginOfMessage(TimeTicks begin, const Message& msg) {
@@ -287,17 +296,18 @@ void LooperMonitor::NotifyBegin(TimeTicks begin, const DispatchInfo& info) {
   }
   depth_ = 0;
   // First, so the watchdogs see the end as early as possible.
-  if (heartbeat_ != nullptr) {
+  if (methods_ != nullptr) {
     heartbeat_->End(end);
-    if (methods_ != nullptr) methods_->DispatchEnd(end);
+    methods_->DispatchEnd(end);
+  } else if (heartbeat_ != nullptr) {
+    heartbeat_->End(end);
   }
   // first_in_dispatch_ is still set only if the first listener is still
   // registered (its removal clears it). It hears the end if it wants this one
   // (see LooperDispatchListener).
   const LooperDispatchListener* const first = first_in_dispatch_;
   if ((first != nullptr &&
-       (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->end_floor_ns_ ||
-        first->end_requested_ ||
+       (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->effective_floor_ns_ ||
         LooperDispatchListener::end_floor_changes() != end_floors_seen_)) ||
       scope_.has_value()) [[unlikely]] {
     NotifyEnd(end);
@@ -310,9 +320,10 @@ void LooperMonitor::NotifyEnd(TimeTicks end) {
   LooperDispatchListener* const first = std::exchange(first_in_dispatch_, nullptr);
   if (first != nullptr) {
     const uint64_t floor_changes = LooperDispatchListener::end_floor_changes();
-    if (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->end_floor_ns_ ||
-        first->end_requested_ || floor_changes != end_floors_seen_) {
+    if (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->effective_floor_ns_ ||
+        floor_changes != end_floors_seen_) {
       first->end_requested_ = false;
+      first->effective_floor_ns_ = first->end_floor_ns_;
       end_floors_seen_ = floor_changes;
       first->OnDispatchEnd(begin_, end);
     }
@@ -333,6 +344,8 @@ ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener
   // listeners are still called in the order they were added.
   if (first_listener_ == nullptr && listeners_.empty()) {
     first_listener_ = listener;
+    listener->monitor_ = self_;
+    UpdateNotifyBegin();
     return ObserverRegistration(
         [weak = std::weak_ptr<LooperMonitor*>(self_), listener] {
           if (auto self = weak.lock()) {
@@ -342,12 +355,20 @@ ObserverRegistration LooperMonitor::AddListener(LooperDispatchListener* listener
               // Removed mid-dispatch: no end for it, even if added again
               // before the dispatch ends (as for the listed listeners).
               monitor->first_in_dispatch_ = nullptr;
+              monitor->UpdateNotifyBegin();
             }
           }
         },
         std::weak_ptr<const void>(self_));
   }
-  return listeners_.Add(listener);
+  ObserverRegistration listed = listeners_.Add(listener);
+  UpdateNotifyBegin();
+  return ObserverRegistration(
+      [weak = std::weak_ptr<LooperMonitor*>(self_), listed = std::move(listed)]() mutable {
+        listed.Reset();
+        if (auto self = weak.lock()) (*self)->UpdateNotifyBegin();
+      },
+      std::weak_ptr<const void>(self_));
 }
 
 void LooperMonitor::IdleBegin(TimeTicks begin, const char* name) {

@@ -203,8 +203,8 @@ class Looper {
   // A clock reading taken right after the last dispatch, reused by the next
   // MessageQueue::Next() so that observed dispatches cost no extra clock read.
   // Only RunLoop() uses it: an owner calling PollOnce() may let time pass
-  // between calls.
-  std::optional<TimeTicks> now_hint_;
+  // between calls. Null when there is none (a plain store per dispatch).
+  TimeTicks now_hint_;
   MATRIX_THREAD_CHECKER(thread_checker_);
 };
 

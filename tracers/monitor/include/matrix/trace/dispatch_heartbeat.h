@@ -98,7 +98,8 @@ class DispatchHeartbeat {
   // Looper thread, at every dispatch begin/end. Begin() returns the new
   // dispatch's number.
   uint64_t Begin(TimeTicks begin, const DispatchInfo& info, uint64_t method_mark = 0);
-  // Begin() of a Looper message (the kDispatchObserver source's fast path).
+  // Begin() of a message the Looper dispatches (it has a target): the
+  // kDispatchObserver source's fast path.
   uint64_t BeginMessage(TimeTicks begin, const Message& msg, uint64_t method_mark = 0);
   void End(TimeTicks end);
 
@@ -138,7 +139,8 @@ class DispatchHeartbeat {
     std::atomic<int64_t> end_ns{0};
     std::atomic<uint64_t> function_or_label{0};
     std::atomic<uint64_t> file{0};
-    std::atomic<uint64_t> line_what{0};  // line in bits 0-31, what in 32-63.
+    std::atomic<int32_t> line{0};
+    std::atomic<int32_t> what{0};
     std::atomic<uint64_t> target_name{0};
     std::atomic<uint64_t> target_and_flags{0};
     std::atomic<uint64_t> method_mark{0};
@@ -148,7 +150,8 @@ class DispatchHeartbeat {
   // message's words (the slot is being written then).
   template <typename StoreWords>
   uint64_t Publish(TimeTicks begin, uint64_t method_mark, StoreWords store_words);
-  static void StoreMessageWords(const Message& msg, uint64_t flags, Slot& slot);
+  static void StoreMessageWords(const Message& msg, const Handler* target, uint64_t flags,
+                                Slot& slot);
   void WriteLogLine(uint64_t number, std::string_view line);
   bool ReadSlot(uint64_t number, Record* out, bool* has_log_line) const;
   bool ReadLogLine(uint64_t number, std::string* out) const;
@@ -184,6 +187,7 @@ template <typename StoreWords>
 }
 
 [[gnu::always_inline]] inline void DispatchHeartbeat::StoreMessageWords(const Message& msg,
+                                                                        const Handler* target,
                                                                         uint64_t flags,
                                                                         Slot& slot) {
   // Each word is stored as soon as it is known (few registers live: the
@@ -192,21 +196,23 @@ template <typename StoreWords>
   // Location's accessors would).
   slot.function_or_label.store(ToWord(msg.posted_from.raw_function()), std::memory_order_relaxed);
   slot.file.store(ToWord(msg.posted_from.raw_file()), std::memory_order_relaxed);
-  slot.line_what.store(static_cast<uint32_t>(msg.posted_from.line_number()) |
-                           (static_cast<uint64_t>(static_cast<uint32_t>(msg.what)) << 32),
-                       std::memory_order_relaxed);
-  const Handler* handler = msg.target();
-  slot.target_name.store(handler != nullptr ? ToWord(&handler->name()) : 0,
+  slot.line.store(msg.posted_from.line_number(), std::memory_order_relaxed);
+  slot.what.store(msg.what, std::memory_order_relaxed);
+  slot.target_name.store(target != nullptr ? ToWord(&target->name()) : 0,
                          std::memory_order_relaxed);
   if (msg.callback) flags |= kFlagCallback;
-  slot.target_and_flags.store(ToWord(handler) | flags, std::memory_order_relaxed);
+  slot.target_and_flags.store(ToWord(target) | flags, std::memory_order_relaxed);
 }
 
 [[gnu::always_inline]] inline uint64_t DispatchHeartbeat::BeginMessage(TimeTicks begin,
                                                                        const Message& msg,
                                                                        uint64_t method_mark) {
-  return Publish(begin, method_mark,
-                 [&msg](uint64_t, Slot& slot) { StoreMessageWords(msg, 0, slot); });
+  // The Looper dispatches only messages with a target (no check for one).
+  const Handler* const target = msg.target();
+  if (target == nullptr) __builtin_unreachable();
+  return Publish(begin, method_mark, [&msg, target](uint64_t, Slot& slot) {
+    StoreMessageWords(msg, target, 0, slot);
+  });
 }
 
 inline uint64_t DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& info,
@@ -218,13 +224,14 @@ inline uint64_t DispatchHeartbeat::Begin(TimeTicks begin, const DispatchInfo& in
       WriteLogLine(n, info.log_line);
     }
     if (info.message != nullptr) {
-      StoreMessageWords(*info.message, flags, slot);
+      StoreMessageWords(*info.message, info.message->target(), flags, slot);
       return;
     }
     if (info.label != nullptr) flags |= kFlagLabel;
     slot.function_or_label.store(ToWord(info.label), std::memory_order_relaxed);
     slot.file.store(0, std::memory_order_relaxed);
-    slot.line_what.store(0, std::memory_order_relaxed);
+    slot.line.store(0, std::memory_order_relaxed);
+    slot.what.store(0, std::memory_order_relaxed);
     slot.target_name.store(0, std::memory_order_relaxed);
     slot.target_and_flags.store(flags, std::memory_order_relaxed);
   });

@@ -67,6 +67,8 @@ struct DispatchInfo {
   const char* label = nullptr;       // kForeign: the caller's label, if any.
 };
 
+class LooperMonitor;
+
 // Receives the outermost dispatches. Called on the loop's thread, for every
 // message: implementations must be extremely fast.
 //
@@ -85,21 +87,32 @@ class LooperDispatchListener {
   // no begins, a begin it would have received).
   virtual void OnDispatchEnd(TimeTicks begin, TimeTicks end) = 0;
 
-  void set_wants_dispatch_begin(bool wants) { wants_begin_ = wants; }
+  void set_wants_dispatch_begin(bool wants);
   bool wants_dispatch_begin() const { return wants_begin_; }
-  void set_dispatch_end_floor_ns(int64_t ns) { end_floor_ns_ = ns; }
+  void set_dispatch_end_floor_ns(int64_t ns) {
+    end_floor_ns_ = ns;
+    if (!end_requested_) effective_floor_ns_ = ns;
+  }
   int64_t dispatch_end_floor_ns() const { return end_floor_ns_; }
   // This dispatch's end, whatever its length (inside a dispatch).
-  void RequestDispatchEnd() { end_requested_ = true; }
+  void RequestDispatchEnd() {
+    end_requested_ = true;
+    effective_floor_ns_ = INT64_MIN;
+  }
   // Some floor that a listener's own floor follows changed. Any thread.
   static void NoteEndFloorChange() { end_floor_changes_.fetch_add(1); }
   static uint64_t end_floor_changes() { return end_floor_changes_.load(); }
 
  private:
   friend class LooperMonitor;
+  // The monitor whose first listener this is (it caches wants_begin_).
+  std::weak_ptr<LooperMonitor*> monitor_;
   bool wants_begin_ = true;
   bool end_requested_ = false;
   int64_t end_floor_ns_ = INT64_MIN;  // Every end.
+  // What the monitor compares with: the floor, or INT64_MIN while an end is
+  // requested (one compare per dispatch).
+  int64_t effective_floor_ns_ = INT64_MIN;
   static inline std::atomic<uint64_t> end_floor_changes_{0};
 };
 
@@ -254,6 +267,7 @@ class LooperMonitor {
   void CheckPrinter();
 
  private:
+  friend class LooperDispatchListener;  // set_wants_dispatch_begin().
   class DispatchObserverBridge;
   class MonitorPrinter;
   class PrinterCheck;
@@ -261,8 +275,9 @@ class LooperMonitor {
   // The hot path (inline in looper_monitor.cc) and the listeners' calls,
   // out of line.
   bool OpenDispatch(TimeTicks begin);
-  uint64_t WriteMethodBegin(TimeTicks begin);
-  bool ListenersHearBegin() const;
+  bool WriteMethodBegin(TimeTicks begin);
+  // Recomputes notify_begin_ (the listeners changed, or what they want).
+  void UpdateNotifyBegin();
   void Begin(TimeTicks begin, const DispatchInfo& info);
   void End(TimeTicks end);
   [[gnu::noinline]] void NotifyBegin(TimeTicks begin, const DispatchInfo& info);
@@ -292,6 +307,9 @@ class LooperMonitor {
   // still registered then).
   LooperDispatchListener* first_listener_ = nullptr;
   LooperDispatchListener* first_in_dispatch_ = nullptr;
+  // Whether some listener hears dispatch begins (the first one wants them,
+  // or the list has any): one flag for the hot path.
+  bool notify_begin_ = false;
   // Keeps registrations from touching a destroyed monitor.
   std::shared_ptr<LooperMonitor*> self_ = std::make_shared<LooperMonitor*>(this);
   ObserverList<LooperDispatchListener> listeners_;

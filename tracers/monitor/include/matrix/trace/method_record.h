@@ -63,7 +63,8 @@ enum class RecordKind : uint8_t {
   kScopeExit = 3,      // A MATRIX_TRACE_SCOPE ended (TraceSite address).
   kTime = 4,           // The writer's time (epoch change).
   kDispatchBegin = 5,  // A looper dispatch began at the exact time carried.
-  kDispatchEnd = 6,    // A looper dispatch ended at the exact time carried.
+  kDispatchEnd = 6,    // A looper dispatch ended at the exact time carried
+                       // (the epoch of what follows stays the one before).
   kInvalid = 7,        // Reserved encodings and empty (zero) slots.
 };
 
@@ -190,7 +191,9 @@ MATRIX_NO_INSTRUMENT constexpr int64_t GetRecordTimeNs(uint64_t r) {
 }
 
 // The full time (ns, truncated to 1024 ns) of an enter/exit/scope record,
-// given the time carried by the last time record before it.
+// given the time carried by the last tick or dispatch-begin record before it
+// (a dispatch end does not move the writer's epoch; a decoder clamps what
+// follows it to its time).
 MATRIX_NO_INSTRUMENT constexpr int64_t DecodeRecordTime(uint64_t r, int64_t last_time_record_ns) {
   return static_cast<int64_t>((RecordEpoch(last_time_record_ns) << record::kEpochShift) |
                               ((r & record::kTimeLowMask) << record::kTimeLowShift));

@@ -160,7 +160,8 @@ class MethodTracer {
 
   // DispatchEnd()
   //
-  // Writes a dispatch-end record carrying `now` exactly.
+  // Writes a dispatch-end record carrying `now` exactly. The cached time and
+  // the writer's epoch stay as they were (the next begin or tick moves them).
   // Must be called on the traced thread.
   void DispatchEnd(TimeTicks now);
 
@@ -211,8 +212,8 @@ class MethodTracer {
  private:
   explicit MethodTracer(const Options& options);
   void TickerLoop();
-  // A dispatch record at `now`: moves the cached time and the writer's epoch
-  // to it and appends the record. The index it got.
+  // A dispatch record at `now` (a begin also moves the cached time and the
+  // writer's epoch to it), appended. The index it got.
   uint64_t WriteDispatchRecord(uint64_t subkind, TimeTicks now);
 
   const Options options_;
@@ -274,10 +275,16 @@ MATRIX_NO_INSTRUMENT inline uint64_t MethodTracer::WriteDispatchRecord(uint64_t 
     ns = ns < 0 ? 0 : kMaxRecordTimeNs;
   }
   internal::MethodWriter* const w = writer_;
-  if (ns > __atomic_load_n(&w->now_ns, __ATOMIC_RELAXED)) {
-    __atomic_store_n(&w->now_ns, ns, __ATOMIC_RELAXED);
+  if (subkind == record::kTimeSubkindDispatchBegin) {
+    // The records that follow are stamped from here: the cached time and the
+    // writer's epoch move to the begin. A dispatch end moves neither (the
+    // next begin or tick will; CallTree decodes what follows an end against
+    // the epoch before it, and clamps it to the end).
+    if (ns > __atomic_load_n(&w->now_ns, __ATOMIC_RELAXED)) {
+      __atomic_store_n(&w->now_ns, ns, __ATOMIC_RELAXED);
+    }
+    w->epoch = RecordEpoch(ns);
   }
-  w->epoch = RecordEpoch(ns);
   const uint64_t index = w->next;
   w->ring[index & w->mask].store(EncodeTimeRecordInRange(subkind, ns),
                                   std::memory_order_release);
