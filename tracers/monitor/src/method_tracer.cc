@@ -127,7 +127,6 @@ MethodTracer::MethodTracer(const Options& options)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : TickClock::Default()),
       capacity_(CapacityFor(options.buffer_bytes)),
-      mask_(capacity_ - 1),
       thread_(ThreadHandle::Current()),
       // Value-initialized: the whole buffer is zeroed (touched) now, so the
       // traced thread never page-faults on a fresh page later.

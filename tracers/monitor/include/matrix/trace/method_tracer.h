@@ -219,7 +219,6 @@ class MethodTracer {
   const Options options_;
   const TickClock* const clock_;
   const size_t capacity_;
-  const uint64_t mask_;  // capacity_ - 1.
   const ThreadHandle thread_;
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;
 
