@@ -120,7 +120,12 @@ TEST(GlibIdleE2ETest, SlowIdleCallbackIsAnIdleHandlerLag_SlowTimeoutIsNot) {
   // re-armed when the first one ended).
   const auto lags = FindAll(issues, matrix::proto::LAG);
   ASSERT_EQ(lags.size(), 2u) << all;
-  EXPECT_TRUE(absl::StrContains(lags[0]->stack_key(), "SpinFor")) << lags[0]->stack_key();
+  auto describe = [](const matrix::proto::AnrReport* issue) {
+    std::string text = issue->stack_key() + " (" + issue->thread_stack().error() + ")\n";
+    for (const auto& frame : issue->thread_stack().frames()) text += frame.function() + "\n";
+    return text;
+  };
+  EXPECT_TRUE(absl::StrContains(lags[0]->stack_key(), "SpinFor")) << describe(lags[0]);
   EXPECT_TRUE(absl::StrContains(lags[1]->stack_key(), "HangInUninstrumentedCode"))
       << lags[1]->stack_key();
   for (const auto* lag : lags) {
