@@ -306,27 +306,24 @@ void LooperMonitor::NotifyBegin(TimeTicks begin, const DispatchInfo& info) {
   // registered (its removal clears it). It hears the end if it wants this one
   // (see LooperDispatchListener).
   const LooperDispatchListener* const first = first_in_dispatch_;
-  if ((first != nullptr &&
-       (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->effective_floor_ns_ ||
-        LooperDispatchListener::end_floor_changes() != end_floors_seen_)) ||
-      scope_.has_value()) [[unlikely]] {
-    NotifyEnd(end);
+  const bool first_hears =
+      first != nullptr &&
+      (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->effective_floor_ns_ ||
+       LooperDispatchListener::end_floor_changes() != end_floors_seen_);
+  if (first_hears || scope_.has_value()) [[unlikely]] {
+    NotifyEnd(end, first_hears);
     return;
   }
   last_end_ = end;
 }
 
-void LooperMonitor::NotifyEnd(TimeTicks end) {
+void LooperMonitor::NotifyEnd(TimeTicks end, bool first_hears) {
   LooperDispatchListener* const first = std::exchange(first_in_dispatch_, nullptr);
-  if (first != nullptr) {
-    const uint64_t floor_changes = LooperDispatchListener::end_floor_changes();
-    if (end.ToNanoseconds() - begin_.ToNanoseconds() >= first->effective_floor_ns_ ||
-        floor_changes != end_floors_seen_) {
-      first->end_requested_ = false;
-      first->effective_floor_ns_ = first->end_floor_ns_;
-      end_floors_seen_ = floor_changes;
-      first->OnDispatchEnd(begin_, end);
-    }
+  if (first_hears) {
+    first->end_requested_ = false;
+    first->effective_floor_ns_ = first->end_floor_ns_;
+    end_floors_seen_ = LooperDispatchListener::end_floor_changes();
+    first->OnDispatchEnd(begin_, end);
   }
   if (scope_.has_value()) {
     scope_->Notify([&](LooperDispatchListener* l) { l->OnDispatchEnd(begin_, end); });

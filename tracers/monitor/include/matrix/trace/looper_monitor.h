@@ -282,7 +282,8 @@ class LooperMonitor {
   void End(TimeTicks end);
   [[gnu::noinline]] void NotifyBegin(TimeTicks begin, const DispatchInfo& info);
   [[gnu::noinline]] void NotifyBeginOfMessage(TimeTicks begin, const Message& msg);
-  [[gnu::noinline]] void NotifyEnd(TimeTicks end);
+  // `first_hears`: End() found that the first listener hears this end.
+  [[gnu::noinline]] void NotifyEnd(TimeTicks end, bool first_hears);
   void OnPrinterLine(std::string_view line);
   void InstallPrinter();
 
