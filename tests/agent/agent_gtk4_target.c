@@ -5,9 +5,14 @@
  *
  *   agent_gtk4_target MS STALL_MS
  *                       opens a window redrawn every frame (a tick callback
- *                       queues a draw); MS / 2 ms in, a timeout is busy
+ *                       queues a draw); once it has drawn for MS / 2 ms
+ *                       (kFramesBeforeStall frames), a timeout is busy
  *                       STALL_MS ms (the animation freezes); quits MS ms
  *                       after the stall.
+ *
+ * The stall is armed by frames drawn, not by time since start: GTK 4's first
+ * frame through EGL can take over a second on a loaded machine, and a stall
+ * before any frame freezes no animation (the CI failure of 2026-11-27).
  *
  * Prints "frames N" (tick callbacks run), then exits 0.
  */
@@ -19,11 +24,19 @@ static int g_ms = 2500;
 static int g_stall_ms = 3000;
 static long g_frames = 0;
 static gboolean g_done = FALSE;
+static gboolean g_stall_armed = FALSE;
+
+static gboolean Stall(gpointer data);
 
 static gboolean Tick(GtkWidget* widget, GdkFrameClock* clock, gpointer data) {
   (void)clock;
   (void)data;
   ++g_frames;
+  /* MS / 2 ms of frames at 60 Hz, then the stall in a dispatch of its own. */
+  if (!g_stall_armed && g_frames >= (long)g_ms * 60 / 2000) {
+    g_stall_armed = TRUE;
+    g_timeout_add(1, Stall, NULL);
+  }
   gtk_widget_queue_draw(widget);
   return G_SOURCE_CONTINUE;
 }
@@ -64,7 +77,6 @@ int main(int argc, char** argv) {
   gtk_window_set_child(GTK_WINDOW(window), area);
   gtk_widget_add_tick_callback(area, Tick, NULL, NULL);
   gtk_window_present(GTK_WINDOW(window));
-  g_timeout_add(g_ms / 2, Stall, NULL);
   while (!g_done) g_main_context_iteration(NULL, TRUE);
   printf("frames %ld\n", g_frames);
   return 0;

@@ -62,11 +62,18 @@ Window {
         width: 40; height: 40; color: "red"
         NumberAnimation on x { from: 0; to: 280; duration: 1000; loops: Animation.Infinite }
     }
+    // 120 frames (2 s at 60 Hz) drawn, then the stall in a dispatch of its
+    // own. Armed by frames, not time since start: on a loaded machine the
+    // first frame can come late, and a stall before it freezes nothing.
+    // afterAnimating is emitted on the main thread for each frame of an
+    // exposed window, in both render loops.
+    property int framesDrawn: 0
+    onAfterAnimating: if (++framesDrawn == 120) stall.start()
     Timer {
-        interval: 2000; running: true
-        onTriggered: { var t = Date.now(); while (Date.now() - t < 6000) {} }
+        id: stall; interval: 1
+        onTriggered: { var t = Date.now(); while (Date.now() - t < 6000) {} quit.start() }
     }
-    Timer { interval: 9500; running: true; onTriggered: Qt.quit() }
+    Timer { id: quit; interval: 1500; onTriggered: Qt.quit() }
 }
 )";
 
