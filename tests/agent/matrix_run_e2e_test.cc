@@ -268,18 +268,24 @@ TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
   EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
   EXPECT_GE(anrs[0].issue.anr().cost_ms(), 1500);
   EXPECT_LT(anrs[0].issue.anr().cost_ms(), 2000);
+  // An issue's time is when it was published, after its stack was captured
+  // and symbolized: on a loaded 2-core machine that has come 2.3 s after the
+  // threshold (a sleep's ANR 3,833 ms after it began), so the upper bounds
+  // on report times are generous; the cost and the stack say where it was
+  // caught.
+  constexpr int64_t kLatestReportMs = 6000;
   EXPECT_GE(anrs[0].time_ms() - anr_start, 1500);
-  EXPECT_LT(anrs[0].time_ms() - anr_start, 2500);
+  EXPECT_LT(anrs[0].time_ms() - anr_start, kLatestReportMs);
   // The sleep in a handler is work: its ANR names it.
   EXPECT_THAT(agent_test::StackText(anrs[1]), HasSubstr("SleepInHandler"));
   EXPECT_GE(anrs[1].time_ms() - sleep_start, 1500);
-  EXPECT_LT(anrs[1].time_ms() - sleep_start, 2500);
+  EXPECT_LT(anrs[1].time_ms() - sleep_start, kLatestReportMs);
   if (read_in_handler) {
     // The blocking read in a handler is work too.
     EXPECT_THAT(agent_test::StackText(anrs[2]), HasSubstr("ReadInHandler"));
     const int64_t read_start = StartOf(run.out, "read");
     EXPECT_GE(anrs[2].time_ms() - read_start, 1500);
-    EXPECT_LT(anrs[2].time_ms() - read_start, 2500);
+    EXPECT_LT(anrs[2].time_ms() - read_start, kLatestReportMs);
   }
 }
 
