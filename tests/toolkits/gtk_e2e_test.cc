@@ -21,12 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "e2e_util.h"
 #include "toolkit_e2e.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/gtk/gtk_monitor.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "uninstrumented.h"
 
 namespace {
+
+using ::testing::ElementsAre;
 
 constexpr char kTitle[] = "MatrixGtkE2E";
 constexpr int kFirstJankyDraw = 60;  // After about 1 s of steady frames.
@@ -126,28 +129,14 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   std::vector<matrix::Issue> issues = listener->issues();
 
   // FPS.
-  int64_t reported_frames = 0;
-  int64_t slow_frames = 0;  // Frames that dropped >= 3 vsyncs (normal level and worse).
-  int64_t dropped = 0;
-  double traversal_ms = 0;
-  double animation_ms = 0;
-  for (const auto& issue : issues) {
-    if (!is_fps(issue)) continue;
-    const matrix::proto::FrameReport& fps = issue.proto().frame();
-    EXPECT_EQ(fps.scene(), kTitle);
-    reported_frames += fps.frames();
-    dropped += fps.dropped_frames();
-    slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
-                   fps.drop_level().high() + fps.drop_level().frozen();
-    traversal_ms += fps.traversal_ms() * static_cast<double>(fps.frames());
-    animation_ms += fps.animation_ms() * static_cast<double>(fps.frames());
-  }
-  EXPECT_GT(reported_frames, 100);
-  EXPECT_GE(slow_frames, kJankyDraws);
-  EXPECT_LE(slow_frames, kJankyDraws + 3);
-  EXPECT_GE(dropped, kJankyDraws * 5);  // 100 ms at 60 Hz: 5 or 6 vsyncs each.
-  EXPECT_GE(traversal_ms, 0.9 * kJankyDraws * 100) << "paint time in the traversal phase";
-  EXPECT_GT(animation_ms, 0);
+  const e2e::FpsTotals fps = e2e::SumFps(issues);
+  EXPECT_THAT(fps.scenes, ElementsAre(kTitle));
+  EXPECT_GT(fps.frames, 100);
+  EXPECT_GE(fps.slow_frames, kJankyDraws);
+  EXPECT_LE(fps.slow_frames, kJankyDraws + 3);
+  EXPECT_GE(fps.dropped, kJankyDraws * 5);  // 100 ms at 60 Hz: 5 or 6 vsyncs each.
+  EXPECT_GE(fps.traversal_ms, 0.9 * kJankyDraws * 100) << "paint time in the traversal phase";
+  EXPECT_GT(fps.animation_ms, 0);
 
   // ANR: the native stack names the blocking function. The hang's ANR is the
   // one naming it (under load another dispatch, e.g. the first map/draw, may

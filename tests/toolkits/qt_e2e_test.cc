@@ -26,12 +26,15 @@
 #include "absl/strings/match.h"
 #include "e2e_util.h"
 #include "toolkit_e2e.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/qt/qt_monitor.h"
 #include "uninstrumented.h"
 
 namespace {
+
+using ::testing::ElementsAre;
 
 constexpr char kTitle[] = "MatrixQtE2E";
 constexpr int kFirstJankyPaint = 60;  // After about 1 s of steady frames.
@@ -128,31 +131,19 @@ TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
   std::vector<matrix::Issue> issues = listener->issues();
 
   // FPS.
-  int64_t reported_frames = 0;
-  int64_t slow_frames = 0;  // Frames that dropped >= 3 vsyncs (normal level and worse).
-  int64_t dropped = 0;
-  double traversal_ms = 0;
-  for (const auto& issue : issues) {
-    if (!is_fps(issue)) continue;
-    const matrix::proto::FrameReport& fps = issue.proto().frame();
-    EXPECT_EQ(fps.scene(), kTitle);
-    reported_frames += fps.frames();
-    dropped += fps.dropped_frames();
-    slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
-                   fps.drop_level().high() + fps.drop_level().frozen();
-    traversal_ms += fps.traversal_ms() * static_cast<double>(fps.frames());
-  }
+  const e2e::FpsTotals fps = e2e::SumFps(issues);
   std::printf("qt e2e (%s): frames %lld, slow %lld, dropped %lld, traversal %.1f ms\n",
               matrix::qt::DispatchSourceName(no_glib ? matrix::qt::DispatchSource::kDispatcherSignals
                                                      : matrix::qt::DispatchSource::kGlibPoll),
-              static_cast<long long>(reported_frames), static_cast<long long>(slow_frames),
-              static_cast<long long>(dropped), traversal_ms);
-  EXPECT_GT(reported_frames, 100);
-  EXPECT_GE(slow_frames, kJankyPaints);
-  EXPECT_LE(slow_frames, kJankyPaints + 3);
-  EXPECT_GE(dropped, kJankyPaints * 5);  // 100 ms at 60 Hz: 5 or 6 vsyncs each.
-  EXPECT_GE(traversal_ms, 0.9 * kJankyPaints * 100) << "paint time in the traversal phase";
-  EXPECT_LE(traversal_ms, 2.0 * kJankyPaints * 100 + reported_frames * 5.0);
+              static_cast<long long>(fps.frames), static_cast<long long>(fps.slow_frames),
+              static_cast<long long>(fps.dropped), fps.traversal_ms);
+  EXPECT_THAT(fps.scenes, ElementsAre(kTitle));
+  EXPECT_GT(fps.frames, 100);
+  EXPECT_GE(fps.slow_frames, kJankyPaints);
+  EXPECT_LE(fps.slow_frames, kJankyPaints + 3);
+  EXPECT_GE(fps.dropped, kJankyPaints * 5);  // 100 ms at 60 Hz: 5 or 6 vsyncs each.
+  EXPECT_GE(fps.traversal_ms, 0.9 * kJankyPaints * 100) << "paint time in the traversal phase";
+  EXPECT_LE(fps.traversal_ms, 2.0 * kJankyPaints * 100 + fps.frames * 5.0);
 
   // ANR: the native stack names the blocking function.
   const matrix::Issue* anr = nullptr;

@@ -29,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "e2e_util.h"
 #include "toolkit_e2e.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/core/refresh_rate.h"
 #include "matrix/plugins/trace_plugin.h"
@@ -36,6 +37,10 @@
 #include "uninstrumented.h"
 
 namespace {
+
+using ::testing::DoubleNear;
+using ::testing::Each;
+using ::testing::ElementsAre;
 
 // Under LeakSanitizer: Mesa's software GL driver (swrast_dri.so, loaded by
 // libGLX_mesa) leaks a buffer it allocates once, then is unloaded when the GL
@@ -150,30 +155,15 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   std::vector<matrix::Issue> issues = listener->issues();
 
   // FPS.
-  int64_t reported_frames = 0, slow_frames = 0, slow_dropped = 0, dropped = 0;
-  double input_ms = 0, animation_ms = 0, traversal_ms = 0, commit_ms = 0;
-  for (const auto& issue : issues) {
-    if (!is_fps(issue)) continue;
-    const matrix::proto::FrameReport& fps = issue.proto().frame();
-    EXPECT_EQ(fps.scene(), kTitle);
-    EXPECT_NEAR(fps.refresh_rate(), rate.hz(), 0.01);
-    const double n = static_cast<double>(fps.frames());
-    reported_frames += fps.frames();
-    dropped += fps.dropped_frames();
-    slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
-                   fps.drop_level().high() + fps.drop_level().frozen();
-    slow_dropped += fps.drop_sum().normal() + fps.drop_sum().middle() + fps.drop_sum().high() +
-                    fps.drop_sum().frozen();
-    input_ms += fps.input_ms() * n;
-    animation_ms += fps.animation_ms() * n;
-    traversal_ms += fps.traversal_ms() * n;
-    commit_ms += fps.commit_ms() * n;
-  }
+  const e2e::FpsTotals fps = e2e::SumFps(issues);
+  EXPECT_THAT(fps.scenes, ElementsAre(kTitle));
+  EXPECT_THAT(fps.refresh_rates, Each(DoubleNear(rate.hz(), 0.01)));
+  const int64_t slow_frames = fps.slow_frames, slow_dropped = fps.slow_dropped;
   std::printf("sdl e2e: slow %lld (loop measured %lld), slow dropped %lld (loop measured %lld)\n",
               static_cast<long long>(slow_frames), static_cast<long long>(measured_slow_frames),
               static_cast<long long>(slow_dropped),
               static_cast<long long>(measured_slow_dropped));
-  EXPECT_EQ(reported_frames, kFrames);
+  EXPECT_EQ(fps.frames, kFrames);
   const int64_t expected_slow = kJankyFrames + 2;  // + the hang and the slow function.
   EXPECT_GE(slow_frames, expected_slow);
   EXPECT_LE(slow_frames, expected_slow + 3);
@@ -190,22 +180,22 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   EXPECT_NEAR(slow_dropped, measured_slow_dropped, measured_slow_frames + 3);
   // Steady frames may miss a vsync or two on a loaded machine (2 cores shared;
   // seen: 127 extra over 420 frames while two compilers ran beside the test).
-  EXPECT_GE(dropped, slow_dropped);
-  EXPECT_LE(dropped, slow_dropped + kFrames / 2);
+  EXPECT_GE(fps.dropped, slow_dropped);
+  EXPECT_LE(fps.dropped, slow_dropped + kFrames / 2);
   auto within = [](double measured, double expected) {
     return measured >= 0.95 * expected && measured <= 1.5 * expected;
   };
-  EXPECT_PRED2(within, input_ms, kFrames * kInputMs);
-  EXPECT_PRED2(within, animation_ms, kFrames * kUpdateMs + kHangMs);
+  EXPECT_PRED2(within, fps.input_ms, kFrames * kInputMs);
+  EXPECT_PRED2(within, fps.animation_ms, kFrames * kUpdateMs + kHangMs);
   // Traversal also holds the software GL clear (llvmpipe), which stretches
   // with the machine's load (seen: 1.6x beside two compilers): at most 2.5x.
   auto within_render = [](double measured, double expected) {
     return measured >= 0.95 * expected && measured <= 2.5 * expected;
   };
-  EXPECT_PRED2(within_render, traversal_ms,
+  EXPECT_PRED2(within_render, fps.traversal_ms,
                kFrames * kRenderMs + kJankyFrames * kJankMs + kSlowMs);
-  EXPECT_GT(commit_ms, 0) << "SDL_GL_SwapWindow in the commit phase";
-  EXPECT_LT(commit_ms, kFrames * 10.0);
+  EXPECT_GT(fps.commit_ms, 0) << "SDL_GL_SwapWindow in the commit phase";
+  EXPECT_LT(fps.commit_ms, kFrames * 10.0);
 
   // ANR: the native stack names the blocking function.
   const matrix::Issue* anr = nullptr;

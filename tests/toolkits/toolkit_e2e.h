@@ -1,11 +1,14 @@
 // What the real-window toolkit tests (GTK 3, Qt 6, SDL2) share: the same
-// plugin configuration on a foreign loop, and the same questions about the
-// issues they collect.
+// plugin configuration on a foreign loop, the same questions about the
+// issues they collect, and their FPS reports added up.
 
 #ifndef MATRIX_TESTS_TOOLKITS_TOOLKIT_E2E_H_
 #define MATRIX_TESTS_TOOLKITS_TOOLKIT_E2E_H_
 
 #include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +43,42 @@ inline bool IsSlowMethod(const matrix::Issue& i) { return i.proto().has_evil_met
 template <typename Pred>
 bool HasIssue(const std::vector<matrix::Issue>& issues, Pred pred) {
   return std::any_of(issues.begin(), issues.end(), pred);
+}
+
+// Every FPS report among the issues, added up.
+struct FpsTotals {
+  int64_t reports = 0;
+  int64_t frames = 0;
+  int64_t dropped = 0;       // Vsyncs missed by every frame.
+  int64_t slow_frames = 0;   // Frames that missed 3 or more (NORMAL and worse).
+  int64_t slow_dropped = 0;  // The vsyncs those missed.
+  // Each phase's total (a report's mean times its frames).
+  double input_ms = 0, animation_ms = 0, traversal_ms = 0, commit_ms = 0;
+  std::set<std::string> scenes;  // What the reports name.
+  std::set<double> refresh_rates;
+};
+
+inline FpsTotals SumFps(const std::vector<matrix::Issue>& issues) {
+  FpsTotals t;
+  for (const matrix::Issue& issue : issues) {
+    if (!IsFps(issue)) continue;
+    const matrix::proto::FrameReport& fps = issue.proto().frame();
+    const double n = static_cast<double>(fps.frames());
+    ++t.reports;
+    t.frames += fps.frames();
+    t.dropped += fps.dropped_frames();
+    t.slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
+                     fps.drop_level().high() + fps.drop_level().frozen();
+    t.slow_dropped += fps.drop_sum().normal() + fps.drop_sum().middle() +
+                      fps.drop_sum().high() + fps.drop_sum().frozen();
+    t.input_ms += fps.input_ms() * n;
+    t.animation_ms += fps.animation_ms() * n;
+    t.traversal_ms += fps.traversal_ms() * n;
+    t.commit_ms += fps.commit_ms() * n;
+    t.scenes.insert(fps.scene());
+    t.refresh_rates.insert(fps.refresh_rate());
+  }
+  return t;
 }
 
 }  // namespace e2e
