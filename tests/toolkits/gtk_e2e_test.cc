@@ -29,7 +29,9 @@
 
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr char kTitle[] = "MatrixGtkE2E";
 constexpr int kFirstJankyDraw = 60;  // After about 1 s of steady frames.
@@ -138,38 +140,14 @@ TEST(GtkE2ETest, FramesJankAnrAndSlowIdleOnARealWindow) {
   EXPECT_GE(fps.traversal_ms, 0.9 * kJankyDraws * 100) << "paint time in the traversal phase";
   EXPECT_GT(fps.animation_ms, 0);
 
-  // ANR: the native stack names the blocking function. The hang's ANR is the
-  // one naming it (under load another dispatch, e.g. the first map/draw, may
-  // also cross 1 s); every ANR is printed so a failure tells which case it was
-  // (no ANR for the hang, a failed capture, or a stack of something else).
-  const matrix::Issue* anr = nullptr;
+  // ANR: the native stack names the blocking function.
   std::string anrs;
-  for (const auto& issue : issues) {
-    if (!is_anr(issue)) continue;
-    const matrix::proto::AnrReport& report = issue.proto().anr();
-    anrs += absl::StrCat("ANR cost_ms=", report.cost_ms(),
-                         " captured_at_ms=", report.thread_stack().captured_at_ms(),
-                         " delay_ms=", report.detection_delay_ms(), " key=", report.stack_key(),
-                         " error=", report.thread_stack().error(), "\n");
-    bool named = false;
-    for (const auto& frame : report.thread_stack().frames()) {
-      anrs += "  " + frame.function() + "\n";
-      named |= absl::StrContains(frame.function(), "HangInUninstrumentedCode");
-    }
-    if (named && anr == nullptr) anr = &issue;
-  }
+  const matrix::Issue* anr = e2e::FindAnrNaming(issues, "HangInUninstrumentedCode", &anrs);
   ASSERT_NE(anr, nullptr) << "no ANR names the hang; ANRs:\n" << anrs;
   EXPECT_EQ(anr->proto().anr().scene(), kTitle);
 
   // Slow method: the key names the idle callback.
-  bool slow_idle = false;
-  std::string keys;
-  for (const auto& issue : issues) {
-    if (!is_slow(issue)) continue;
-    keys += issue.proto().evil_method().stack_key() + "\n";
-    slow_idle |= absl::StrContains(issue.proto().evil_method().stack_key(), "SlowIdle");
-  }
-  EXPECT_TRUE(slow_idle) << keys;
+  EXPECT_THAT(e2e::SlowMethodKeys(issues), Contains(HasSubstr("SlowIdle")));
 
   // Idle lag: the g_idle_add callback, captured while it ran; not the hang
   // in a timeout.

@@ -34,7 +34,9 @@
 
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr char kTitle[] = "MatrixQtE2E";
 constexpr int kFirstJankyPaint = 60;  // After about 1 s of steady frames.
@@ -146,29 +148,13 @@ TEST(QtE2ETest, FramesJankAnrAndSlowSlotOnARealWindow) {
   EXPECT_LE(fps.traversal_ms, 2.0 * kJankyPaints * 100 + fps.frames * 5.0);
 
   // ANR: the native stack names the blocking function.
-  const matrix::Issue* anr = nullptr;
-  for (const auto& issue : issues) {
-    if (is_anr(issue)) anr = &issue;
-  }
-  ASSERT_NE(anr, nullptr);
-  std::string stack;
-  bool named = false;
-  for (const auto& frame : anr->proto().anr().thread_stack().frames()) {
-    stack += frame.function() + "\n";
-    named |= absl::StrContains(frame.function(), "HangInUninstrumentedCode");
-  }
-  EXPECT_TRUE(named) << stack;
+  std::string anrs;
+  const matrix::Issue* anr = e2e::FindAnrNaming(issues, "HangInUninstrumentedCode", &anrs);
+  ASSERT_NE(anr, nullptr) << "no ANR names the hang; ANRs:\n" << anrs;
   EXPECT_EQ(anr->proto().anr().scene(), kTitle);
 
   // Slow method: the key names the slot.
-  bool slow_slot = false;
-  std::string keys;
-  for (const auto& issue : issues) {
-    if (!is_slow(issue)) continue;
-    keys += issue.proto().evil_method().stack_key() + "\n";
-    slow_slot |= absl::StrContains(issue.proto().evil_method().stack_key(), "SlowSlot");
-  }
-  EXPECT_TRUE(slow_slot) << keys;
+  EXPECT_THAT(e2e::SlowMethodKeys(issues), Contains(HasSubstr("SlowSlot")));
 }
 
 }  // namespace

@@ -38,9 +38,11 @@
 
 namespace {
 
+using ::testing::Contains;
 using ::testing::DoubleNear;
 using ::testing::Each;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 // Under LeakSanitizer: Mesa's software GL driver (swrast_dri.so, loaded by
 // libGLX_mesa) leaks a buffer it allocates once, then is unloaded when the GL
@@ -198,26 +200,13 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   EXPECT_LT(fps.commit_ms, kFrames * 10.0);
 
   // ANR: the native stack names the blocking function.
-  const matrix::Issue* anr = nullptr;
-  for (const auto& issue : issues) {
-    if (is_anr(issue)) anr = &issue;
-  }
-  ASSERT_NE(anr, nullptr);
-  std::string stack;
-  bool named = false;
-  for (const auto& frame : anr->proto().anr().thread_stack().frames()) {
-    stack += frame.function() + "\n";
-    named |= absl::StrContains(frame.function(), "HangInUninstrumentedCode");
-  }
-  EXPECT_TRUE(named) << stack;
+  std::string anrs;
+  const matrix::Issue* anr = e2e::FindAnrNaming(issues, "HangInUninstrumentedCode", &anrs);
+  ASSERT_NE(anr, nullptr) << "no ANR names the hang; ANRs:\n" << anrs;
   EXPECT_EQ(anr->proto().anr().scene(), kTitle);
 
   // Slow method: the key names the slow function.
-  std::string keys;
-  for (const auto& issue : issues) {
-    if (issue.proto().has_evil_method()) keys += issue.proto().evil_method().stack_key() + "\n";
-  }
-  EXPECT_TRUE(has(issues, is_slow)) << keys;
+  EXPECT_THAT(e2e::SlowMethodKeys(issues), Contains(HasSubstr("SlowFunction")));
 
   SDL_GL_DeleteContext(gl);
   SDL_DestroyWindow(window);

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "matrix/core/issue.h"
 #include "matrix/plugins/trace_config.h"
@@ -43,6 +46,40 @@ inline bool IsSlowMethod(const matrix::Issue& i) { return i.proto().has_evil_met
 template <typename Pred>
 bool HasIssue(const std::vector<matrix::Issue>& issues, Pred pred) {
   return std::any_of(issues.begin(), issues.end(), pred);
+}
+
+// The ANR whose main-thread stack names `function` (the first, when under
+// load another dispatch, e.g. the first map or draw, also crossed the
+// threshold), or null. `seen` gets every ANR (cost, capture time, delay,
+// key, capture error and frames), so a failure tells which case it was: no
+// ANR for the hang, a failed capture, or a stack of something else.
+inline const matrix::Issue* FindAnrNaming(const std::vector<matrix::Issue>& issues,
+                                          absl::string_view function, std::string* seen) {
+  const matrix::Issue* found = nullptr;
+  for (const matrix::Issue& issue : issues) {
+    if (!IsAnr(issue)) continue;
+    const matrix::proto::AnrReport& report = issue.proto().anr();
+    absl::StrAppend(seen, "ANR cost_ms=", report.cost_ms(),
+                    " captured_at_ms=", report.thread_stack().captured_at_ms(),
+                    " delay_ms=", report.detection_delay_ms(), " key=", report.stack_key(),
+                    " error=", report.thread_stack().error(), "\n");
+    bool named = false;
+    for (const auto& frame : report.thread_stack().frames()) {
+      absl::StrAppend(seen, "  ", frame.function(), "\n");
+      named |= absl::StrContains(frame.function(), function);
+    }
+    if (named && found == nullptr) found = &issue;
+  }
+  return found;
+}
+
+// The stack keys of every slow-method issue.
+inline std::vector<std::string> SlowMethodKeys(const std::vector<matrix::Issue>& issues) {
+  std::vector<std::string> keys;
+  for (const matrix::Issue& issue : issues) {
+    if (IsSlowMethod(issue)) keys.push_back(issue.proto().evil_method().stack_key());
+  }
+  return keys;
 }
 
 // Every FPS report among the issues, added up.
