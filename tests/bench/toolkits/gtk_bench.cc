@@ -31,31 +31,11 @@
 #include "matrix/glib/glib_monitor.h"
 #include "matrix/gtk/gtk_monitor.h"
 #include "matrix/plugins/trace_plugin.h"
+#include "monitoring.h"
 
 namespace {
 
-// Matrix with a started TracePlugin (FPS, ANR, slow method) for a foreign loop.
-class Monitoring {
- public:
-  Monitoring() {
-    auto config = matrix::TraceConfig::Builder()
-                      .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
-                      .UseChoreographer(false)
-                      .EnableFps(true)
-                      .EnableAnrTrace(true)
-                      .EnableEvilMethodTrace(true)
-                      .Build();
-    auto trace = std::make_unique<matrix::TracePlugin>(*config);
-    plugin_ = trace.get();
-    (void)matrix::Matrix::Init(matrix::Matrix::Builder().AddPlugin(std::move(trace)).Build());
-    (void)plugin_->Start();
-  }
-  ~Monitoring() { matrix::Matrix::Shutdown(); }
-  matrix::TracePlugin* plugin() const { return plugin_; }
-
- private:
-  matrix::TracePlugin* plugin_ = nullptr;
-};
+using bench::Monitoring;
 
 struct Frame {
   GdkFrameClock* clock = nullptr;

@@ -19,31 +19,11 @@
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/render_loop/render_loop_monitor.h"
 #include "matrix/sdl/sdl_monitor.h"
+#include "monitoring.h"
 
 namespace {
 
-// Matrix with a started TracePlugin (FPS, ANR, slow method) for a foreign loop.
-class Monitoring {
- public:
-  Monitoring() {
-    auto config = matrix::TraceConfig::Builder()
-                      .SetLooperSource(matrix::LooperMonitor::Source::kForeign)
-                      .UseChoreographer(false)
-                      .EnableFps(true)
-                      .EnableAnrTrace(true)
-                      .EnableEvilMethodTrace(true)
-                      .Build();
-    auto trace = std::make_unique<matrix::TracePlugin>(*config);
-    plugin_ = trace.get();
-    (void)matrix::Matrix::Init(matrix::Matrix::Builder().AddPlugin(std::move(trace)).Build());
-    (void)plugin_->Start();
-  }
-  ~Monitoring() { matrix::Matrix::Shutdown(); }
-  matrix::TracePlugin* plugin() const { return plugin_; }
-
- private:
-  matrix::TracePlugin* plugin_ = nullptr;
-};
+using bench::Monitoring;
 
 // Arg 0: the loop alone; 1: with matrix::sdl attached.
 void BM_SdlLoopFrame(benchmark::State& state) {
