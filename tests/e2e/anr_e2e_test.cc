@@ -24,11 +24,7 @@
 namespace {
 
 int CountDetail(const std::vector<matrix::Issue>& issues, matrix::proto::Detail detail) {
-  int n = 0;
-  for (const auto& issue : issues) {
-    if (issue.proto().has_anr() && issue.proto().anr().detail() == detail) ++n;
-  }
-  return n;
+  return static_cast<int>(e2e::AnrReports(issues, detail).size());
 }
 
 TEST(AnrE2ETest, SixSecondHang_OneAnrWithTheHungFunctionOnTheStack) {

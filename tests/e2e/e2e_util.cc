@@ -72,4 +72,15 @@ void TracedProgram::RunFor(absl::Duration d) {
   }
 }
 
+std::vector<const matrix::proto::AnrReport*> AnrReports(const std::vector<matrix::Issue>& issues,
+                                                        matrix::proto::Detail detail) {
+  std::vector<const matrix::proto::AnrReport*> found;
+  for (const matrix::Issue& issue : issues) {
+    if (issue.proto().has_anr() && issue.proto().anr().detail() == detail) {
+      found.push_back(&issue.proto().anr());
+    }
+  }
+  return found;
+}
+
 }  // namespace e2e

@@ -74,6 +74,11 @@ class TracedProgram {
   std::shared_ptr<CollectingListener> listener_;
 };
 
+// The ANR-family reports (ANR, LAG, LAG_IDLE_HANDLER...) of one detail
+// among the issues, oldest first.
+std::vector<const matrix::proto::AnrReport*> AnrReports(const std::vector<matrix::Issue>& issues,
+                                                        matrix::proto::Detail detail);
+
 }  // namespace e2e
 
 #endif  // MATRIX_TESTS_E2E_E2E_UTIL_H_

@@ -19,12 +19,8 @@ namespace {
 
 const matrix::proto::AnrReport* Find(const std::vector<matrix::Issue>& issues,
                                      matrix::proto::Detail detail) {
-  for (const auto& issue : issues) {
-    if (issue.proto().has_anr() && issue.proto().anr().detail() == detail) {
-      return &issue.proto().anr();
-    }
-  }
-  return nullptr;
+  const auto found = e2e::AnrReports(issues, detail);
+  return found.empty() ? nullptr : found.front();
 }
 
 struct Program {

@@ -19,17 +19,6 @@
 
 namespace {
 
-std::vector<const matrix::proto::AnrReport*> FindAll(const std::vector<matrix::Issue>& issues,
-                                                     matrix::proto::Detail detail) {
-  std::vector<const matrix::proto::AnrReport*> found;
-  for (const auto& issue : issues) {
-    if (issue.proto().has_anr() && issue.proto().anr().detail() == detail) {
-      found.push_back(&issue.proto().anr());
-    }
-  }
-  return found;
-}
-
 struct Program {
   GMainLoop* loop = nullptr;
   int idle_runs = 0;
@@ -89,8 +78,8 @@ TEST(GlibIdleE2ETest, SlowIdleCallbackIsAnIdleHandlerLag_SlowTimeoutIsNot) {
 
   const bool reported = listener->WaitFor(
       [](const auto& issues) {
-        return !FindAll(issues, matrix::proto::LAG_IDLE_HANDLER).empty() &&
-               FindAll(issues, matrix::proto::LAG).size() >= 2;
+        return !e2e::AnrReports(issues, matrix::proto::LAG_IDLE_HANDLER).empty() &&
+               e2e::AnrReports(issues, matrix::proto::LAG).size() >= 2;
       },
       absl::Seconds(10));
   std::vector<matrix::Issue> issues = listener->issues();
@@ -100,7 +89,7 @@ TEST(GlibIdleE2ETest, SlowIdleCallbackIsAnIdleHandlerLag_SlowTimeoutIsNot) {
            " " + issue.proto().key() + "\n";
   }
   ASSERT_TRUE(reported) << all;
-  const auto idle = FindAll(issues, matrix::proto::LAG_IDLE_HANDLER);
+  const auto idle = e2e::AnrReports(issues, matrix::proto::LAG_IDLE_HANDLER);
   ASSERT_EQ(idle.size(), 1u);  // Not the slow timeout.
   EXPECT_EQ(idle[0]->idle_handler(), "glib idle source");
   EXPECT_GE(idle[0]->cost_ms(), 490);
@@ -118,7 +107,7 @@ TEST(GlibIdleE2ETest, SlowIdleCallbackIsAnIdleHandlerLag_SlowTimeoutIsNot) {
   // idle lag, and the slow idle callback is a dispatch too, so it is a LAG as
   // well (the second slow dispatch in a row: the watchdog must have been
   // re-armed when the first one ended).
-  const auto lags = FindAll(issues, matrix::proto::LAG);
+  const auto lags = e2e::AnrReports(issues, matrix::proto::LAG);
   ASSERT_EQ(lags.size(), 2u) << all;
   auto describe = [](const matrix::proto::AnrReport* issue) {
     std::string text = issue->stack_key() + " (" + issue->thread_stack().error() + ")\n";
