@@ -23,27 +23,11 @@
 // The "application": functions the looper thread is stuck in. Distinct bodies
 // so that identical-code folding never merges them.
 namespace app {
-volatile int g_sink = 0;
-__attribute__((noinline)) void ReadConfigFile() {
-  g_sink = 1;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void ParseConfig() {
-  g_sink = 2;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void OnClick() {
-  g_sink = 3;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void Unrelated() {
-  g_sink = 4;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void NowMicros() {
-  g_sink = 5;
-  asm volatile("" ::: "memory");
-}
+MATRIX_TEST_APP_FUNCTION(ReadConfigFile)
+MATRIX_TEST_APP_FUNCTION(ParseConfig)
+MATRIX_TEST_APP_FUNCTION(OnClick)
+MATRIX_TEST_APP_FUNCTION(Unrelated)
+MATRIX_TEST_APP_FUNCTION(NowMicros)
 }  // namespace app
 
 namespace matrix {

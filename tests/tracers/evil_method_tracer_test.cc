@@ -22,19 +22,9 @@
 #include "tracer_test_util.h"
 
 namespace app {
-volatile int g_evil_sink = 0;
-__attribute__((noinline)) void OnClick() {
-  g_evil_sink = 11;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void DecodeImage() {
-  g_evil_sink = 12;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void LogClick() {
-  g_evil_sink = 13;
-  asm volatile("" ::: "memory");
-}
+MATRIX_TEST_APP_FUNCTION(OnClick)
+MATRIX_TEST_APP_FUNCTION(DecodeImage)
+MATRIX_TEST_APP_FUNCTION(LogClick)
 }  // namespace app
 
 namespace matrix {

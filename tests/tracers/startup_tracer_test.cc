@@ -23,25 +23,11 @@
 #include "matrix/trace/ui_thread_monitor.h"
 #include "tracer_test_util.h"
 
-
 namespace app {
-volatile int g_startup_sink = 0;
-__attribute__((noinline)) void LoadConfig() {
-  g_startup_sink = 21;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void OpenDatabase() {
-  g_startup_sink = 22;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void ReadSchema() {
-  g_startup_sink = 23;
-  asm volatile("" ::: "memory");
-}
-__attribute__((noinline)) void InflateDetail() {
-  g_startup_sink = 24;
-  asm volatile("" ::: "memory");
-}
+MATRIX_TEST_APP_FUNCTION(LoadConfig)
+MATRIX_TEST_APP_FUNCTION(OpenDatabase)
+MATRIX_TEST_APP_FUNCTION(ReadSchema)
+MATRIX_TEST_APP_FUNCTION(InflateDetail)
 }  // namespace app
 
 namespace matrix {

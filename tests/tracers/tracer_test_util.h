@@ -18,6 +18,9 @@
 //                       loopers, the fake /proc, capture and issue collector,
 //                       and the method tracer driven by hand. The tracer tests
 //                       and the toolkit tests that reach a tracer derive from it.
+//   MATRIX_TEST_APP_FUNCTION(name)
+//                       defines `void name()`, a function of "the application"
+//                       for captured stacks and call trees to name.
 //
 // Thread safety: test thread only.
 
@@ -341,6 +344,18 @@ class TracerRig {
   std::unique_ptr<MethodTracer> method_tracer_;
 };
 
+// Where the functions of MATRIX_TEST_APP_FUNCTION write.
+inline volatile int g_app_function_sink = 0;
+
 }  // namespace matrix::trace_test
+
+// Defines `void name()`, never inlined, with a body of its own (it stores its
+// line) so that identical-code folding never merges two of them into one
+// address, and a compiler barrier so that the call is not dropped.
+#define MATRIX_TEST_APP_FUNCTION(name)                          \
+  __attribute__((noinline)) void name() {                       \
+    ::matrix::trace_test::g_app_function_sink = __LINE__;       \
+    asm volatile("" ::: "memory");                              \
+  }
 
 #endif  // MATRIX_TESTS_TRACERS_TRACER_TEST_UTIL_H_
