@@ -84,7 +84,6 @@ inline std::vector<std::string> SlowMethodKeys(const std::vector<matrix::Issue>&
 
 // Every FPS report among the issues, added up.
 struct FpsTotals {
-  int64_t reports = 0;
   int64_t frames = 0;
   int64_t dropped = 0;       // Vsyncs missed by every frame.
   int64_t slow_frames = 0;   // Frames that missed 3 or more (NORMAL and worse).
@@ -101,7 +100,6 @@ inline FpsTotals SumFps(const std::vector<matrix::Issue>& issues) {
     if (!IsFps(issue)) continue;
     const matrix::proto::FrameReport& fps = issue.proto().frame();
     const double n = static_cast<double>(fps.frames());
-    ++t.reports;
     t.frames += fps.frames();
     t.dropped += fps.dropped_frames();
     t.slow_frames += fps.drop_level().normal() + fps.drop_level().middle() +
