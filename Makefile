@@ -51,8 +51,10 @@ demo: build
 demo-runtimes: build
 	cd $(CURDIR) && ./samples/runtimes/run.sh $(BUILD)
 
+# tools/run-tests.sh: unit tests once; end-to-end tests (label e2e) retried once
+# on failure, and every test that needed its retry named at the end.
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	JOBS=$(JOBS) ./tools/run-tests.sh $(BUILD)
 
 deps:
 	@./tools/install-deps.sh $(PACKAGES)
@@ -69,7 +71,7 @@ test-asan:
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DMATRIX_SANITIZE=address,undefined -DMATRIX_BUILD_BENCHMARKS=OFF
 	cmake --build build-asan -j $(JOBS)
-	ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE no-sanitizer
+	JOBS=$(JOBS) ./tools/run-tests.sh build-asan no-sanitizer
 
 test-tsan:
 	@./tools/install-deps.sh $(PACKAGES) $(CLANG_PACKAGES)
@@ -77,7 +79,7 @@ test-tsan:
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DMATRIX_SANITIZE=thread -DMATRIX_BUILD_BENCHMARKS=OFF
 	cmake --build build-tsan -j $(JOBS)
-	ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE no-sanitizer
+	JOBS=$(JOBS) ./tools/run-tests.sh build-tsan no-sanitizer
 
 # Benchmarks against the budgets in docs/performance.md.
 bench: build
