@@ -1,11 +1,13 @@
 #include "matrix/core/looper.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "matrix/core/handler.h"
 
 namespace matrix {
@@ -204,14 +206,20 @@ void Looper::RunIdleHandlers() {
   }
 }
 
-void Looper::Flush() {
-  if (IsCurrentThread() || !is_looping()) return;
+void Looper::Flush() { FlushFor(absl::InfiniteDuration()); }
+
+bool Looper::FlushFor(absl::Duration timeout) {
+  if (IsCurrentThread() || !is_looping()) return true;
   auto done = std::make_shared<absl::Notification>();
   Handler handler(this, "matrix::Looper$Flush");
-  if (!handler.Post([done] { done->Notify(); })) return;  // Quitting.
-  while (!done->WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    if (queue_->IsQuitting() || !is_looping()) return;
+  if (!handler.Post([done] { done->Notify(); })) return true;  // Quitting.
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done->WaitForNotificationWithDeadline(
+      std::min(deadline, absl::Now() + absl::Milliseconds(100)))) {
+    if (queue_->IsQuitting() || !is_looping()) return true;
+    if (absl::Now() >= deadline) return false;
   }
+  return true;
 }
 
 void Looper::Quit() { queue_->Quit(/*safe=*/false); }

@@ -25,6 +25,9 @@ class DefaultPluginListener : public PluginListener {
 
 absl::Mutex g_mu;
 Matrix* g_instance ABSL_GUARDED_BY(g_mu) = nullptr;
+// Instances whose Init() failed: their plugins stay allocated until
+// Shutdown() (Matrix::Init's comment).
+std::vector<std::unique_ptr<Matrix>>* g_failed ABSL_GUARDED_BY(g_mu) = nullptr;
 
 }  // namespace
 
@@ -84,6 +87,11 @@ Matrix::Builder& Matrix::Builder::KeepAbseilDeadlockDetection(bool keep) {
   return *this;
 }
 
+Matrix::Builder& Matrix::Builder::SetShutdownDrainTimeout(absl::Duration timeout) {
+  context_.shutdown_drain_timeout = timeout;
+  return *this;
+}
+
 std::unique_ptr<Matrix> Matrix::Builder::Build() {
   return std::unique_ptr<Matrix>(new Matrix(*this));
 }
@@ -98,6 +106,12 @@ Matrix::Matrix(Builder& builder)
   }
   if (context_.main_looper == nullptr) context_.main_looper = Looper::MainLooper();
 
+  if (context_.shutdown_drain_timeout < absl::ZeroDuration()) {
+    build_status_ = absl::InvalidArgumentError(
+        absl::StrCat("Matrix: the shutdown drain timeout must be >= 0, not ",
+                     absl::FormatDuration(context_.shutdown_drain_timeout)));
+    return;
+  }
   absl::flat_hash_set<std::string> tags;
   for (const auto& plugin : plugins_) {
     if (plugin == nullptr) {
@@ -155,8 +169,22 @@ absl::Status Matrix::InitPlugins() {
 
 absl::Status Matrix::Init(std::unique_ptr<Matrix> matrix) {
   if (matrix == nullptr) return absl::InvalidArgumentError("Matrix::Init: null instance");
-  if (!matrix->build_status_.ok()) return matrix->build_status_;
-  if (!matrix->keep_deadlock_detection_) {
+  if (absl::Status status = matrix->InitOrFail(); !status.ok()) {
+    for (const auto& plugin : matrix->plugins_) {
+      if (plugin != nullptr) plugin->DestroyAfterFailedInit(status);
+    }
+    absl::MutexLock lock(&g_mu);
+    if (g_failed == nullptr) g_failed = new std::vector<std::unique_ptr<Matrix>>();
+    g_failed->push_back(std::move(matrix));
+    return status;
+  }
+  matrix.release();  // Owned through g_instance until Shutdown().
+  return absl::OkStatus();
+}
+
+absl::Status Matrix::InitOrFail() {
+  if (!build_status_.ok()) return build_status_;
+  if (!keep_deadlock_detection_) {
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   }
   {
@@ -164,14 +192,13 @@ absl::Status Matrix::Init(std::unique_ptr<Matrix> matrix) {
     if (g_instance != nullptr) {
       return absl::AlreadyExistsError("Matrix::Init: Matrix is already initialized");
     }
-    g_instance = matrix.get();
+    g_instance = this;
   }
-  if (absl::Status status = matrix->InitPlugins(); !status.ok()) {
+  if (absl::Status status = InitPlugins(); !status.ok()) {
     absl::MutexLock lock(&g_mu);
     g_instance = nullptr;
     return status;
   }
-  matrix.release();  // Owned through g_instance until Shutdown().
   return absl::OkStatus();
 }
 
@@ -188,11 +215,14 @@ Matrix& Matrix::With() {
 
 void Matrix::Shutdown() {
   Matrix* instance;
+  std::vector<std::unique_ptr<Matrix>> failed;
   {
     absl::MutexLock lock(&g_mu);
     instance = g_instance;
     g_instance = nullptr;
+    if (g_failed != nullptr) failed.swap(*g_failed);
   }
+  failed.clear();
   if (instance == nullptr) return;
   instance->DestroyAllPlugins().IgnoreError();
   // Issues reported before the plugins stopped are still queued for the

@@ -42,9 +42,11 @@ absl::Status Plugin::Transition(const char* action, State to, std::initializer_l
   bool allowed = false;
   for (State s : from) allowed |= (s == current);
   if (!allowed) {
-    absl::Status error = absl::FailedPreconditionError(
-        absl::StrCat("plugin '", tag_, "': cannot ", action, " a ", StateName(current),
-                     " plugin"));
+    absl::Status error = absl::FailedPreconditionError(absl::StrCat(
+        "plugin '", tag_, "': cannot ", action, " a ", StateName(current), " plugin",
+        failed_init_.ok() ? ""
+                          : absl::StrCat(" (Matrix::Init failed: ", failed_init_.ToString(),
+                                         ")")));
     Logger()->error("{}", std::string(error.message()));
     return error;
   }
@@ -91,6 +93,12 @@ absl::Status Plugin::Stop() {
                     &PluginListener::OnStop);
 }
 
+void Plugin::DestroyAfterFailedInit(const absl::Status& why) {
+  if (state() != State::kDestroyed) Destroy().IgnoreError();
+  absl::MutexLock lock(&lifecycle_mu_);
+  failed_init_ = why;
+}
+
 absl::Status Plugin::Destroy() {
   if (state() == State::kStarted) {
     if (absl::Status status = Stop(); !status.ok()) return status;
@@ -131,9 +139,17 @@ void Plugin::RunOnMainLooper(absl::AnyInvocable<void()> fn, bool wait) {
   done.WaitForNotification();
 }
 
-void Plugin::FlushMatrixThreads() {
-  if (context_.watchdog_looper != nullptr) context_.watchdog_looper->Flush();
-  if (context_.worker_looper != nullptr) context_.worker_looper->Flush();
+void Plugin::FlushMatrixThreads() { FlushMatrixThreadsFor(absl::InfiniteDuration()); }
+
+bool Plugin::FlushMatrixThreadsFor(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // The watchdog first: what it detects, it hands to the worker.
+  if (context_.watchdog_looper != nullptr &&
+      !context_.watchdog_looper->FlushFor(deadline - absl::Now())) {
+    return false;
+  }
+  return context_.worker_looper == nullptr ||
+         context_.worker_looper->FlushFor(deadline - absl::Now());
 }
 
 void Plugin::OnDetectIssue(Issue issue) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
@@ -285,9 +286,35 @@ absl::Status TracePlugin::OnDestroy() {
   // Stop every tracer, let the matrix threads finish what the tracers gave
   // them (a report being built uses the tracers and this plugin), then free.
   RunOnLooperThread([this] { StopTracers(); }, /*wait=*/true);
-  FlushMatrixThreads();
+  DrainReports();
   RunOnLooperThread([this] { DestroyMonitors(); }, /*wait=*/true);
   return absl::OkStatus();
+}
+
+bool TracePlugin::FlushReportsFor(absl::Duration timeout) {
+  if (state() != State::kStarted) return true;
+  if (evil_method_tracer_ != nullptr) evil_method_tracer_->StopWaitingForStopDetector();
+  if (frame_tracer_ != nullptr && config_.fps) frame_tracer_->FlushReports();
+  // Twice: an analysis that finishes during the first posts its delivery
+  // behind it.
+  const absl::Time deadline = absl::Now() + timeout;
+  return FlushMatrixThreadsFor(timeout) && FlushMatrixThreadsFor(deadline - absl::Now());
+}
+
+void TracePlugin::DrainReports() {
+  // What the tracers detected before they stopped (a slow dispatch that just
+  // ended, a hang being captured) is analysed and delivered within the
+  // drain timeout; what is still queued then is dropped, counted and logged.
+  if (FlushMatrixThreadsFor(context().shutdown_drain_timeout)) return;
+  if (evil_method_tracer_ != nullptr) evil_method_tracer_->CancelPendingAnalyses();
+  FlushMatrixThreads();  // The analysis running now, and the cancelled ones.
+  const int64_t dropped =
+      evil_method_tracer_ != nullptr ? evil_method_tracer_->dropped_analyses() : 0;
+  dropped_at_shutdown_.store(dropped);
+  Logger()->error(
+      "TracePlugin: the shutdown drain timed out after {}; {} slow dispatch(es) dropped "
+      "unanalysed (Matrix::Builder::SetShutdownDrainTimeout)",
+      absl::FormatDuration(context().shutdown_drain_timeout), dropped);
 }
 
 void TracePlugin::OnForegroundChanged(bool foreground) {

@@ -15,6 +15,13 @@
 //   agent_target startup MS   sleeps MS ms before its first blocking wait, then
 //                             runs the poll loop without a stall
 //   agent_target nowait       computes without any blocking wait, prints, exits
+//   agent_target last MS END  a few polls, a last busy dispatch of MS ms (in
+//                             StallInKnownFunction), a 1 ms poll that ends it,
+//                             then at once END: exit (std::exit), _exit, exec
+//                             (execl of /bin/true) or sigterm (kill(getpid(),
+//                             SIGTERM), default action). With END "inside-" +
+//                             END (inside-exit, inside-_exit, ...) the end
+//                             comes inside the busy dispatch, without the poll.
 //   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
 //                             an event loop that waits without poll (issue 17,
 //                             item 1), KIND: cond (pthread_cond_wait), sem
@@ -377,6 +384,27 @@ int main(int argc, char** argv) {
     if (argc == 8) steps.push_back({300, {"read", std::atoi(argv[7])}});
     steps.push_back({300, {"quit"}});
     return RunWaitLoop(argv[2], steps);
+  } else if (std::strcmp(mode, "last") == 0 && argc == 4) {
+    std::string end = argv[3];
+    const bool inside = end.rfind("inside-", 0) == 0;
+    if (inside) end = end.substr(7);
+    for (int i = 0; i < 5; ++i) (void)poll(nullptr, 0, 10);
+    StallInKnownFunction(ms);
+    if (!inside) (void)poll(nullptr, 0, 1);
+    std::fflush(nullptr);
+    if (end == "exit") {
+      std::exit(0);
+    } else if (end == "_exit") {
+      _exit(0);
+    } else if (end == "exec") {
+      execl("/bin/true", "true", static_cast<char*>(nullptr));
+      return 3;
+    } else if (end == "sigterm") {
+      kill(getpid(), SIGTERM);
+      for (;;) pause();
+    }
+    std::fprintf(stderr, "agent_target: unknown end %s\n", end.c_str());
+    return 2;
   } else if (std::strcmp(mode, "nowait") == 0) {
     uint64_t x = 1;
     for (int i = 0; i < 1000000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;

@@ -104,6 +104,42 @@ TEST(MatrixRunTest, ExitStatusAndSignalArePropagated) {
   EXPECT_EQ(WTERMSIG(killed.status), SIGTERM);
 }
 
+// The last slow dispatch before the program ends is reported, however it
+// ends: exit(), _exit(), exec, or a termination signal left at its default
+// action; whether the dispatch ended just before (a 1 ms poll) or is the one
+// running when the program ends. Slow-method threshold 300 ms, no LAG or
+// ANR (5 s) for the 700 ms dispatch.
+class LastDispatchTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(LastDispatchTest, LastSlowDispatchIsReported) {
+  const std::string dir = agent_test::NewReportDir("last");
+  const RunResult run = agent_test::Run(
+      {kRun, "--report-dir", dir, "--anr", "5000", "--lag", "4000", "--evil", "300", "--",
+       kTarget, "last", "700", GetParam()});
+  if (absl::EndsWith(GetParam(), "sigterm")) {
+    ASSERT_TRUE(WIFSIGNALED(run.status)) << run.err;
+    EXPECT_EQ(WTERMSIG(run.status), SIGTERM);
+  } else {
+    ASSERT_EQ(run.exit_code(), 0) << run.err;
+  }
+  std::vector<matrix::report::IssueRecord> slow;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "evil_method") slow.push_back(std::move(record));
+  }
+  ASSERT_EQ(slow.size(), 1u) << run.err;
+  EXPECT_GE(slow[0].issue.evil_method().cost_ms(), 690) << run.err;
+  EXPECT_LE(slow[0].issue.evil_method().cost_ms(), 3000) << run.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ends, LastDispatchTest,
+                         testing::Values("exit", "_exit", "exec", "sigterm", "inside-exit",
+                                         "inside-_exit", "inside-exec", "inside-sigterm"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
 TEST(MatrixRunTest, BadFlagsAndMissingProgramAreClearErrors) {
   const RunResult unknown = agent_test::Run({kRun, "--frobnicate", "--", kTarget, "nowait"});
   EXPECT_EQ(unknown.exit_code(), 2);

@@ -5,10 +5,17 @@
 
 #include <string>
 
+#include <thread>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "e2e_util.h"
 #include "gtest/gtest.h"
+#include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
+#include "matrix/core/matrix.h"
 #include "matrix/core/thread_handle.h"
 #include "matrix/core/tick_clock.h"
 #include "uninstrumented.h"
@@ -87,6 +94,94 @@ TEST(EvilMethodE2ETest, SlowMethod_KeyIsC_TreeShowsCallersAndEarlierWork) {
   // machine gave this thread depends on its load, so compare, not assume).
   EXPECT_GT(report.cpu_usage(), 0);
   EXPECT_NEAR(report.cpu_usage(), measured_cpu_percent, 20) << measured_cpu_percent;
+}
+
+// The last slow dispatch before Matrix::Shutdown() is reported: Shutdown
+// drains the analysis (which, until the stop detector's next poll, would
+// have waited 50 ms more). `GetParam()`: ms between the dispatch's end and
+// Shutdown.
+class LastSlowDispatchTest : public testing::TestWithParam<int> {};
+
+TEST_P(LastSlowDispatchTest, EndingJustBeforeShutdown_IsReported) {
+  auto config = matrix::TraceConfig::Builder().EnableEvilMethodTrace(true).Build();
+  ASSERT_TRUE(config.ok());
+  e2e::TracedProgram program(*config);
+  matrix::Handler handler(program.looper());
+  handler.Post([] { C(); });  // 800 ms.
+  ASSERT_EQ(program.looper()->PollOnce(absl::ZeroDuration()),
+            matrix::Looper::PollResult::kDispatched);
+  absl::SleepFor(absl::Milliseconds(GetParam()));
+
+  matrix::Matrix::Shutdown();
+
+  // Delivered by the time Shutdown returned: no waiting here.
+  std::vector<matrix::Issue> issues = program.listener().issues();
+  ASSERT_EQ(issues.size(), 1u) << "gap " << GetParam() << " ms";
+  EXPECT_EQ(issues[0].tag(), "Trace_EvilMethod");
+  EXPECT_TRUE(absl::StrContains(issues[0].key(), "C()")) << issues[0].key();
+  EXPECT_NEAR(issues[0].proto().evil_method().cost_ms(), 800, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(GapsBeforeShutdown, LastSlowDispatchTest, testing::Values(0, 10, 25),
+                         [](const auto& info) { return absl::StrCat(info.param, "ms"); });
+
+// A listener that blocks the worker on the first issue until released (or
+// 5 s), and remembers what the TracePlugin dropped at its destruction.
+class BlockingListener : public e2e::CollectingListener {
+ public:
+  void OnReportIssue(const matrix::Issue& issue) override {
+    CollectingListener::OnReportIssue(issue);
+    if (!entered_.HasBeenNotified()) {
+      entered_.Notify();
+      release_.WaitForNotificationWithTimeout(absl::Seconds(5));
+    }
+  }
+  void OnDestroy(matrix::Plugin& plugin) override {
+    if (auto* trace = dynamic_cast<matrix::TracePlugin*>(&plugin)) {
+      dropped_ = trace->dropped_at_shutdown();
+    }
+  }
+  absl::Notification entered_;
+  absl::Notification release_;
+  int64_t dropped_ = -1;
+};
+
+TEST(ShutdownDrainTest, WhatCannotBeDrainedInTime_IsDroppedAndCounted) {
+  auto config = matrix::TraceConfig::Builder().EnableEvilMethodTrace(true).Build();
+  ASSERT_TRUE(config.ok());
+  matrix::Looper* looper = matrix::Looper::PrepareMainLooper();
+  auto listener = std::make_shared<BlockingListener>();
+  auto trace = std::make_unique<matrix::TracePlugin>(*config);
+  matrix::TracePlugin* plugin = trace.get();
+  absl::Status status = matrix::Matrix::Init(matrix::Matrix::Builder()
+                                                 .AddPlugin(std::move(trace))
+                                                 .SetPluginListener(listener)
+                                                 .SetShutdownDrainTimeout(absl::Milliseconds(200))
+                                                 .Build());
+  if (status.ok()) status = plugin->Start();
+  ASSERT_TRUE(status.ok()) << status;
+  matrix::Handler handler(looper);
+  handler.Post([] { C(); });
+  ASSERT_EQ(looper->PollOnce(absl::ZeroDuration()), matrix::Looper::PollResult::kDispatched);
+  // The first report holds the worker; the second slow dispatch's analysis
+  // queues behind it.
+  ASSERT_TRUE(listener->entered_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  handler.Post([] { C(); });
+  ASSERT_EQ(looper->PollOnce(absl::ZeroDuration()), matrix::Looper::PollResult::kDispatched);
+  // Released after the drain timed out (200 ms) but long before the
+  // listener's own 5 s.
+  std::thread release([&] {
+    absl::SleepFor(absl::Seconds(1));
+    listener->release_.Notify();
+  });
+
+  matrix::Matrix::Shutdown();
+  release.join();
+
+  EXPECT_EQ(listener->issues().size(), 1u);
+  EXPECT_EQ(listener->dropped_, 1);
+  matrix::Choreographer::ReleaseForTesting();
+  matrix::Looper::ReleaseForTesting();
 }
 
 }  // namespace

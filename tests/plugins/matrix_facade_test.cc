@@ -41,6 +41,15 @@ class FakePlugin : public Plugin {
   void OnForegroundChanged(bool foreground) override { foreground_changes.push_back(foreground); }
 };
 
+// A plugin whose Init fails (no display, say).
+class FailingInitPlugin : public FakePlugin {
+ public:
+  explicit FailingInitPlugin(std::string tag) : FakePlugin(std::move(tag)) {}
+
+ protected:
+  absl::Status OnInit() override { return absl::UnavailableError("no display"); }
+};
+
 class OtherPlugin : public FakePlugin {
  public:
   OtherPlugin() : FakePlugin("Other") {}
@@ -140,6 +149,43 @@ TEST_F(MatrixTest, NullInstanceOrPlugin_IsInvalidArgument) {
   EXPECT_EQ(Matrix::Init(nullptr).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Matrix::Init(Builder().AddPlugin(nullptr).Build()).code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Matrix::IsInstalled());
+}
+
+TEST_F(MatrixTest, StartAfterFailedInit_IsAnErrorNamingTheFailure_NotACrash) {
+  auto a = std::make_unique<FakePlugin>("A");
+  auto b = std::make_unique<FailingInitPlugin>("B");
+  auto c = std::make_unique<FakePlugin>("C");
+  Plugin* kept[] = {a.get(), b.get(), c.get()};
+
+  absl::Status status = Matrix::Init(
+      Builder().AddPlugin(std::move(a)).AddPlugin(std::move(b)).AddPlugin(std::move(c)).Build());
+
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(Matrix::IsInstalled());
+  // The pointers kept to start the plugins still point at live plugins,
+  // destroyed, whose lifecycle calls say why.
+  for (Plugin* plugin : kept) {
+    EXPECT_EQ(plugin->state(), Plugin::State::kDestroyed) << plugin->GetTag();
+    absl::Status start = plugin->Start();
+    EXPECT_EQ(start.code(), absl::StatusCode::kFailedPrecondition) << plugin->GetTag();
+    EXPECT_THAT(std::string(start.message()), HasSubstr("Matrix::Init failed"));
+    EXPECT_THAT(std::string(start.message()), HasSubstr("no display"));
+  }
+  // A, inited before B failed, and B were destroyed; C never ran.
+  EXPECT_THAT(listener_->events, ElementsAre("OnInit:A", "OnDestroy:A", "OnDestroy:B"));
+  // Init runs again; Shutdown frees the failed instance too.
+  ASSERT_TRUE(Matrix::Init(Builder().AddPlugin(std::make_unique<FakePlugin>("D")).Build()).ok());
+  Matrix::Shutdown();
+}
+
+TEST_F(MatrixTest, NegativeShutdownDrainTimeout_IsInvalidArgument) {
+  absl::Status status = Matrix::Init(Builder()
+                                         .AddPlugin(std::make_unique<FakePlugin>("A"))
+                                         .SetShutdownDrainTimeout(absl::Milliseconds(-1))
+                                         .Build());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("drain timeout"));
   EXPECT_FALSE(Matrix::IsInstalled());
 }
 

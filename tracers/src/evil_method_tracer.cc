@@ -1,5 +1,8 @@
 #include "matrix/trace/evil_method_tracer.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "matrix/core/handler.h"
 #include "matrix/core/looper.h"
 #include "matrix/trace/anr_tracer.h"
@@ -46,9 +49,28 @@ void EvilMethodTracer::ModifyEvilThreshold(absl::Duration threshold) {
   set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(threshold));
 }
 
-void EvilMethodTracer::OnAlive() { monitor_registration_ = options_.monitor->AddObserver(this); }
+void EvilMethodTracer::OnAlive() {
+  closing_.store(false);
+  cancelled_.store(false);
+  monitor_registration_ = options_.monitor->AddObserver(this);
+}
 
-void EvilMethodTracer::OnDead() { monitor_registration_.Reset(); }
+void EvilMethodTracer::OnDead() {
+  monitor_registration_.Reset();
+  // The stop detector stops with the monitor.
+  StopWaitingForStopDetector();
+}
+
+void EvilMethodTracer::StopWaitingForStopDetector() {
+  closing_.store(true);
+  worker_handler_->Post([this] {
+    std::vector<std::shared_ptr<SlowDispatch>> deferred;
+    deferred.swap(deferred_);
+    for (const auto& slow : deferred) Analyze(*slow);
+  });
+}
+
+void EvilMethodTracer::CancelPendingAnalyses() { cancelled_.store(true); }
 
 void EvilMethodTracer::DispatchEnd(const DispatchData& dispatch) {
   // The monitor skips shorter dispatches (the floor is the threshold); a
@@ -77,25 +99,47 @@ __attribute__((noinline)) void EvilMethodTracer::OnSlowDispatch(const DispatchDa
   if (slow->is_frame) slow->frame = options_.monitor->current_frame();
   slow->scene = options_.app_state->visible_scene_id();
   slow->foreground = options_.app_state->is_foreground();
+  pending_.fetch_add(1);
   worker_handler_->Post([this, slow] { Analyze(*slow); });
 }
 
 void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
+  if (cancelled_.load()) {
+    pending_.fetch_sub(1);
+    dropped_.fetch_add(1);
+    return;
+  }
   // Stopped time (a breakpoint, SIGSTOP) is not the dispatch's cost. A stop
   // is known once the watchdog ran after it: if the sampler has not polled
   // since the dispatch ended (the process may just have been continued),
-  // look again one poll later.
+  // look again one poll later; not once the tracer closes (the sampler
+  // stopped with it), when it is judged on what the sampler saw.
   const UIThreadMonitor* monitor = options_.monitor;
   const DispatchData& d = slow.dispatch;
   if (monitor->observes_stops() && monitor->stopped_time().observed_until() < d.end &&
-      slow.deferrals < 3) {
+      slow.deferrals < 3 && !closing_.load()) {
     auto again = std::make_shared<SlowDispatch>(slow);
     ++again->deferrals;
-    worker_handler_->PostDelayed([this, again] { Analyze(*again); }, monitor->cpu_sample_period());
+    deferred_.push_back(again);
+    worker_handler_->PostDelayed(
+        [this, again] {
+          // Gone from the list: OnDead() already ran it.
+          auto it = std::find(deferred_.begin(), deferred_.end(), again);
+          if (it == deferred_.end()) return;
+          deferred_.erase(it);
+          Analyze(*again);
+        },
+        monitor->cpu_sample_period());
     return;
   }
   const absl::Duration stopped = monitor->stopped_time().Within(d.begin, d.end);
-  const absl::Duration cost = d.end - d.begin - stopped;
+  Conclude(slow, d.end - d.begin - stopped, stopped);
+  pending_.fetch_sub(1);
+}
+
+void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
+                                absl::Duration stopped) {
+  const DispatchData& d = slow.dispatch;
   if (stopped > absl::ZeroDuration() &&
       cost < absl::Nanoseconds(dispatch_end_floor_ns())) {
     stopped_suppressed_.fetch_add(1);

@@ -84,6 +84,7 @@
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/ui_thread_monitor.h"
+#include "exit_hooks.h"
 #include "present_hooks.h"
 
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
@@ -311,6 +312,8 @@ bool StartSession(bool from_swap) {
   s.looper = plugin->GetLooperMonitor();
   s.ui = plugin->GetUIThreadMonitor();
   s.rate = RefreshRate::FromMillihertz(c.RefreshMillihertz(0));
+  // _exit, exec and the forwarded termination signals drain through it.
+  StartDrainThread();
   // GTK 3 in the process (linked, or dlopen'ed before the first wait).
   if (c.frames) {
     if (void* gtk = dlopen("libgtk-3.so.0", RTLD_NOW | RTLD_NOLOAD)) {
@@ -773,35 +776,62 @@ __attribute__((constructor)) void AgentInit() {
 }
 
 __attribute__((destructor)) void AgentFini() {
+  if (getpid() != g_pid) return;
   const int state = g_state.load(std::memory_order_acquire);
-  if (getpid() != g_pid || state == kDormant || state == kUninitialized) return;
   if (state == kArmed) {
     g_state.store(kStopped);
     Log("no blocking wait or buffer swap on the main thread: nothing was monitored");
     return;
   }
   if (state != kRunning) return;
-  Session& s = *g_session;
   if (!pthread_equal(pthread_self(), g_main_thread)) {
     // Exit from another thread while the main thread may still run: leave
     // the monitors alone (the reports already written stay).
     g_state.store(kStopped);
-    Log(absl::StrCat("exit on a non-main thread; reports so far in ", s.report_path));
+    Log(absl::StrCat("exit on a non-main thread; reports so far in ", g_session->report_path));
     return;
   }
-  g_state.store(kStopped);
+  StopMonitoring(ProcessEnd::kExit);
+}
+
+}  // namespace
+
+// Exit hooks (exit_hooks.h).
+bool MonitoringThisProcess() {
+  return getpid() == g_pid && g_state.load(std::memory_order_acquire) == kRunning;
+}
+
+bool OnMainThread() { return pthread_equal(pthread_self(), g_main_thread); }
+
+void StopMonitoring(ProcessEnd end) {
+  int expected = kRunning;
+  if (!g_state.compare_exchange_strong(expected, kStopped)) return;
+  Session& s = *g_session;
+  const int saved_errno = errno;
   if (s.in_dispatch) s.looper->DispatchEnd(s.looper->clock()->NowTicks());
   s.in_dispatch = false;
   if (s.config.frames) {
     if (FrameTracer* frames = s.plugin->GetFrameTracer()) frames->FlushReports();
   }
-  if (s.draws) s.ui->RemoveFrameSource();
-  Matrix::Shutdown();
+  if (end == ProcessEnd::kExit) {
+    if (s.draws) s.ui->RemoveFrameSource();
+    // Drains the reports in flight (within the drain timeout) before it stops.
+    Matrix::Shutdown();
+  } else {
+    // The process image ends here (and the monitors belong to the main
+    // thread, which waits in the hook): deliver, but free nothing.
+    s.plugin->FlushReportsFor(kShutdownDrainTimeout);
+  }
   Log(absl::StrCat(s.dispatches, " dispatches, ", s.frames, " frames; reports in ",
-                   s.report_path, "; loop wait sites learned: ", s.wait_sites.LoopWaitCount()));
+                   s.report_path, "; loop wait sites learned: ", s.wait_sites.LoopWaitCount(),
+                   end == ProcessEnd::kExit ? "" : absl::StrCat(" (at ", ProcessEndName(end), ")")));
+  errno = saved_errno;
 }
 
-}  // namespace
+bool FlushReportsFor(absl::Duration timeout) {
+  if (!MonitoringThisProcess()) return true;
+  return g_session->plugin->FlushReportsFor(timeout);
+}
 
 // Present hooks (present_hooks.h).
 bool PresentBegin() {

@@ -142,6 +142,9 @@ class Looper {
   // or when the looper is not looping (nothing can be running then), and
   // gives up if the looper quits meanwhile. Any thread.
   void Flush();
+  // As Flush(), but waits at most `timeout` (real time): false when the
+  // messages posted before the call have not all run by then.
+  bool FlushFor(absl::Duration timeout);
 
   // SetMessageLogging()
   //

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "matrix/core/app_state.h"
 #include "matrix/core/observer_list.h"
 #include "matrix/core/plugin.h"
@@ -67,6 +68,12 @@ class Matrix {
     // looper thread's locks (and every lock pays a graph lookup). Pass true to
     // keep it (debug runs).
     Builder& KeepAbseilDeadlockDetection(bool keep);
+    // How long Shutdown() waits, beyond the analysis running at that moment,
+    // for the issues already detected (a slow dispatch that just ended, a
+    // hang being captured) to be analysed and delivered. Default 1 s. What
+    // is still queued then is dropped, counted and logged
+    // (Plugin::FlushMatrixThreadsFor). Must be >= 0.
+    Builder& SetShutdownDrainTimeout(absl::Duration timeout);
     std::unique_ptr<Matrix> Build();
 
    private:
@@ -86,14 +93,19 @@ class Matrix {
   //
   // Installs `matrix` as the process's instance and initialises every plugin.
   // Fails with AlreadyExists if one is installed, InvalidArgument for a null
-  // instance or duplicate plugin tags, or a plugin's own Init error.
+  // instance, duplicate plugin tags or a negative drain timeout, or a
+  // plugin's own Init error. On failure the plugins are destroyed but stay
+  // allocated until Shutdown(), so a pointer kept to one gives an error from
+  // its lifecycle calls (Start() names Init's failure) instead of a crash.
   static absl::Status Init(std::unique_ptr<Matrix> matrix);
   static bool IsInstalled();
   // The installed instance; fatal if none.
   static Matrix& With();
-  // Stops and destroys every plugin, delivers the issues they had already
-  // reported, joins the matrix threads and uninstalls the instance. Safe to
-  // call when none is installed.
+  // Stops and destroys every plugin, drains the issues they had already
+  // detected (analysed and delivered within the drain timeout, see
+  // Builder::SetShutdownDrainTimeout), joins the matrix threads and
+  // uninstalls the instance. Also frees the instances of failed Init() calls.
+  // Safe to call when none is installed.
   static void Shutdown();
 
   Plugin* GetPluginByTag(std::string_view tag) const;
@@ -125,6 +137,9 @@ class Matrix {
  private:
   class ForegroundForwarder;
   explicit Matrix(Builder& builder);
+  // Init() but for keeping a failed instance: installs this one and
+  // initialises its plugins.
+  absl::Status InitOrFail();
   absl::Status InitPlugins();
 
   std::vector<std::unique_ptr<Plugin>> plugins_;

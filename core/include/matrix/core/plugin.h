@@ -11,7 +11,10 @@
 // (tag, plugin, process, pid, time) and delivers it to every PluginListener on
 // the matrix-worker thread. Misuse (starting a destroyed plugin, initialising
 // twice, ...) returns a FailedPrecondition status naming both states; a
-// monitor never crashes its host for that.
+// monitor never crashes its host for that. When Matrix::Init() fails, its
+// plugins are destroyed but stay allocated until Matrix::Shutdown(): a pointer
+// kept to one (to Start() it) gets an error naming Init's failure, not a
+// dangling object.
 //
 //   class MyPlugin : public matrix::Plugin {
 //    public:
@@ -44,6 +47,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/issue.h"
 #include "matrix/core/tick_clock.h"
@@ -79,6 +83,10 @@ struct PluginContext {
   Looper* worker_looper = nullptr;
   AppState* app_state = nullptr;
   std::vector<std::shared_ptr<PluginListener>> listeners;
+  // How long Destroy() waits, beyond the work running at that moment, for the
+  // reports already detected to be analysed and delivered
+  // (Matrix::Builder::SetShutdownDrainTimeout).
+  absl::Duration shutdown_drain_timeout = absl::Seconds(1);
 };
 
 class Plugin {
@@ -145,8 +153,16 @@ class Plugin {
   // (including ones running now) have finished. Call it between stopping the
   // plugin's components and destroying them. Any thread but those two.
   void FlushMatrixThreads();
+  // As FlushMatrixThreads(), but waits at most `timeout` in all: false when
+  // the tasks posted before the call have not all run by then.
+  bool FlushMatrixThreadsFor(absl::Duration timeout);
 
  private:
+  friend class Matrix;  // DestroyAfterFailedInit().
+
+  // Destroys the plugin of a Matrix whose Init() failed with `why`; later
+  // lifecycle calls fail and name `why`.
+  void DestroyAfterFailedInit(const absl::Status& why);
   absl::Status Transition(const char* action, State to, std::initializer_list<State> from,
                           absl::Status (Plugin::*hook)(), const char* callback,
                           void (PluginListener::*notify)(Plugin&));
@@ -160,6 +176,8 @@ class Plugin {
   std::atomic<State> state_{State::kCreated};
   std::atomic<bool> supported_{true};
   absl::Mutex lifecycle_mu_;  // Serialises transitions (held across hooks).
+  // Why Matrix::Init() failed, for a plugin it destroyed; else OK.
+  absl::Status failed_init_ ABSL_GUARDED_BY(lifecycle_mu_);
   PluginContext context_;
   std::atomic<int64_t> listener_failures_{0};
   // One flag per context_.listeners entry: its first failure was logged.

@@ -80,6 +80,20 @@ class TracePlugin : public Plugin {
   // modules an ANR stack is most likely to show, so the first report does
   // not pay the cold load). Any thread.
   int64_t preloaded_symbols() const { return preloaded_symbols_.load(); }
+  // FlushReportsFor()
+  //
+  // Delivers what the tracers have detected so far, for a process about to
+  // end without Matrix::Shutdown() (a fatal signal): the FPS statistics
+  // gathered so far, and slow dispatches whose analysis waits for the stop
+  // detector's next poll (they stop waiting). Waits at most `timeout` for
+  // the matrix threads; false when they did not finish in time. The tracers
+  // keep running. Any thread but the matrix threads; not concurrently with
+  // Destroy().
+  bool FlushReportsFor(absl::Duration timeout);
+  // Slow dispatches detected before Destroy() but dropped unanalysed because
+  // the shutdown drain timed out (Matrix::Builder::SetShutdownDrainTimeout).
+  // Set during Destroy(), before the listeners' OnDestroy(). Any thread.
+  int64_t dropped_at_shutdown() const { return dropped_at_shutdown_.load(); }
 
   // AttachTimeline()
   //
@@ -108,6 +122,8 @@ class TracePlugin : public Plugin {
   void StartTracers();
   void StopTracers();
   void DestroyMonitors();
+  // Waits for the reports the tracers already detected (OnDestroy).
+  void DrainReports();
   // Looper thread: posts to the worker the capture and symbolization of the
   // looper thread's stack (see preloaded_symbols()).
   void PreloadSymbols();
@@ -128,6 +144,7 @@ class TracePlugin : public Plugin {
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<Handler> preload_handler_;  // On the worker looper.
   std::atomic<int64_t> preloaded_symbols_{0};
+  std::atomic<int64_t> dropped_at_shutdown_{0};
   ObserverRegistration timeline_registration_;
   std::unique_ptr<MethodTracer> owned_method_tracer_;
   MethodTracer* method_tracer_ = nullptr;

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
@@ -74,6 +75,20 @@ class EvilMethodTracer : public Tracer {
   // stopped (UIThreadMonitor::stopped_time()), they were under the threshold.
   int64_t suppressed_as_stopped() const { return stopped_suppressed_.load(); }
 
+  // Slow dispatches seen but not yet analysed (reported or suppressed).
+  // Any thread.
+  int64_t pending_analyses() const { return pending_.load(); }
+  // Slow dispatches dropped unanalysed by CancelPendingAnalyses(). Any
+  // thread.
+  int64_t dropped_analyses() const { return dropped_.load(); }
+  // From now until the next start, an analysis no longer waits for the
+  // stop detector's next poll (the ones waiting run now): used when the
+  // tracer closes or the process is about to end. Any thread.
+  void StopWaitingForStopDetector();
+  // Shutdown ran out of time: the analyses still queued are dropped (and
+  // counted) instead of run. The one running now finishes. Any thread.
+  void CancelPendingAnalyses();
+
   void DispatchEnd(const DispatchData& dispatch) override;
 
  protected:
@@ -85,12 +100,22 @@ class EvilMethodTracer : public Tracer {
   // The slow path of DispatchEnd(), out of line so that the fast path (one
   // comparison per message) pays no register saves for it.
   void OnSlowDispatch(const DispatchData& dispatch);
+  // Waits (once per sampler poll, at most three times) until the stop
+  // detector has seen past the dispatch's end, then Conclude()s.
   void Analyze(const SlowDispatch& slow);
+  void Conclude(const SlowDispatch& slow, absl::Duration cost, absl::Duration stopped);
 
   Options options_;
   std::atomic<int64_t> evil_count_{0};
   std::atomic<int64_t> debugger_suppressed_{0};
   std::atomic<int64_t> stopped_suppressed_{0};
+  std::atomic<int64_t> pending_{0};
+  std::atomic<int64_t> dropped_{0};
+  // Set by StopWaitingForStopDetector(), cleared by OnAlive().
+  std::atomic<bool> closing_{false};
+  std::atomic<bool> cancelled_{false};
+  // Analyses waiting for the stop detector's next poll (worker thread only).
+  std::vector<std::shared_ptr<SlowDispatch>> deferred_;
   ObserverRegistration monitor_registration_;
   std::unique_ptr<Handler> worker_handler_;
 };

@@ -1,0 +1,75 @@
+// Exit hooks of libmatrix-agent.so: the reports already detected reach the
+// report file however the program ends (docs/matrix-run.md, "How a program
+// ends").
+//
+//   exit()           the agent's destructor stops monitoring on the main
+//                    thread: it ends the dispatch in progress, publishes the
+//                    FPS statistics so far and shuts Matrix down, which
+//                    analyses and writes what was detected (a slow dispatch
+//                    that just ended, a hang being captured) within its drain
+//                    timeout.
+//   _exit(), _Exit() skip destructors, and exec*() replace the program: the
+//                    agent interposes them. Called on the main thread, they
+//                    wait (at most kDrainWait) while the drain thread stops
+//                    monitoring as the destructor does, on the main thread's
+//                    behalf; on another thread, while it flushes the reports
+//                    in flight. If an exec fails, the program goes on
+//                    unmonitored (the log line says "at exec").
+//   SIGINT, SIGTERM, SIGHUP, SIGQUIT (the signals matrix-run forwards), when
+//                    the program leaves them at their default action at the
+//                    session's start: the agent's handler drains as _exit
+//                    does, then the signal takes its default action. A
+//                    handler the program installs later replaces the agent's.
+//
+// The hooks run in any context, signal handlers included (a handler that
+// calls _exit is common): they only write to a pipe and poll another, and the
+// drain thread does the work. A fork or vfork child never drains.
+//
+// Thread safety: every function may be called from any thread.
+
+#ifndef MATRIX_TOOLS_MATRIX_RUN_AGENT_EXIT_HOOKS_H_
+#define MATRIX_TOOLS_MATRIX_RUN_AGENT_EXIT_HOOKS_H_
+
+#include "absl/time/time.h"
+
+namespace matrix::agent {
+
+enum class ProcessEnd { kExit, kUnderscoreExit, kExec, kSignal };
+const char* ProcessEndName(ProcessEnd end);
+
+// How long the reports in flight may take at the end of the process (as
+// Matrix's default shutdown drain timeout), and how long an exit hook waits
+// for the drain thread in all.
+inline constexpr absl::Duration kShutdownDrainTimeout = absl::Seconds(1);
+inline constexpr absl::Duration kDrainWait = absl::Seconds(2);
+
+// Defined in agent.cc.
+// Whether this is the monitored process (not a fork child) and the agent
+// monitors it now. Async-signal-safe.
+bool MonitoringThisProcess();
+// Whether the caller is the program's main thread. Async-signal-safe.
+bool OnMainThread();
+// Stops monitoring for `end`, once: ends the dispatch in progress, flushes
+// FPS, delivers the reports in flight (at exit by shutting Matrix down; at
+// the other ends, where the process image goes anyway, without freeing
+// anything) and logs one line. Call it on the main thread, or on the drain
+// thread while the main thread waits in a hook.
+void StopMonitoring(ProcessEnd end);
+// Delivers the reports in flight without stopping (TracePlugin::
+// FlushReportsFor). True when done within `timeout` or not monitoring. Any
+// thread but the matrix threads.
+bool FlushReportsFor(absl::Duration timeout);
+
+// Defined in exit_hooks.cc.
+// Starts the drain thread and installs the handler of each forwarded
+// termination signal left at its default action. Once, at the session's
+// start (main thread).
+void StartDrainThread();
+// What an exit hook does before the real call: has the drain thread stop
+// monitoring (main thread) or flush (other threads), and waits for it at
+// most kDrainWait. Once per process. Async-signal-safe.
+void DrainBeforeProcessEnd(ProcessEnd end);
+
+}  // namespace matrix::agent
+
+#endif  // MATRIX_TOOLS_MATRIX_RUN_AGENT_EXIT_HOOKS_H_
