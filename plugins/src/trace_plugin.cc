@@ -210,7 +210,7 @@ void TracePlugin::PreloadSymbols() {
   // The looper thread's stack, taken and symbolized on the worker as an ANR
   // capture is: the executable, libc, the loop's library and matrix-cpp, the
   // modules an ANR stack shows. Loading their symbol tables and DWARF cold
-  // took 263-352 ms on the first ANR (issue 17).
+  // on the first ANR would delay its report by a few hundred milliseconds.
   if (preload_handler_ == nullptr) {
     preload_handler_ = std::make_unique<Handler>(worker, "matrix::TracePlugin$PreloadSymbols");
   }

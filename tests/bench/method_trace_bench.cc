@@ -366,7 +366,7 @@ BENCHMARK(BM_RecordPerCall_Cached)->Name("BM_RecordPerCall/cached_1ms_ticker");
 //
 // Building and trimming the call tree of a full default buffer (1 Mi
 // records), on the analysing thread. Budget: an issue for a full buffer in
-// 50 ms (DESIGN.md).
+// 50 ms (docs/performance.md, "Budgets").
 
 namespace {
 

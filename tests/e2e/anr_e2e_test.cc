@@ -72,8 +72,8 @@ TEST(AnrE2ETest, SixSecondHang_OneAnrWithTheHungFunctionOnTheStack) {
 }
 
 // The first report of a run reaches the listener within the budget
-// (DESIGN.md: capture within threshold + 10 ms, first report delivered
-// <= 50 ms after it): TracePlugin::Start had the worker load the symbols and
+// (docs/performance.md, "Budgets": capture within threshold + 10 ms, first
+// report delivered <= 50 ms after it): TracePlugin::Start had the worker load the symbols and
 // DWARF of the looper thread's modules before any report needs them.
 TEST(AnrE2ETest, FirstAnr_ReachesTheListenerSoonAfterTheCrossing) {
   auto config = matrix::TraceConfig::Builder()
@@ -103,8 +103,9 @@ TEST(AnrE2ETest, FirstAnr_ReachesTheListenerSoonAfterTheCrossing) {
   EXPECT_LT(latency, absl::Milliseconds(120));
 }
 
-// Every capture within threshold + 10 ms (DESIGN.md) over 20 hangs on a real
-// looper while two busy child processes keep both cores loaded. The cost of
+// Every capture within threshold + 10 ms (docs/performance.md) over 20
+// hangs on a real looper while two busy child processes keep both cores
+// loaded. The cost of
 // an ANR is measured from the dispatch's begin to the capture, so it exposes
 // any lateness, including a restart of the dispatch's clock.
 TEST(AnrE2ETest, TwentyHangsUnderFullLoad_CapturedWithinTheBudget) {

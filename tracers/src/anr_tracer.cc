@@ -181,9 +181,9 @@ void AnrTracer::Check() {
     }
     watch_.provisional = provisional;
     // Time the process was stopped (a breakpoint, SIGSTOP) is not the
-    // dispatch's: it is left out, and the deadlines move by it. (Before, a
-    // check over 100 ms late restarted the dispatch's clock, which also
-    // dropped the real hang time of a loaded machine.)
+    // dispatch's: it is left out, and the deadlines move by it. The
+    // dispatch's clock is not restarted on a late check, which would also
+    // drop the real hang time of a loaded machine.
     const absl::Duration stopped = stopped_time.Within(watch_.watch_from, now);
     const absl::Duration watched = now - watch_.watch_from - stopped;
     const TimeTicks running_from = watch_.watch_from + stopped;

@@ -14,7 +14,7 @@
 // reported from process start to the first frame (programs that draw) or to
 // the first blocking wait (the others).
 //
-// Loops that wait in anything else (issue 17, item 1): the agent also
+// Loops that wait in anything else: the agent also
 // interposes pthread_cond_{,timed,clock}wait (the GLIBC_2.3.2 versions,
 // agent.map), sem_{,timed,clock}wait, nanosleep, clock_nanosleep, usleep,
 // read and futex waits made through syscall() (C++20 std::atomic<T>::wait).

@@ -1,7 +1,7 @@
-// Which of the main thread's waits is its event loop's own wait (issue 17,
-// item 1), for waits that are not poll/epoll/select: condition variables,
-// semaphores, sleeps, reads of an eventfd or pipe. See docs/matrix-run.md,
-// "The loop's own waits".
+// Which of the main thread's waits is its event loop's own wait, for waits
+// that are not poll/epoll/select: condition variables, semaphores, sleeps,
+// reads of an eventfd or pipe. See docs/matrix-run.md, "The loop's own
+// waits".
 //
 // A wait is identified by its call site: the return address of the agent's
 // wrapper (the instruction after the call) and the wrapper's frame address
