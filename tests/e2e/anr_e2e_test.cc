@@ -105,9 +105,9 @@ TEST(AnrE2ETest, FirstAnr_ReachesTheListenerSoonAfterTheCrossing) {
 
 // Every capture within threshold + 10 ms (docs/performance.md) over 20
 // hangs on a real looper while two busy child processes keep both cores
-// loaded. The cost of
-// an ANR is measured from the dispatch's begin to the capture, so it exposes
-// any lateness, including a restart of the dispatch's clock.
+// loaded. The cost of an ANR is measured from the dispatch's begin to the
+// capture, so it exposes any lateness, including a restart of the
+// dispatch's clock.
 TEST(AnrE2ETest, TwentyHangsUnderFullLoad_CapturedWithinTheBudget) {
   constexpr absl::Duration kAnr = absl::Milliseconds(300);
   auto config = matrix::TraceConfig::Builder()
