@@ -1,4 +1,4 @@
-// The fleet at scale (docs/performance.md, "Fleet"): generates N issues
+// The fleet at scale (docs/fleet.md, "At scale"): generates N issues
 // (default 1,000,000) from H simulated hosts (default 1,000) as report
 // directories, starts a clickhouse-server on loopback (as the tests do), and
 // measures:

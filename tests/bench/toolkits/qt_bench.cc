@@ -1,5 +1,5 @@
 // The cost matrix::qt adds to a Qt 6 main loop, against the same loop without
-// it, in the same run (docs/performance.md, "Qt 6 adapter"). Offscreen
+// it, in the same run (docs/performance.md, "Toolkit adapters"). Offscreen
 // platform, real clock, a started LooperMonitor + UIThreadMonitor (no
 // tracers) behind the adapter.
 //
