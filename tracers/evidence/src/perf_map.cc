@@ -188,6 +188,7 @@ void PerfMap::Refresh() {
   while (at < size) {
     const ssize_t n = pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(at));
     if (n <= 0) break;
+    bytes_read_ += static_cast<uint64_t>(n);
     at += static_cast<uint64_t>(n);
     std::string_view chunk(buffer.data(), static_cast<size_t>(n));
     for (size_t newline = chunk.find('\n'); newline != std::string_view::npos;

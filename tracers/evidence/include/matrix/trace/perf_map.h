@@ -125,6 +125,9 @@ class PerfMap {
   uint64_t offset() const { return offset_; }
   // Times the entries were dropped because kMaxEntries was reached.
   size_t overflows() const { return overflows_; }
+  // Bytes read from the file since construction, counting every read (a
+  // byte read twice counts twice).
+  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
   struct Code {
@@ -139,6 +142,7 @@ class PerfMap {
   uint64_t offset_ = 0;
   size_t bad_lines_ = 0;
   size_t overflows_ = 0;
+  uint64_t bytes_read_ = 0;
   std::map<uintptr_t, Code> entries_;  // By start; ranges never overlap.
 };
 
