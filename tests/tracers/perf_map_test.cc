@@ -3,20 +3,51 @@
 
 #include "matrix/trace/perf_map.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "matrix/core/logging.h"
 #include "matrix/trace/symbolizer.h"
+#include "spdlog/sinks/ostream_sink.h"
 
 namespace matrix {
 namespace {
+
+// Captures matrix's log lines for the duration of a test.
+class ScopedLogCapture {
+ public:
+  ScopedLogCapture() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    sink->set_pattern("%v");
+    SetLogger(std::make_shared<spdlog::logger>("matrix-test", std::move(sink)));
+  }
+  ~ScopedLogCapture() { SetLogger(nullptr); }
+  std::string text() const { return out_.str(); }
+  // Lines containing `needle`.
+  int Count(const std::string& needle) const {
+    std::istringstream lines(out_.str());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(needle) != std::string::npos) ++n;
+    }
+    return n;
+  }
+
+ private:
+  std::ostringstream out_;
+};
 
 class PerfMapTest : public ::testing::Test {
  protected:
@@ -28,7 +59,10 @@ class PerfMapTest : public ::testing::Test {
                 .string();
     std::filesystem::remove(path_);
   }
-  void TearDown() override { std::filesystem::remove(path_); }
+  void TearDown() override {
+    std::filesystem::remove(path_);
+    std::filesystem::remove(path_ + ".target");
+  }
 
   void Append(const std::string& text) {
     std::ofstream out(path_, std::ios::app);
@@ -123,7 +157,7 @@ TEST_F(PerfMapTest, ReplacedFile_IsReadFromTheStart) {
 }
 
 TEST_F(PerfMapTest, LongNames_AreCut) {
-  Append("1000 10 JS:*" + std::string(10000, 'x') + " /a.js:1:1\n2000 10 JS:*after /a.js:1:1\n");
+  Append("1000 10 JS:*" + std::string(1000, 'x') + " /a.js:1:1\n2000 10 JS:*after /a.js:1:1\n");
   PerfMap map(path_);
   ASSERT_TRUE(map.Lookup(0x1000).has_value());
   EXPECT_EQ(map.Lookup(0x1000)->name.size(), PerfMap::kMaxNameBytes);
@@ -143,6 +177,150 @@ TEST_F(PerfMapTest, Full_DropsOlderEntriesAndKeepsReading) {
   ASSERT_TRUE(map.Lookup(last).has_value());
   EXPECT_LE(map.size(), PerfMap::kMaxEntries);
   EXPECT_EQ(map.overflows(), 1u);
+}
+
+// A line longer than kMaxLineBytes is skipped whole, up to its newline (not
+// cut and parsed: its end, the script and line, would be lost).
+TEST_F(PerfMapTest, LinesLongerThanTheCap_AreSkippedToTheNextNewline) {
+  Append("1000 10 JS:*" + std::string(PerfMap::kMaxLineBytes, 'x') + " /a.js:1:1\n" +
+         "2000 10 JS:*after /a.js:1:1\n");
+  PerfMap map(path_);
+  EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  ASSERT_TRUE(map.Lookup(0x2000).has_value());
+  EXPECT_EQ(map.Lookup(0x2000)->name, "JS:*after /a.js:1:1");
+  EXPECT_EQ(map.bad_lines(), 1u);
+  EXPECT_EQ(map.size(), 1u);
+}
+
+// A map with no newline at all is read once: later lookups read only what
+// was appended since, and the line it ends with is skipped, not re-read.
+TEST_F(PerfMapTest, MapWithoutNewlines_IsReadOnce) {
+  constexpr size_t kSize = 3 << 20;  // Under kMaxReadBytesPerLookup: one lookup reads it.
+  static_assert(kSize <= PerfMap::kMaxReadBytesPerLookup);
+  Append(std::string(kSize, 'x'));
+  PerfMap map(path_);
+  EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  EXPECT_EQ(map.bytes_read(), kSize);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  EXPECT_EQ(map.bytes_read(), kSize);  // Not read again.
+  const std::string line = "1000 10 JS:*f /a.js:1:1\n";
+  Append("\n" + line);
+  ASSERT_TRUE(map.Lookup(0x1000).has_value());
+  EXPECT_EQ(map.Lookup(0x1000)->name, "JS:*f /a.js:1:1");
+  EXPECT_EQ(map.bytes_read(), kSize + 1 + line.size());  // Only the appended bytes.
+  // The line that had no newline: skipped, as longer than kMaxLineBytes.
+  EXPECT_EQ(map.bad_lines(), 1u);
+}
+
+// A huge map without newlines: each lookup reads at most
+// kMaxReadBytesPerLookup, and reading stops at kMaxFileBytes (said once).
+TEST_F(PerfMapTest, HugeMap_EachLookupReadsABoundedPart_AndReadingStopsAtTheCap) {
+  Append("");
+  // Sparse: zeros, no newline, nothing written to the disk.
+  ASSERT_EQ(truncate(path_.c_str(), static_cast<off_t>(PerfMap::kMaxFileBytes + (1 << 20))), 0);
+  ScopedLogCapture log;
+  PerfMap map(path_);
+  EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  EXPECT_GT(map.bytes_read(), 0u);
+  EXPECT_LE(map.bytes_read(), PerfMap::kMaxReadBytesPerLookup);
+  uint64_t previous = 0;
+  constexpr uint64_t kLookups = PerfMap::kMaxFileBytes / PerfMap::kMaxReadBytesPerLookup + 2;
+  for (uint64_t i = 0; i < kLookups && map.bytes_read() != previous; ++i) {
+    previous = map.bytes_read();
+    map.Lookup(0x1000);
+    EXPECT_LE(map.bytes_read() - previous, PerfMap::kMaxReadBytesPerLookup);
+  }
+  EXPECT_EQ(map.bytes_read(), PerfMap::kMaxFileBytes);
+  Append("\n1000 10 JS:*beyond /a.js:1:1\n");
+  EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  EXPECT_EQ(map.bytes_read(), PerfMap::kMaxFileBytes);
+  EXPECT_EQ(log.Count(path_), 1) << log.text();
+}
+
+// Each byte of a growing map is read once, a partial last line included.
+TEST_F(PerfMapTest, GrowingMap_GetsNewSymbols_ReadingEachByteOnce) {
+  std::string text = "1000 10 JS:*first /a.js:1:1\n2000 10 JS:*sec";
+  Append(text);
+  PerfMap map(path_);
+  ASSERT_TRUE(map.Lookup(0x1000).has_value());
+  EXPECT_FALSE(map.Lookup(0x2000).has_value());
+  EXPECT_EQ(map.bytes_read(), text.size());
+  for (const std::string more : {"ond /a.js:2:1\n3000 10 JS:*th", "ird /a.js:3:1\n"}) {
+    Append(more);
+    text += more;
+    map.Lookup(0x1000);
+    EXPECT_EQ(map.bytes_read(), text.size());
+  }
+  ASSERT_TRUE(map.Lookup(0x2004).has_value());
+  EXPECT_EQ(map.Lookup(0x2004)->name, "JS:*second /a.js:2:1");
+  ASSERT_TRUE(map.Lookup(0x3004).has_value());
+  EXPECT_EQ(map.Lookup(0x3004)->name, "JS:*third /a.js:3:1");
+  EXPECT_EQ(map.bytes_read(), text.size());
+  EXPECT_EQ(map.bad_lines(), 0u);
+}
+
+// Replaced by a longer file (a new process with this pid): read from the
+// start, not from where the old one ended.
+TEST_F(PerfMapTest, ReplacedByALongerFile_IsReadFromTheStart) {
+  Append("1000 10 JS:*a /a.js:1:1\n");
+  PerfMap map(path_);
+  ASSERT_TRUE(map.Lookup(0x1000).has_value());
+  std::filesystem::remove(path_);
+  Append("5000 10 JS:*c /c.js:1:1\n6000 10 JS:*d /c.js:2:1\n7000 10 JS:*e /c.js:3:1\n");
+  ASSERT_TRUE(map.Lookup(0x5000).has_value());
+  EXPECT_EQ(map.Lookup(0x5000)->name, "JS:*c /c.js:1:1");
+  EXPECT_FALSE(map.Lookup(0x1000).has_value());
+}
+
+// Only a map owned by this process's user is read (perf itself refuses
+// maps of other users): another user could otherwise put names in reports.
+TEST_F(PerfMapTest, MapOfAnotherUser_IsRefusedAndSaidOnce) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "giving the map to another user (chown to 65534) needs root";
+  }
+  Append("1000 10 JS:*planted /a.js:1:1\n");
+  ASSERT_EQ(chown(path_.c_str(), 65534, 65534), 0);
+  ScopedLogCapture log;
+  PerfMap map(path_);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  EXPECT_EQ(map.size(), 0u);
+  EXPECT_EQ(map.bytes_read(), 0u);
+  EXPECT_EQ(log.Count(path_), 1) << log.text();
+  EXPECT_EQ(log.Count("65534"), 1) << log.text();
+}
+
+// A symbolic link is not followed, even to a map this user owns.
+TEST_F(PerfMapTest, SymlinkedMap_IsRefusedAndSaidOnce) {
+  {
+    std::ofstream out(path_ + ".target");
+    out << "1000 10 JS:*linked /a.js:1:1\n";
+  }
+  std::filesystem::create_symlink(path_ + ".target", path_);
+  ScopedLogCapture log;
+  PerfMap map(path_);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(map.Lookup(0x1000).has_value());
+  EXPECT_EQ(map.bytes_read(), 0u);
+  EXPECT_EQ(log.Count(path_), 1) << log.text();
+}
+
+// A FIFO is refused, and looking it up does not wait for a writer.
+TEST_F(PerfMapTest, Fifo_IsRefusedWithoutBlocking) {
+  ASSERT_EQ(mkfifo(path_.c_str(), 0600), 0);
+  ScopedLogCapture log;
+  PerfMap map(path_);
+  std::future<bool> found = std::async(std::launch::async, [&map] {
+    bool any = false;
+    for (int i = 0; i < 3; ++i) any |= map.Lookup(0x1000).has_value();
+    return any;
+  });
+  if (found.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Blocked opening the FIFO: a writer releases it.
+    const int fd = open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) close(fd);
+    ADD_FAILURE() << "looking up a FIFO blocked";
+  }
+  EXPECT_FALSE(found.get());
+  EXPECT_EQ(log.Count(path_), 1) << log.text();
 }
 
 TEST(ParseJitNameTest, Node20Names) {
@@ -252,6 +430,32 @@ TEST(PerfMapSymbolizerTest, AddressOutsideEveryModule_IsNamedFromThePerfMap) {
   std::printf("first perf map lookup: %lld us\n",
               static_cast<long long>(
                   std::chrono::duration_cast<std::chrono::microseconds>(took).count()));
+  std::filesystem::remove(path);
+  munmap(code, 4096);
+}
+
+// The Symbolizer does not name code from a perf map another user owns.
+TEST(PerfMapSymbolizerTest, MapOfAnotherUser_NamesNothing) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "giving the map to another user (chown to 65534) needs root";
+  }
+  void* code = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(code, MAP_FAILED);
+  const auto base = reinterpret_cast<uintptr_t>(code);
+  const std::string path = PerfMap::PathForPid(getpid());
+  std::filesystem::remove(path);
+  {
+    std::ofstream out(path);
+    char line[128];
+    std::snprintf(line, sizeof(line), "%lx 100 JS:*planted /app/main.js:3:18\n",
+                  static_cast<unsigned long>(base));
+    out << line;
+  }
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  Symbolizer symbolizer;
+  SymbolInfo info = symbolizer.Symbolize(base + 0x10);
+  EXPECT_EQ(info.function, "");
+  EXPECT_EQ(info.module, "");
   std::filesystem::remove(path);
   munmap(code, 4096);
 }

@@ -1,5 +1,6 @@
 #include "matrix/trace/perf_map.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "matrix/core/logging.h"
 
 namespace matrix {
 namespace {
@@ -145,7 +147,11 @@ JitName ParseJitName(std::string_view raw) {
   return name;
 }
 
-PerfMap::PerfMap(std::string path) : path_(std::move(path)) {}
+PerfMap::PerfMap(std::string path) : path_(std::move(path)), owner_(geteuid()) {}
+
+PerfMap::~PerfMap() {
+  if (fd_ >= 0) close(fd_);
+}
 
 std::string PerfMap::PathForPid(pid_t pid) { return absl::StrCat("/tmp/perf-", pid, ".map"); }
 
@@ -159,54 +165,142 @@ std::optional<PerfMapEntry> PerfMap::Find(uintptr_t pc) const {
 
 std::optional<PerfMapEntry> PerfMap::Lookup(uintptr_t pc) {
   // Lines appended since the last read may name this pc, or name newer code
-  // at an address an older entry covers: read them first (one stat() when
+  // at an address an older entry covers: read them first (one lstat() when
   // nothing changed).
-  struct stat st;
-  if (stat(path_.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) != offset_) Refresh();
+  Refresh();
   return Find(pc);
 }
 
 void PerfMap::Refresh() {
-  const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // Not (yet) written: no names.
   struct stat st;
-  if (fstat(fd, &st) != 0) {
+  // Not (yet) written, or removed: no more names (those read stay).
+  if (lstat(path_.c_str(), &st) != 0) return;
+  if (fd_ < 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+    // The first file, or another one at the path (a new process with this
+    // pid): read from its start, unless it was refused already.
+    if (refused_ && st.st_dev == refused_dev_ && st.st_ino == refused_ino_) return;
+    if (!Acceptable(st) || !Open(&st)) return;
+  } else if (static_cast<uint64_t>(st.st_size) < offset_) {
+    Reset();  // Truncated: written again from the start.
+  }
+  ReadMore(static_cast<uint64_t>(st.st_size));
+}
+
+bool PerfMap::Acceptable(const struct stat& st) {
+  Refusal why;
+  std::string detail;
+  if (S_ISLNK(st.st_mode)) {
+    why = Refusal::kSymlink;
+    detail = "it is a symbolic link";
+  } else if (!S_ISREG(st.st_mode)) {
+    why = Refusal::kNotRegular;
+    detail = "it is not a regular file";
+  } else if (st.st_uid != owner_) {
+    why = Refusal::kOtherOwner;
+    detail = absl::StrCat("it is owned by uid ", st.st_uid, ", not by this process's user (uid ",
+                          owner_, ")");
+  } else {
+    return true;
+  }
+  refused_ = true;
+  refused_dev_ = st.st_dev;
+  refused_ino_ = st.st_ino;
+  Refuse(why, detail);
+  return false;
+}
+
+void PerfMap::Refuse(Refusal why, std::string_view detail) {
+  const auto bit = static_cast<uint8_t>(why);
+  if ((said_ & bit) != 0) return;
+  said_ |= bit;
+  Logger()->warn(
+      "perf map {} is not read: {}; JIT code gets no names from it (a perf map is read only "
+      "from a regular file owned by the process's user)",
+      path_, detail);
+}
+
+bool PerfMap::Open(struct stat* st) {
+  // O_NOFOLLOW: a symbolic link put there since the lstat() is not followed.
+  // O_NONBLOCK: nor does a FIFO put there block the open.
+  const int fd = open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) Refuse(Refusal::kSymlink, "it is a symbolic link");
+    return false;
+  }
+  struct stat opened;
+  if (fstat(fd, &opened) != 0 || !Acceptable(opened)) {
     close(fd);
-    return;
+    return false;
   }
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size < offset_) {  // Replaced (a new process with this pid): start over.
-    entries_.clear();
-    offset_ = 0;
-  }
-  // Only complete lines are consumed: a line the runtime is still writing
-  // is read again next time.
-  constexpr size_t kMaxLineBytes = 4096;  // Longer lines are cut (names are cut anyway).
-  std::vector<char> buffer(64 * 1024);
-  std::string pending;  // A line split across reads.
-  uint64_t at = offset_;
-  while (at < size) {
-    const ssize_t n = pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(at));
-    if (n <= 0) break;
-    at += static_cast<uint64_t>(n);
-    std::string_view chunk(buffer.data(), static_cast<size_t>(n));
-    for (size_t newline = chunk.find('\n'); newline != std::string_view::npos;
-         newline = chunk.find('\n')) {
-      if (pending.empty()) {
-        ParseLine(chunk.substr(0, std::min(newline, kMaxLineBytes)));
-      } else {
-        pending.append(chunk.substr(0, std::min(newline, kMaxLineBytes)));
-        ParseLine(std::string_view(pending).substr(0, kMaxLineBytes));
-        pending.clear();
-      }
-      chunk.remove_prefix(newline + 1);
-      offset_ = at - chunk.size();
+  if (fd_ >= 0) close(fd_);
+  Reset();
+  fd_ = fd;
+  dev_ = opened.st_dev;
+  ino_ = opened.st_ino;
+  *st = opened;
+  return true;
+}
+
+void PerfMap::Reset() {
+  entries_.clear();
+  offset_ = 0;
+  consumed_ = 0;
+  partial_.clear();
+  skipping_ = false;
+}
+
+void PerfMap::ReadMore(uint64_t size) {
+  const uint64_t end = std::min({size, kMaxFileBytes, offset_ + uint64_t{kMaxReadBytesPerLookup}});
+  if (offset_ < end) {
+    constexpr uint64_t kChunkBytes = 64 * 1024;
+    std::vector<char> buffer(std::min(kChunkBytes, end - offset_));
+    while (offset_ < end) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - offset_));
+      const ssize_t n = pread(fd_, buffer.data(), want, static_cast<off_t>(offset_));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      bytes_read_ += static_cast<uint64_t>(n);
+      Consume(std::string_view(buffer.data(), static_cast<size_t>(n)));
     }
-    if (pending.size() < kMaxLineBytes) {
-      pending.append(chunk.substr(0, kMaxLineBytes - pending.size()));
-    }
   }
-  close(fd);
+  if (size > kMaxFileBytes && offset_ >= kMaxFileBytes && !said_capped_) {
+    said_capped_ = true;
+    Logger()->warn(
+        "perf map {} is read up to its first {} MiB only: JIT code it lists after that gets no "
+        "names",
+        path_, kMaxFileBytes >> 20);
+  }
+}
+
+void PerfMap::Consume(std::string_view chunk) {
+  while (!chunk.empty()) {
+    const size_t newline = chunk.find('\n');
+    const std::string_view piece = chunk.substr(0, newline);
+    const size_t taken = newline == std::string_view::npos ? chunk.size() : newline + 1;
+    offset_ += taken;
+    chunk.remove_prefix(taken);
+    // A line longer than kMaxLineBytes is dropped as it comes, so at most
+    // kMaxLineBytes of it are ever held.
+    if (!skipping_ && partial_.size() + piece.size() > kMaxLineBytes) {
+      skipping_ = true;
+      partial_.clear();
+    }
+    if (newline == std::string_view::npos) {  // The runtime is still writing this line.
+      if (!skipping_) partial_.append(piece);
+      return;
+    }
+    if (skipping_) {
+      ++bad_lines_;
+      skipping_ = false;
+    } else if (partial_.empty()) {
+      ParseLine(piece);
+    } else {
+      partial_.append(piece);
+      ParseLine(partial_);
+      partial_.clear();
+    }
+    consumed_ = offset_;
+  }
 }
 
 void PerfMap::ParseLine(std::string_view line) {

@@ -18,24 +18,42 @@
 //     // name.function == "busyLoop", name.file == "/app/main.js", name.line == 1
 //   }
 //
-// The runtime appends to the file while it runs, so a lookup first reads the
-// lines added since the last read, if any (one stat() tells; reading goes on
-// from the remembered offset; a partial last line waits for the next read). A later line for
-// memory an earlier line covered wins: code addresses are reused after
-// garbage collection or recompilation. Malformed lines are skipped and
-// counted. A missing file means no names, not an error.
+// Only a regular file owned by this process's effective user is read, as
+// perf itself requires of the maps it reads: /tmp is writable by everyone,
+// so another user could otherwise plant /tmp/perf-PID.map and put names in
+// this program's reports. The file is opened with O_NOFOLLOW | O_NONBLOCK
+// (a symbolic link is not followed, a FIFO does not block) and checked with
+// fstat(); a map that is refused is said once in the log (Logger()) and
+// names nothing.
+//
+// The runtime appends to the file while it runs. A lookup first reads what
+// was appended since the last read, if anything (one lstat() tells): each
+// byte is read once, from the remembered offset, at most
+// kMaxReadBytesPerLookup per lookup (a bigger backlog is read over the next
+// lookups). A partial last line is kept (at most kMaxLineBytes) until its
+// newline arrives; a longer line is skipped up to its newline and counted
+// as bad. Reading stops at kMaxFileBytes (said once in the log): code the
+// map lists later gets no names. A later line for memory an earlier line
+// covered wins: code addresses are reused after garbage collection or
+// recompilation. Malformed lines are skipped and counted. A missing file
+// means no names, not an error. A file replaced at the path (another
+// process with this pid) is read from its start.
 //
 // Memory is bounded: at most kMaxEntries entries, names cut at kMaxNameBytes,
 // so about kMaxEntries * (kMaxNameBytes + 64) bytes at worst (~20 MB; a node
 // server's map holds a few thousand to tens of thousands of lines of ~60
-// bytes). When full, the entries read so far are dropped and reading goes on
-// (newer code keeps its names, long-lived older code loses them).
+// bytes), plus one partial line. When full, the entries read so far are
+// dropped and reading goes on (newer code keeps its names, long-lived older
+// code loses them). A lookup's work is bounded too: one lstat(), reading and
+// parsing at most kMaxReadBytesPerLookup, and a search of the entries.
 //
-// Thread safety: thread-compatible (the Symbolizer calls it under its mutex).
+// Thread safety: thread-compatible (the Symbolizer calls it under its mutex,
+// on the threads that symbolize; never on the stack-capture path).
 
 #ifndef MATRIX_TRACE_PERF_MAP_H_
 #define MATRIX_TRACE_PERF_MAP_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -97,48 +115,97 @@ class PerfMap {
   static constexpr size_t kMaxEntries = size_t{1} << 16;
   // Longer names are cut to this many bytes.
   static constexpr size_t kMaxNameBytes = 256;
+  // Longer lines (without their newline) are skipped.
+  static constexpr size_t kMaxLineBytes = 4096;
+  // Bytes of the file read at most; the rest is not read.
+  static constexpr uint64_t kMaxFileBytes = uint64_t{64} << 20;
+  // Bytes of the file one Lookup() or Refresh() reads at most.
+  static constexpr size_t kMaxReadBytesPerLookup = size_t{4} << 20;
 
+  // Reads `path` if it is a regular file owned by geteuid().
   explicit PerfMap(std::string path);
+  ~PerfMap();
+
+  PerfMap(const PerfMap&) = delete;
+  PerfMap& operator=(const PerfMap&) = delete;
 
   // "/tmp/perf-PID.map".
   static std::string PathForPid(pid_t pid);
 
   // Lookup()
   //
-  // The entry whose code contains `pc`, after reading the lines appended
-  // since the last read (so a name is never older than the file). nullopt
-  // when no entry contains `pc` (or the file does not exist).
+  // The entry whose code contains `pc`, after reading (up to
+  // kMaxReadBytesPerLookup of) what was appended since the last read, so a
+  // name is not older than the file. nullopt when no entry contains `pc`
+  // (or the file does not exist, or is refused).
   std::optional<PerfMapEntry> Lookup(uintptr_t pc);
 
   // Refresh()
   //
-  // Reads the lines appended since the last read. When the file shrank (it
-  // was replaced), reads it again from the start. Lookup() calls it.
+  // Reads up to kMaxReadBytesPerLookup of what was appended since the last
+  // read. A file replaced at the path, or truncated, is read again from the
+  // start; a file that is not a regular file owned by this process's user
+  // is refused (said once in the log). Lookup() calls it.
   void Refresh();
 
   const std::string& path() const { return path_; }
   // Entries held now.
   size_t size() const { return entries_.size(); }
-  // Lines skipped since construction because they did not parse.
+  // Lines skipped since construction: they did not parse, or were longer
+  // than kMaxLineBytes.
   size_t bad_lines() const { return bad_lines_; }
   // Bytes of the file consumed so far (complete lines).
-  uint64_t offset() const { return offset_; }
+  uint64_t offset() const { return consumed_; }
   // Times the entries were dropped because kMaxEntries was reached.
   size_t overflows() const { return overflows_; }
+  // Bytes read from the file since construction, counting every read (a
+  // byte read twice would count twice; only a replaced file is read again).
+  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
   struct Code {
     uintptr_t end = 0;  // One past the last byte.
     std::string name;
   };
+  // Why a file is not read; each is said once in the log.
+  enum class Refusal : uint8_t { kNotRegular = 1, kSymlink = 2, kOtherOwner = 4 };
+
   std::optional<PerfMapEntry> Find(uintptr_t pc) const;
+  // Whether `st` describes a file this map reads. If not, remembers it as
+  // refused and says why (once per kind of refusal).
+  bool Acceptable(const struct stat& st);
+  void Refuse(Refusal why, std::string_view detail);
+  // Opens the file at path_, checks it again with fstat() and reads it from
+  // its start: `st` becomes its fstat(). False when it is refused or gone.
+  bool Open(struct stat* st);
+  // Reads up to kMaxReadBytesPerLookup from offset_, up to `size`.
+  void ReadMore(uint64_t size);
+  // Splits `chunk`, the bytes at [offset_, offset_ + chunk.size()), into
+  // lines.
+  void Consume(std::string_view chunk);
   void ParseLine(std::string_view line);
   void Insert(uintptr_t start, uintptr_t size, std::string_view name);
+  // Forgets what was read (the file is to be read from its start).
+  void Reset();
 
   std::string path_;
-  uint64_t offset_ = 0;
+  uid_t owner_;
+  int fd_ = -1;  // The file being read, kept open: its inode is not reused.
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  // The last file refused (lstat() identity), not checked again.
+  bool refused_ = false;
+  dev_t refused_dev_ = 0;
+  ino_t refused_ino_ = 0;
+  uint8_t said_ = 0;  // Refusals logged (Refusal bits).
+  bool said_capped_ = false;
+  uint64_t offset_ = 0;    // Bytes read, a partial last line included.
+  uint64_t consumed_ = 0;  // Bytes of complete lines.
+  std::string partial_;    // The last line, until its newline; <= kMaxLineBytes.
+  bool skipping_ = false;  // In a line longer than kMaxLineBytes.
   size_t bad_lines_ = 0;
   size_t overflows_ = 0;
+  uint64_t bytes_read_ = 0;
   std::map<uintptr_t, Code> entries_;  // By start; ranges never overlap.
 };
 

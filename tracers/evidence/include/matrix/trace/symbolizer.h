@@ -29,7 +29,9 @@
 // --perf-basic-prof, LuaJIT, perf-map-agent, CPython -X perf): for
 // JavaScript the bare function name ("busyLoop"), the script as file and
 // its line, and module kJitModule ("[jit]"); see perf_map.h. Those lookups
-// are not cached (the runtime reuses addresses).
+// are not cached (the runtime reuses addresses). Only a map that is a regular
+// file owned by the process's user is read (others are refused, said once in
+// the log), and a lookup reads at most a bounded part of it.
 //
 // Costs: the first address in a module loads that module's symbol table
 // and opens its DWARF (milliseconds for a large binary, once); after that a
