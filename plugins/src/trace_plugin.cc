@@ -97,7 +97,8 @@ void TracePlugin::CreateMonitors() {
   frame_options.report_in_background = config_.fps_in_background;
   frame_options.thresholds = config_.drop_thresholds;
   frame_options.time_slice = config_.fps_time_slice;
-  frame_options.report = [this](Issue issue) { ReportWithTimeline(std::move(issue)); };
+  frame_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+  frame_options.timeline = TimelineAttachmentFor();
   frame_tracer_ = std::make_unique<FrameTracer>(std::move(frame_options));
 
   if (config_.anr) {
@@ -110,9 +111,7 @@ void TracePlugin::CreateMonitors() {
     anr_options.report_with_debugger = config_.anr_with_debugger;
     anr_options.app_state = context().app_state;
     anr_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
-    anr_options.timeline = timeline_.get();
-    anr_options.timeline_window = config_.timeline_window;
-    anr_options.timeline_max_bytes = config_.timeline_max_bytes;
+    anr_options.timeline = TimelineAttachmentFor();
     anr_tracer_ = std::make_unique<AnrTracer>(std::move(anr_options));
   }
   if (config_.evil_method) {
@@ -123,7 +122,8 @@ void TracePlugin::CreateMonitors() {
     evil_options.app_state = context().app_state;
     evil_options.anr_tracer = anr_tracer_.get();
     evil_options.report_with_debugger = config_.anr_with_debugger;
-    evil_options.report = [this](Issue issue) { ReportWithTimeline(std::move(issue)); };
+    evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
+    evil_options.timeline = TimelineAttachmentFor();
     evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
   }
   auto report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
@@ -321,43 +321,19 @@ void TracePlugin::OnForegroundChanged(bool foreground) {
   if (frame_tracer_ != nullptr) frame_tracer_->OnForeground(foreground);
 }
 
+TimelineAttachment TracePlugin::TimelineAttachmentFor() const {
+  return {.timeline = timeline_.get(),
+          .window = config_.timeline_window,
+          .max_bytes = config_.timeline_max_bytes};
+}
+
 void TracePlugin::AttachTimeline(Issue& issue, TimeTicks detected_at, const std::string& detected_by,
                                  absl::Duration span) const {
   if (timeline_ == nullptr || ui_thread_monitor_ == nullptr) return;
+  const TimelineAttachment attachment = TimelineAttachmentFor();
   const TimeTicks now = std::max(ui_thread_monitor_->clock()->NowTicks(), detected_at);
-  const absl::Duration window =
-      (now - detected_at) + std::max(span, absl::ZeroDuration()) + config_.timeline_window;
-  proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
-  FillTimeline(timeline_->Snapshot(now, window, detected_at), detected_by, out,
-               kDefaultMaxCalls, config_.timeline_max_bytes);
-  out->set_tid(ui_thread_monitor_->looper_thread().tid());
-}
-
-void TracePlugin::ReportWithTimeline(Issue issue) {
-  const proto::Issue& p = issue.proto();
-  if (timeline_ != nullptr && p.has_evil_method()) {
-    // Detected when the slow dispatch ended: the last one at least as long.
-    const TimeTicks now = ui_thread_monitor_->clock()->NowTicks();
-    const absl::Duration cost = absl::Milliseconds(p.evil_method().cost_ms());
-    // The slow dispatch and `timeline_window` before it.
-    TimelineSnapshot snapshot = timeline_->Snapshot(now, cost + config_.timeline_window);
-    TimeTicks detected_at = now;
-    for (auto e = snapshot.events.rbegin(); e != snapshot.events.rend(); ++e) {
-      if (e->kind == TimelineEvent::Kind::kDispatch && e->finished() &&
-          e->end - e->begin >= cost - absl::Milliseconds(1)) {
-        detected_at = e->end;
-        break;
-      }
-    }
-    snapshot.detected_at = detected_at;
-    proto::Timeline* out = issue.mutable_proto()->mutable_timeline();
-    FillTimeline(snapshot, "slow-method check at dispatch end", out, kDefaultMaxCalls,
-                 config_.timeline_max_bytes);
-    out->set_tid(ui_thread_monitor_->looper_thread().tid());
-  } else if (p.has_frame() && p.frame().drop_level().frozen() > 0) {
-    AttachTimeline(issue, ui_thread_monitor_->clock()->NowTicks(), "FPS report (frozen frames)");
-  }
-  OnDetectIssue(std::move(issue));
+  attachment.Fill(attachment.Snapshot(now, detected_at, span), detected_by,
+                  ui_thread_monitor_->looper_thread().tid(), issue.mutable_proto());
 }
 
 void TracePlugin::DecorateIssue(Issue& issue) {

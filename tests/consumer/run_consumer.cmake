@@ -56,6 +56,26 @@ if(MODE STREQUAL "install")
     endif()
   endforeach()
   run(${prefix}/bin/matrix-report --help)
+  # Installed headers are the public API: an internal/ header is installed
+  # only because an installed public header includes it.
+  file(GLOB_RECURSE installed_headers ${prefix}/include/*.h)
+  set(public_text "")
+  foreach(header ${installed_headers})
+    if(NOT header MATCHES "/internal/")
+      file(READ ${header} text)
+      string(APPEND public_text "${text}")
+    endif()
+  endforeach()
+  foreach(header ${installed_headers})
+    if(header MATCHES "/include/(.*/internal/.*)$")
+      set(include_path ${CMAKE_MATCH_1})
+      string(FIND "${public_text}" "#include \"${include_path}\"" at)
+      if(at EQUAL -1)
+        message(FATAL_ERROR "installed but private: ${include_path} (no installed public "
+                            "header includes it; keep it in its library's src/internal/)")
+      endif()
+    endif()
+  endforeach()
 
   build_and_run(${consumer_dir}/find_package ${WORK_DIR}/find_package
                 -DCMAKE_PREFIX_PATH=${prefix})

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <system_error>
@@ -109,7 +110,18 @@ int CountLayeredFiles(const fs::path& root) {
   return static_cast<int>(LayeredFiles(root).size());
 }
 
-std::vector<Violation> CheckLayering(const fs::path& root) {
+namespace {
+
+// One resolved include of a file of the tree.
+struct Include {
+  std::string file;     // the including file, relative to the root
+  int line = 0;
+  std::string written;  // as written
+  std::string header;   // the file it names, relative to the root
+};
+
+// Every include of a layered file that names a file of the tree.
+std::vector<Include> TreeIncludes(const fs::path& root) {
   const std::vector<std::string> files = LayeredFiles(root);
   // include path -> the file it names. Two files may claim one path (never
   // in a healthy tree); the lowest layer wins, so the check stays strict.
@@ -122,10 +134,9 @@ std::vector<Violation> CheckLayering(const fs::path& root) {
   }
 
   static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^">]+)[">])");
-  std::vector<Violation> violations;
+  std::vector<Include> includes;
   for (const std::string& rel : files) {
     if (EndsWith(rel, ".proto")) continue;
-    const Layer from = *LayerOf(rel);
     std::ifstream in(root / rel);
     std::string text;
     int line_no = 0;
@@ -146,12 +157,79 @@ std::vector<Violation> CheckLayering(const fs::path& root) {
         if (it == headers.end()) continue;  // system, Abseil, a toolkit
         header = it->second;
       }
-      const std::optional<Layer> to = LayerOf(header);
-      if (!to || to->rank <= from.rank) continue;
-      violations.push_back(Violation{rel, line_no, include, header, from, *to});
+      includes.push_back(Include{rel, line_no, include, header});
     }
   }
+  return includes;
+}
+
+// A file's unit: its folder's layer name plus its stem ("x.h" and "x.cc" are
+// one unit).
+std::string UnitOf(std::string_view rel) {
+  const fs::path path{std::string(rel)};
+  return path.stem().string();
+}
+
+}  // namespace
+
+std::vector<Violation> CheckLayering(const fs::path& root) {
+  std::vector<Violation> violations;
+  for (const Include& inc : TreeIncludes(root)) {
+    const Layer from = *LayerOf(inc.file);
+    const std::optional<Layer> to = LayerOf(inc.header);
+    if (!to || to->rank <= from.rank) continue;
+    violations.push_back(Violation{inc.file, inc.line, inc.written, inc.header, from, *to});
+  }
   return violations;
+}
+
+std::vector<std::string> CheckIncludeCycles(const fs::path& root) {
+  // Per layer: unit -> (unit it includes -> the first include that does).
+  std::map<int, std::map<std::string, std::map<std::string, Include>>> graphs;
+  for (Include& inc : TreeIncludes(root)) {
+    const Layer from = *LayerOf(inc.file);
+    const std::optional<Layer> to = LayerOf(inc.header);
+    if (!to || to->rank != from.rank || from.rank < kMonitor.rank || from.rank > kTracers.rank) {
+      continue;
+    }
+    const std::string a = UnitOf(inc.file);
+    const std::string b = UnitOf(inc.header);
+    if (a == b) continue;
+    graphs[from.rank][a].emplace(b, std::move(inc));
+  }
+  std::vector<std::string> cycles;
+  for (const auto& entry : graphs) {
+    const auto& graph = entry.second;
+    // Depth-first search; a back edge closes a cycle, reported once.
+    std::map<std::string, int> state;  // 0 new, 1 on the path, 2 done
+    std::vector<std::string> path;
+    std::function<void(const std::string&)> visit = [&](const std::string& unit) {
+      state[unit] = 1;
+      path.push_back(unit);
+      auto edges = graph.find(unit);
+      if (edges != graph.end()) {
+        for (const auto& [next, inc] : edges->second) {
+          if (state[next] == 1) {
+            std::string cycle;
+            for (auto it = std::find(path.begin(), path.end(), next); it != path.end(); ++it) {
+              cycle += *it + " -> ";
+            }
+            cycle += next + " (closed by " + inc.file + ":" + std::to_string(inc.line) +
+                     ": includes \"" + inc.written + "\")";
+            cycles.push_back(std::move(cycle));
+          } else if (state[next] == 0) {
+            visit(next);
+          }
+        }
+      }
+      path.pop_back();
+      state[unit] = 2;
+    };
+    for (const auto& [unit, edges] : graph) {
+      if (state[unit] == 0) visit(unit);
+    }
+  }
+  return cycles;
 }
 
 }  // namespace matrix::layout

@@ -58,6 +58,12 @@ struct Violation {
 // folders of `root` and returns each include of a higher layer's header.
 std::vector<Violation> CheckLayering(const std::filesystem::path& root);
 
+// Inside tracers/monitor, tracers/evidence and tracers (the rest), no
+// include runs back up: a file and its header ("x.cc" and "x.h") are one
+// unit, and the units of a folder include each other without a cycle. Returns
+// each cycle as "a -> b -> a (closed by file:line: includes \"...\")".
+std::vector<std::string> CheckIncludeCycles(const std::filesystem::path& root);
+
 // The number of files CheckLayering read under `root` (to show it saw the tree).
 int CountLayeredFiles(const std::filesystem::path& root);
 

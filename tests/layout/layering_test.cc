@@ -1,6 +1,7 @@
-// The layering test (issue 19 item 4): no file of a lower layer includes a
+// The layering test: no file of a lower layer includes a
 // header of a higher one (core -> tracers/monitor -> tracers/evidence ->
-// tracers -> plugins -> adapters -> tools/samples; tests/layout/layering.h).
+// tracers -> plugins -> adapters -> tools/samples; tests/layout/layering.h),
+// and inside the tracer folders no two files include each other.
 // The first case checks the real tree; the others run the same check on small
 // fixture trees, to show it finds an upward include and names file and line.
 
@@ -20,6 +21,7 @@ namespace matrix::layout {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -38,6 +40,12 @@ TEST(LayeringTest, SourceTreeHasNoUpwardInclude) {
   EXPECT_THAT(Strings(violations), IsEmpty())
       << "a lower layer includes a higher one: move the declaration down or invert the "
          "dependency (docs/architecture.md, \"Folders and layers\")";
+}
+
+TEST(LayeringTest, TracerFoldersHaveNoIncludeRunningBackUp) {
+  EXPECT_THAT(CheckIncludeCycles(MATRIX_SOURCE_DIR), IsEmpty())
+      << "two files of one folder include each other (through their headers or sources): "
+         "move what both need into a header of its own";
 }
 
 TEST(LayeringTest, LayerOfFollowsTheFolders) {
@@ -139,6 +147,21 @@ TEST(LayeringTest, EachUpwardStepIsCaught) {
                           HasSubstr("tracers/evidence/src/symbolizer.cc:1:"),
                           HasSubstr("tracers/monitor/src/ui_thread_monitor.cc:2:"),
                           HasSubstr("tracers/src/tracer.cc:1:")));
+}
+
+TEST(LayeringTest, IncludeCycleInsideAFolderFailsNamingTheClosingInclude) {
+  FixtureTree tree;
+  tree.Write("tracers/monitor/include/matrix/trace/heartbeat.h",
+             "#pragma once\n#include \"matrix/trace/looper_monitor.h\"\n");
+  tree.Write("tracers/monitor/include/matrix/trace/looper_monitor.h", "#pragma once\n");
+  tree.Write("tracers/monitor/src/looper_monitor.cc",
+             "#include \"matrix/trace/looper_monitor.h\"\n#include \"matrix/trace/heartbeat.h\"\n");
+  // Same folder, one direction only: fine.
+  tree.Write("tracers/evidence/include/matrix/trace/a.h", "#pragma once\n");
+  tree.Write("tracers/evidence/src/b.cc", "#include \"matrix/trace/a.h\"\n");
+  EXPECT_THAT(CheckIncludeCycles(tree.root()),
+              ElementsAre(AllOf(HasSubstr("heartbeat -> looper_monitor -> heartbeat"),
+                                HasSubstr("tracers/monitor/src/looper_monitor.cc:2"))));
 }
 
 }  // namespace

@@ -41,8 +41,7 @@ class AnrTimelineTest : public ::testing::Test, protected trace_test::TracerRig 
     Wire(&options, monitor_.get());
     options.anr_threshold = kAnr;
     options.lag_threshold = kLag;
-    options.timeline = timeline_.get();
-    options.timeline_window = absl::Seconds(3);
+    options.timeline = {.timeline = timeline_.get(), .window = absl::Seconds(3)};
     anr_ = std::make_unique<AnrTracer>(std::move(options));
     anr_->OnStartTrace();
     env_.RunUntilIdle();

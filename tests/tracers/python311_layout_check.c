@@ -1,4 +1,4 @@
-/* The hard-coded CPython 3.11 offsets (matrix/trace/internal/python311_layout.h)
+/* The hard-coded CPython 3.11 offsets (tracers/evidence/src/internal/python311_layout.h)
  * against the interpreter's own headers: compiles only when every one matches.
  * Built when python3.11-dev's headers are installed (tests/CMakeLists.txt). */
 #define Py_BUILD_CORE 1
@@ -8,7 +8,7 @@
 #include "internal/pycore_frame.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
-#include "matrix/trace/internal/python311_layout.h"
+#include "internal/python311_layout.h"
 
 #if PY_VERSION_HEX < 0x030b0000 || PY_VERSION_HEX >= 0x030c0000
 #error "python311_layout_check needs CPython 3.11 headers"

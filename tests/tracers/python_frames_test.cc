@@ -20,8 +20,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "matrix/trace/internal/python311_layout.h"
-#include "matrix/trace/internal/python312_layout.h"
+#include "internal/python311_layout.h"
+#include "internal/python312_layout.h"
 #include "matrix/trace/stack_capture.h"
 
 namespace matrix {

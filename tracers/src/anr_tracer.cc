@@ -137,10 +137,9 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
     crossing->records = tracer->Copy(s.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
-  if (options_.timeline != nullptr) {
-    // The stuck dispatch and `timeline_window` of what came before it.
-    crossing->timeline = options_.timeline->Snapshot(
-        now, std::max(now - s.begin, absl::ZeroDuration()) + options_.timeline_window, now);
+  if (options_.timeline.enabled()) {
+    // The stuck dispatch and the window of what came before it.
+    crossing->timeline = options_.timeline.Snapshot(now, now, now - s.begin);
     crossing->has_timeline = true;
   }
   return crossing;
@@ -301,13 +300,11 @@ void AnrTracer::EmitLag(TimeTicks end, std::optional<uint64_t> method_mark) {
     crossing->records = tracer->Copy(crossing->snapshot.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
-  if (options_.timeline != nullptr) {
+  if (options_.timeline.enabled()) {
     // Again, now that the dispatch has ended; the detection stays the crossing.
     const TimeTicks now = std::max(options_.monitor->clock()->NowTicks(), end);
-    crossing->timeline = options_.timeline->Snapshot(
-        now,
-        std::max(now - crossing->snapshot.begin, absl::ZeroDuration()) + options_.timeline_window,
-        crossing->captured_at);
+    crossing->timeline = options_.timeline.Snapshot(
+        now, crossing->captured_at, crossing->captured_at - crossing->snapshot.begin);
   }
   lag_count_.fetch_add(1);
   worker_handler_->Post(
@@ -373,11 +370,10 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   issue.mutable_proto()->set_key(key);
   *issue.mutable_proto()->mutable_anr() = std::move(anr);
   if (c->has_timeline) {
-    proto::Timeline* timeline = issue.mutable_proto()->mutable_timeline();
-    FillTimeline(c->timeline, c->detail == proto::ANR ? "ANR watchdog" : "lag watchdog", timeline,
-                 kDefaultMaxCalls, options_.timeline_max_bytes);
-    timeline->set_tid(options_.monitor->looper_thread().tid());
-    timeline->set_thread_name(c->thread_name);
+    options_.timeline
+        .Fill(c->timeline, c->detail == proto::ANR ? "ANR watchdog" : "lag watchdog",
+              options_.monitor->looper_thread().tid(), issue.mutable_proto())
+        ->set_thread_name(c->thread_name);
   }
   if (options_.report) options_.report(std::move(issue));
 }

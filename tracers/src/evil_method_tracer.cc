@@ -188,6 +188,12 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
   issue.mutable_proto()->set_tag(kTagEvilMethod);
   issue.mutable_proto()->set_key(key);
   *issue.mutable_proto()->mutable_evil_method() = std::move(report);
+  if (options_.timeline.enabled()) {
+    const TimeTicks now = std::max(options_.monitor->clock()->NowTicks(), d.end);
+    options_.timeline.Fill(options_.timeline.Snapshot(now, d.end, d.end - d.begin),
+                           "slow-method check at dispatch end",
+                           options_.monitor->looper_thread().tid(), issue.mutable_proto());
+  }
   if (options_.report) options_.report(std::move(issue));
 }
 

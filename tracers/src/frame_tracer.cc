@@ -243,6 +243,12 @@ void FrameTracer::PublishReport(proto::FrameReport report) {
   issue.mutable_proto()->set_tag(kTagFps);
   issue.mutable_proto()->set_key(report.scene());
   *issue.mutable_proto()->mutable_frame() = std::move(report);
+  if (options_.timeline.enabled() && issue.proto().frame().drop_level().frozen() > 0) {
+    const TimeTicks now = options_.monitor->clock()->NowTicks();
+    options_.timeline.Fill(options_.timeline.Snapshot(now, now, absl::ZeroDuration()),
+                           "FPS report (frozen frames)", options_.monitor->looper_thread().tid(),
+                           issue.mutable_proto());
+  }
   if (options_.report) options_.report(std::move(issue));
 }
 

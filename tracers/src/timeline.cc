@@ -386,6 +386,22 @@ void FitTimelineToBudget(proto::Timeline* t, size_t max_json_bytes) {
   }
 }
 
+TimelineSnapshot TimelineAttachment::Snapshot(TimeTicks now, TimeTicks detected_at,
+                                              absl::Duration span) const {
+  const absl::Duration covered = std::max(now - detected_at, absl::ZeroDuration()) +
+                                 std::max(span, absl::ZeroDuration()) + window;
+  return timeline->Snapshot(now, covered, detected_at);
+}
+
+proto::Timeline* TimelineAttachment::Fill(const TimelineSnapshot& snapshot,
+                                          const std::string& detected_by, int tid,
+                                          proto::Issue* issue) const {
+  proto::Timeline* out = issue->mutable_timeline();
+  FillTimeline(snapshot, detected_by, out, kDefaultMaxCalls, max_bytes);
+  out->set_tid(tid);
+  return out;
+}
+
 void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
                   proto::Timeline* out, size_t max_calls, size_t max_json_bytes) {
   const TimeTicks origin = snapshot.begin;

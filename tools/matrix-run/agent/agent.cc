@@ -116,17 +116,9 @@ using ReadChkFn = ssize_t (*)(int, void*, size_t, size_t);
 using SwapFn = void (*)(void*, unsigned long);
 using EglSwapFn = unsigned (*)(void*, void*);
 
-// The real functions, resolved in the constructor (or on first use by a call
-// that comes before it, e.g. from another library's constructor).
-template <typename Fn>
-Fn Resolve(std::atomic<Fn>& slot, const char* name) {
-  Fn fn = slot.load(std::memory_order_relaxed);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<Fn>(RealDlsym(RTLD_NEXT, name));
-    slot.store(fn, std::memory_order_relaxed);
-  }
-  return fn;
-}
+// The real functions are resolved (Resolve(), present_hooks.h) in the
+// constructor, or on first use by a call that comes before it (e.g. from
+// another library's constructor).
 
 // pthread_cond_wait and pthread_cond_timedwait have two versions in glibc
 // (GLIBC_2.2.5, the old condition variable, and GLIBC_2.3.2); plain dlsym may

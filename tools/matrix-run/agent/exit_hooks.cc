@@ -28,16 +28,6 @@ using ExecvFn = int (*)(const char*, char* const[]);
 using FexecveFn = int (*)(int, char* const[], char* const[]);
 using PollFn = int (*)(struct pollfd*, nfds_t, int);
 
-template <typename Fn>
-Fn Real(std::atomic<Fn>& slot, const char* name) {
-  Fn fn = slot.load(std::memory_order_relaxed);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<Fn>(RealDlsym(RTLD_NEXT, name));
-    slot.store(fn, std::memory_order_relaxed);
-  }
-  return fn;
-}
-
 std::atomic<ExitFn> g_exit{nullptr};
 std::atomic<ExitFn> g_big_exit{nullptr};
 std::atomic<ExecveFn> g_execve{nullptr};
@@ -185,45 +175,45 @@ void DrainBeforeProcessEnd(ProcessEnd end) {
 namespace ma = matrix::agent;
 
 MATRIX_AGENT_EXPORT void _exit(int status) {
-  const ma::ExitFn real = ma::Real(ma::g_exit, "_exit");
+  const ma::ExitFn real = ma::Resolve(ma::g_exit, "_exit");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kUnderscoreExit);
   real(status);
   __builtin_unreachable();
 }
 
 MATRIX_AGENT_EXPORT void _Exit(int status) {
-  const ma::ExitFn real = ma::Real(ma::g_big_exit, "_Exit");
+  const ma::ExitFn real = ma::Resolve(ma::g_big_exit, "_Exit");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kUnderscoreExit);
   real(status);
   __builtin_unreachable();
 }
 
 MATRIX_AGENT_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  const ma::ExecveFn real = ma::Real(ma::g_execve, "execve");
+  const ma::ExecveFn real = ma::Resolve(ma::g_execve, "execve");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kExec);
   return real(path, argv, envp);
 }
 
 MATRIX_AGENT_EXPORT int execv(const char* path, char* const argv[]) {
-  const ma::ExecvFn real = ma::Real(ma::g_execv, "execv");
+  const ma::ExecvFn real = ma::Resolve(ma::g_execv, "execv");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kExec);
   return real(path, argv);
 }
 
 MATRIX_AGENT_EXPORT int execvp(const char* file, char* const argv[]) {
-  const ma::ExecvFn real = ma::Real(ma::g_execvp, "execvp");
+  const ma::ExecvFn real = ma::Resolve(ma::g_execvp, "execvp");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kExec);
   return real(file, argv);
 }
 
 MATRIX_AGENT_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  const ma::ExecveFn real = ma::Real(ma::g_execvpe, "execvpe");
+  const ma::ExecveFn real = ma::Resolve(ma::g_execvpe, "execvpe");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kExec);
   return real(file, argv, envp);
 }
 
 MATRIX_AGENT_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  const ma::FexecveFn real = ma::Real(ma::g_fexecve, "fexecve");
+  const ma::FexecveFn real = ma::Resolve(ma::g_fexecve, "fexecve");
   ma::DrainBeforeProcessEnd(ma::ProcessEnd::kExec);
   return real(fd, argv, envp);
 }

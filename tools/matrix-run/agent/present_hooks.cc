@@ -80,15 +80,6 @@ std::atomic<GetProcFn>* GetProcSlot(const char* name) {
   return nullptr;
 }
 
-GetProcFn ResolveGetProc(std::atomic<GetProcFn>& slot, const char* name) {
-  GetProcFn fn = slot.load(std::memory_order_relaxed);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<GetProcFn>(RealDlsym(RTLD_NEXT, name));
-    slot.store(fn, std::memory_order_relaxed);
-  }
-  return fn;
-}
-
 // Runs an eglSwapBuffersWithDamage{EXT,KHR} through the agent's frame hooks.
 unsigned SwapWithDamage(EglSwapDamageFn real, void* display, void* surface, const int* rects,
                         int n_rects) {
@@ -265,7 +256,7 @@ void* RecordDamageSwap(const char* name, void* real) {
 // The GetProcAddress functions: a swap name gives the agent's wrapper (and
 // records the real function), any other name the real answer.
 MATRIX_AGENT_EXPORT void* glXGetProcAddressARB(const unsigned char* name) {
-  const ma::GetProcFn real = ma::ResolveGetProc(ma::g_glx_get_proc_arb, "glXGetProcAddressARB");
+  const ma::GetProcFn real = ma::Resolve(ma::g_glx_get_proc_arb, "glXGetProcAddressARB");
   if (real == nullptr) return nullptr;
   void* fn = real(reinterpret_cast<const char*>(name));
   const char* text = reinterpret_cast<const char*>(name);
@@ -273,7 +264,7 @@ MATRIX_AGENT_EXPORT void* glXGetProcAddressARB(const unsigned char* name) {
 }
 
 MATRIX_AGENT_EXPORT void* glXGetProcAddress(const unsigned char* name) {
-  const ma::GetProcFn real = ma::ResolveGetProc(ma::g_glx_get_proc, "glXGetProcAddress");
+  const ma::GetProcFn real = ma::Resolve(ma::g_glx_get_proc, "glXGetProcAddress");
   if (real == nullptr) return nullptr;
   void* fn = real(reinterpret_cast<const char*>(name));
   const char* text = reinterpret_cast<const char*>(name);
@@ -281,7 +272,7 @@ MATRIX_AGENT_EXPORT void* glXGetProcAddress(const unsigned char* name) {
 }
 
 MATRIX_AGENT_EXPORT void* eglGetProcAddress(const char* name) {
-  const ma::GetProcFn real = ma::ResolveGetProc(ma::g_egl_get_proc, "eglGetProcAddress");
+  const ma::GetProcFn real = ma::Resolve(ma::g_egl_get_proc, "eglGetProcAddress");
   if (real == nullptr) return nullptr;
   void* fn = real(name);
   return fn != nullptr && ma::IsSwapName(name) ? ma::RecordRealSwap(name, fn) : fn;

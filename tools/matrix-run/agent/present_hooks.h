@@ -36,6 +36,9 @@
 #ifndef MATRIX_TOOLS_MATRIX_RUN_AGENT_PRESENT_HOOKS_H_
 #define MATRIX_TOOLS_MATRIX_RUN_AGENT_PRESENT_HOOKS_H_
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <cstdint>
 
 namespace matrix::agent {
@@ -43,6 +46,18 @@ namespace matrix::agent {
 // glibc's dlsym (not the agent's interposer). The agent resolves its real
 // functions through it. Any thread.
 void* RealDlsym(void* handle, const char* name);
+
+// The real `name` (the next definition after the agent's, RTLD_NEXT), looked
+// up once and kept in `slot`. Any thread.
+template <typename Fn>
+Fn Resolve(std::atomic<Fn>& slot, const char* name) {
+  Fn fn = slot.load(std::memory_order_relaxed);
+  if (fn == nullptr) {
+    fn = reinterpret_cast<Fn>(RealDlsym(RTLD_NEXT, name));
+    slot.store(fn, std::memory_order_relaxed);
+  }
+  return fn;
+}
 
 // Whether `name` is a swap the agent wraps ("glXSwapBuffers",
 // "eglSwapBuffers", "eglSwapBuffersWithDamageEXT", "eglSwapBuffersWithDamageKHR").

@@ -14,10 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "matrix/core/tick_clock.h"
-#include "matrix/trace/internal/python311_layout.h"
-#include "matrix/trace/internal/python312_layout.h"
-#include "matrix/trace/internal/safe_read.h"
-#include "matrix/trace/stack_capture.h"
+#include "internal/python311_layout.h"
+#include "internal/python312_layout.h"
+#include "internal/safe_read.h"
 
 namespace matrix {
 namespace {
@@ -43,7 +42,7 @@ struct Layout {
 };
 constexpr size_t kNoField = ~size_t{0};
 
-// CPython 3.11: matrix/trace/internal/python311_layout.h, checked against
+// CPython 3.11: tracers/evidence/src/internal/python311_layout.h, checked against
 // Debian 12's python3.11-dev (3.11.2) by tests/tracers/python311_layout_check.c.
 constexpr Layout kLayout311 = {internal::kPy311RuntimeInterpretersHead,
                                internal::kPy311InterpNext,
@@ -78,7 +77,7 @@ constexpr Layout kLayout311 = {internal::kPy311RuntimeInterpretersHead,
                                internal::kPy311UnicodeAsciiData,
                                internal::kPy311UnicodeCompactData};
 
-// CPython 3.12: matrix/trace/internal/python312_layout.h, checked against
+// CPython 3.12: tracers/evidence/src/internal/python312_layout.h, checked against
 // CPython 3.12.1 by tests/tracers/python312_layout_check.c.
 constexpr Layout kLayout312 = {internal::kPy312RuntimeInterpretersHead,
                                internal::kPy312InterpNext,
@@ -336,30 +335,6 @@ absl::StatusOr<std::string> ReadBytes(const Reader& reader, const PythonRuntimeI
     return absl::DataLossError("bytes unreadable");
   }
   return data;
-}
-
-bool IsEvalFrame(const StackFrame& frame) {
-  return absl::StartsWith(frame.symbol.function, "_PyEval_EvalFrameDefault");
-}
-
-// Python frames to StackFrames (placeholders for frames that fail
-// validation; incomplete frames dropped).
-void AppendResolved(const PythonRuntimeInfo& runtime, const RawPythonFrame* begin,
-                    const RawPythonFrame* end, std::vector<StackFrame>* out) {
-  for (const RawPythonFrame* raw = begin; raw != end; ++raw) {
-    StackFrame frame;
-    frame.pc = raw->code;
-    frame.symbol.module = kPythonFrameModule;
-    absl::StatusOr<PythonFrameInfo> info = ResolvePythonFrame(runtime, *raw);
-    if (info.ok()) {
-      if (info->incomplete) continue;
-      frame.symbol.function = std::move(info->qualname);
-      frame.symbol.file = std::move(info->file);
-      frame.symbol.line = info->line;
-      frame.symbol.function_offset = raw->instr > 0 ? static_cast<uintptr_t>(raw->instr) * 2 : 0;
-    }
-    out->push_back(std::move(frame));
-  }
 }
 
 // The process-wide runtime: written once (before `g_current` publishes it).
@@ -645,28 +620,6 @@ absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runt
                                          table->size(), first_line, frame.instr);
   info.line = line > 0 ? line : 0;
   return info;
-}
-
-void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
-                            std::vector<StackFrame>* frames) {
-  if (python.depth <= 0) return;
-  std::vector<StackFrame> merged;
-  merged.reserve(frames->size() + static_cast<size_t>(python.depth));
-  const RawPythonFrame* next = python.frames.data();
-  const RawPythonFrame* const end = python.frames.data() + python.depth;
-  for (StackFrame& native : *frames) {
-    if (next != end && IsEvalFrame(native)) {
-      // This eval loop runs the frames up to and including the next entry frame.
-      const RawPythonFrame* run_end = next;
-      while (run_end != end && run_end->is_entry == 0) ++run_end;
-      if (run_end != end) ++run_end;
-      AppendResolved(runtime, next, run_end, &merged);
-      next = run_end;
-    }
-    merged.push_back(std::move(native));
-  }
-  AppendResolved(runtime, next, end, &merged);
-  *frames = std::move(merged);
 }
 
 }  // namespace matrix

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "matrix/core/tick_clock.h"
-#include "matrix/trace/internal/safe_read.h"
+#include "internal/safe_read.h"
 #include "matrix/trace/proc_stats.h"
 
 namespace matrix {

@@ -1,18 +1,72 @@
 #include "matrix/trace/stack_capture.h"
 
 // Stack capture, part 2 of 2: a captured RawStack symbolized and formatted
-// (SymbolizeStack, SymbolizedStack::ToString, FormatThreadStacks). The
+// (SymbolizeStack with its Python frames interleaved, SymbolizedStack::ToString,
+// FormatThreadStacks). The
 // capture itself (the signal, the unwind, the frame-pointer walk) is in
 // stack_capture.cc.
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "matrix/trace/proc_stats.h"
+#include "matrix/trace/python_frames.h"
 
 namespace matrix {
+
+namespace {
+
+bool IsEvalFrame(const StackFrame& frame) {
+  return absl::StartsWith(frame.symbol.function, "_PyEval_EvalFrameDefault");
+}
+
+// Python frames to StackFrames (placeholders for frames that fail
+// validation; incomplete frames dropped).
+void AppendResolved(const PythonRuntimeInfo& runtime, const RawPythonFrame* begin,
+                    const RawPythonFrame* end, std::vector<StackFrame>* out) {
+  for (const RawPythonFrame* raw = begin; raw != end; ++raw) {
+    StackFrame frame;
+    frame.pc = raw->code;
+    frame.symbol.module = kPythonFrameModule;
+    absl::StatusOr<PythonFrameInfo> info = ResolvePythonFrame(runtime, *raw);
+    if (info.ok()) {
+      if (info->incomplete) continue;
+      frame.symbol.function = std::move(info->qualname);
+      frame.symbol.file = std::move(info->file);
+      frame.symbol.line = info->line;
+      frame.symbol.function_offset = raw->instr > 0 ? static_cast<uintptr_t>(raw->instr) * 2 : 0;
+    }
+    out->push_back(std::move(frame));
+  }
+}
+
+}  // namespace
+
+void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
+                            std::vector<StackFrame>* frames) {
+  if (python.depth <= 0) return;
+  std::vector<StackFrame> merged;
+  merged.reserve(frames->size() + static_cast<size_t>(python.depth));
+  const RawPythonFrame* next = python.frames.data();
+  const RawPythonFrame* const end = python.frames.data() + python.depth;
+  for (StackFrame& native : *frames) {
+    if (next != end && IsEvalFrame(native)) {
+      // This eval loop runs the frames up to and including the next entry frame.
+      const RawPythonFrame* run_end = next;
+      while (run_end != end && run_end->is_entry == 0) ++run_end;
+      if (run_end != end) ++run_end;
+      AppendResolved(runtime, next, run_end, &merged);
+      next = run_end;
+    }
+    merged.push_back(std::move(native));
+  }
+  AppendResolved(runtime, next, end, &merged);
+  *frames = std::move(merged);
+}
+
 
 namespace {
 

@@ -7,11 +7,32 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "matrix/trace/report_context.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
 namespace {
+
+// NativeStackKey()'s rule over any frame type: the innermost named frame that
+// is not a system or runtime frame, else the innermost named one.
+struct NamedFrame {
+  std::string_view module;
+  std::string_view function;
+  std::string_view file;
+};
+template <typename Frames, typename Name>
+std::string FirstNamedFrame(const Frames& frames, Name name) {
+  for (const auto& frame : frames) {
+    const NamedFrame f = name(frame);
+    if (!f.function.empty() && !IsSystemOrRuntimeFrame(f.module, f.function, f.file)) {
+      return std::string(f.function);
+    }
+  }
+  for (const auto& frame : frames) {
+    const NamedFrame f = name(frame);
+    if (!f.function.empty()) return std::string(f.function);
+  }
+  return "unknown";
+}
 
 // File name prefixes: the same libraries when only a base name is known (block
 // files), the loader and vDSO, matrix-cpp's own libraries, and the
@@ -228,24 +249,15 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
       if (!node.name.empty()) return node.name;
     }
   }
-  SymbolizedStack considered;
-  considered.frames.assign(frames.begin(), frames.end());
-  proto::ThreadStack proto_stack;
-  FillThreadStack(considered, &proto_stack);
-  return NativeStackKey(proto_stack);
+  return FirstNamedFrame(frames, [](const StackFrame& frame) {
+    return NamedFrame{frame.symbol.module, frame.symbol.function, frame.symbol.file};
+  });
 }
 
 std::string NativeStackKey(const proto::ThreadStack& stack) {
-  for (const proto::StackFrame& frame : stack.frames()) {
-    if (!frame.function().empty() &&
-        !IsSystemOrRuntimeFrame(frame.module(), frame.function(), frame.file())) {
-      return frame.function();
-    }
-  }
-  for (const proto::StackFrame& frame : stack.frames()) {
-    if (!frame.function().empty()) return frame.function();
-  }
-  return "unknown";
+  return FirstNamedFrame(stack.frames(), [](const proto::StackFrame& frame) {
+    return NamedFrame{frame.module(), frame.function(), frame.file()};
+  });
 }
 
 }  // namespace matrix

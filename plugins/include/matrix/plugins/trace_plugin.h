@@ -127,9 +127,9 @@ class TracePlugin : public Plugin {
   // Looper thread: posts to the worker the capture and symbolization of the
   // looper thread's stack (see preloaded_symbols()).
   void PreloadSymbols();
-  // Reports a slow-method or FPS issue, with the timeline when it is about a
-  // slow method or a frozen frame (worker thread).
-  void ReportWithTimeline(Issue issue);
+  // The flight recorder as the tracers attach it (TraceConfig's window and
+  // budget).
+  TimelineAttachment TimelineAttachmentFor() const;
 
   const TraceConfig config_;
   std::unique_ptr<LooperMonitor> looper_monitor_;

@@ -99,13 +99,10 @@ class AnrTracer : public Tracer {
     // that does not answer in time never delays the crossing.
     CaptureFn key_capture;
     IssueCallback report;  // Receives the issues (worker thread).
-    // The flight recorder (not owned; null for none): the hung dispatch and
-    // `timeline_window` before it are snapshot at the crossing (ANR) or when
-    // the lagging dispatch ends (LAG) and attached as Issue.timeline.
-    const Timeline* timeline = nullptr;
-    absl::Duration timeline_window = absl::Seconds(5);
-    // The timeline's JSON budget (FitTimelineToBudget; 0: no limit).
-    size_t timeline_max_bytes = kDefaultTimelineMaxBytes;
+    // The flight recorder (none by default): the hung dispatch and the
+    // window before it are snapshot at the crossing (ANR) or when the lagging
+    // dispatch ends (LAG) and attached as Issue.timeline.
+    TimelineAttachment timeline;
   };
 
   static constexpr int kMaxKeyCaptures = 4;

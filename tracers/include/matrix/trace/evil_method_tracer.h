@@ -34,6 +34,7 @@
 
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
+#include "matrix/trace/timeline.h"
 #include "matrix/trace/tracer.h"
 
 namespace matrix {
@@ -57,6 +58,10 @@ class EvilMethodTracer : public Tracer {
     // not reported again (one report per stuck dispatch). Not owned.
     const AnrTracer* anr_tracer = nullptr;
     IssueCallback report;  // Receives the issues (worker thread).
+    // The flight recorder (none by default): the slow dispatch and the
+    // window before it, detected at the dispatch's end, attached as
+    // Issue.timeline.
+    TimelineAttachment timeline;
   };
 
   explicit EvilMethodTracer(Options options);

@@ -48,6 +48,7 @@
 #include "matrix/core/observer_list.h"
 #include "matrix/trace/frame_stats.h"
 #include "matrix/trace/internal/spsc_ring.h"
+#include "matrix/trace/timeline.h"
 #include "matrix/trace/tracer.h"
 
 namespace matrix {
@@ -101,6 +102,9 @@ class FrameTracer : public Tracer {
     // A sync listener taking longer than this is reported in a warning.
     absl::Duration slow_sync_listener = absl::Milliseconds(4);
     IssueCallback report;  // Receives Trace_FPS issues (worker thread).
+    // The flight recorder (none by default): a report with frozen frames
+    // carries the window before it, detected when it is published.
+    TimelineAttachment timeline;
   };
   static constexpr size_t kRingCapacity = 1024;
 

@@ -41,6 +41,7 @@
 
 #include "absl/time/time.h"
 #include "matrix/core/time_ticks.h"
+#include "matrix/proto/issue.pb.h"
 #include "matrix/proto/timeline.pb.h"
 #include "matrix/trace/method_tracer.h"
 #include "matrix/trace/ui_thread_monitor.h"
@@ -174,6 +175,33 @@ inline constexpr size_t kDefaultMaxCalls = 20000;
 void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
                   proto::Timeline* out, size_t max_calls = kDefaultMaxCalls,
                   size_t max_json_bytes = kDefaultTimelineMaxBytes);
+
+// TimelineAttachment
+//
+// How a tracer gives the issues it detects the looper thread's timeline: the
+// events from `window` before the detected span up to the snapshot, with the
+// instant of detection. Every tracer (AnrTracer, EvilMethodTracer,
+// FrameTracer) and BlockCanary attach through one, at detection, with the
+// instant they detected at.
+//
+//   TimelineSnapshot snapshot = attachment.Snapshot(now, detected_at, span);
+//   attachment.Fill(snapshot, "ANR watchdog", tid, issue.mutable_proto());
+//
+// Thread safety: a plain value; Snapshot() and Fill() on any thread but the
+// looper's (Fill() symbolizes).
+struct TimelineAttachment {
+  const Timeline* timeline = nullptr;  // Not owned; null: no timeline.
+  absl::Duration window = absl::Seconds(5);
+  size_t max_bytes = kDefaultTimelineMaxBytes;  // FitTimelineToBudget; 0: no limit
+
+  bool enabled() const { return timeline != nullptr; }
+  // The events overlapping [detected_at - span - window, now], detected at
+  // `detected_at` (`span`: what was detected, e.g. the stuck dispatch).
+  TimelineSnapshot Snapshot(TimeTicks now, TimeTicks detected_at, absl::Duration span) const;
+  // Fills `issue`'s timeline from `snapshot` for thread `tid`; returns it.
+  proto::Timeline* Fill(const TimelineSnapshot& snapshot, const std::string& detected_by,
+                        int tid, proto::Issue* issue) const;
+};
 
 // FitTimelineToBudget()
 //

@@ -7,7 +7,7 @@
 // and SymbolizeStack() later resolves each frame (qualname, co_filename,
 // line from co_linetable) and puts the run of Python frames each native
 // _PyEval_EvalFrameDefault frame executes just inside (before, innermost
-// first) that native frame. Python frames are StackFrames whose
+// first) that native frame (InterleavePythonFrames(), stack_capture.h). Python frames are StackFrames whose
 // SymbolInfo::module is kPythonFrameModule ("[python]").
 //
 // Supported: CPython 3.11 and 3.12 on x86-64 (their struct layouts are
@@ -54,8 +54,6 @@
 #include "absl/status/statusor.h"
 
 namespace matrix {
-
-struct StackFrame;  // stack_capture.h
 
 // The SymbolInfo::module of every Python frame.
 inline constexpr char kPythonFrameModule[] = "[python]";
@@ -180,16 +178,6 @@ absl::StatusOr<PythonFrameInfo> ResolvePythonFrame(const PythonRuntimeInfo& runt
 // table says the instruction has no line or is malformed. Bounded by the
 // table's size. Any thread.
 int LineFromLocationTable(const uint8_t* table, size_t size, int first_line, int instr);
-
-// InterleavePythonFrames()
-//
-// Resolves `python` and puts each run of frames (up to and including an
-// is_entry frame) just before the next native frame named
-// _PyEval_EvalFrameDefault in `frames` (innermost first). Runs left without
-// an eval frame go to the end. Frames whose code object fails validation
-// become placeholders; incomplete frames are dropped. Any thread.
-void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
-                            std::vector<StackFrame>* frames);
 
 namespace internal {
 

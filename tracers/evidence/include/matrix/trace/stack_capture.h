@@ -252,6 +252,16 @@ class StackCapturer {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// InterleavePythonFrames()
+//
+// Resolves `python` and puts each run of frames (up to and including an
+// is_entry frame) just before the next native frame named
+// _PyEval_EvalFrameDefault in `frames` (innermost first). Runs left without
+// an eval frame go to the end. Frames whose code object fails validation
+// become placeholders; incomplete frames are dropped. Any thread.
+void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
+                            std::vector<StackFrame>* frames);
+
 }  // namespace matrix
 
 #endif  // MATRIX_TRACE_STACK_CAPTURE_H_

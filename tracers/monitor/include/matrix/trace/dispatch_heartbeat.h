@@ -39,7 +39,7 @@
 #include "matrix/core/location.h"
 #include "matrix/core/message.h"
 #include "matrix/core/time_ticks.h"
-#include "matrix/trace/looper_monitor.h"
+#include "matrix/trace/dispatch_info.h"
 
 namespace matrix {
 

@@ -56,16 +56,9 @@
 #include "matrix/core/message.h"
 #include "matrix/core/observer_list.h"
 #include "matrix/core/tick_clock.h"
+#include "matrix/trace/dispatch_info.h"
 
 namespace matrix {
-
-// What is being dispatched. Each field is set by the source that knows it and
-// is valid only during the callback.
-struct DispatchInfo {
-  const Message* message = nullptr;  // kDispatchObserver.
-  std::string_view log_line;         // kPrinter: the ">>>>> Dispatching" line.
-  const char* label = nullptr;       // kForeign: the caller's label, if any.
-};
 
 class LooperMonitor;
 

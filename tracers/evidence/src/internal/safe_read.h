@@ -1,4 +1,4 @@
-// File: matrix/trace/internal/safe_read.h
+// File: tracers/evidence/src/internal/safe_read.h
 //
 // Reads this process's memory without faulting on bad addresses: the kernel
 // copies it (process_vm_readv on our own pid returns EFAULT instead of raising
@@ -12,8 +12,8 @@
 // Thread safety: thread-safe and async-signal-safe (one syscall; errno is
 // left as it was).
 
-#ifndef MATRIX_TRACE_INTERNAL_SAFE_READ_H_
-#define MATRIX_TRACE_INTERNAL_SAFE_READ_H_
+#ifndef MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_SAFE_READ_H_
+#define MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_SAFE_READ_H_
 
 #include <errno.h>
 #include <sys/types.h>
@@ -42,4 +42,4 @@ inline bool SafeRead(pid_t pid, uintptr_t address, void* out, size_t size) {
 
 }  // namespace matrix::internal
 
-#endif  // MATRIX_TRACE_INTERNAL_SAFE_READ_H_
+#endif  // MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_SAFE_READ_H_

@@ -1,4 +1,4 @@
-// File: matrix/trace/internal/python312_layout.h
+// File: tracers/evidence/src/internal/python312_layout.h
 //
 // The CPython 3.12 (x86-64, LP64) struct offsets python_frames.cc reads; see
 // python311_layout.h. Differences that matter: _PyInterpreterFrame starts
@@ -11,8 +11,8 @@
 //
 // Thread safety: constants only.
 
-#ifndef MATRIX_TRACE_INTERNAL_PYTHON312_LAYOUT_H_
-#define MATRIX_TRACE_INTERNAL_PYTHON312_LAYOUT_H_
+#ifndef MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_PYTHON312_LAYOUT_H_
+#define MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_PYTHON312_LAYOUT_H_
 
 #ifdef __cplusplus
 namespace matrix {
@@ -66,4 +66,4 @@ enum MatrixPython312Layout {
 }  // namespace matrix
 #endif
 
-#endif  // MATRIX_TRACE_INTERNAL_PYTHON312_LAYOUT_H_
+#endif  // MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_PYTHON312_LAYOUT_H_

@@ -1,4 +1,4 @@
-// File: matrix/trace/internal/python311_layout.h
+// File: tracers/evidence/src/internal/python311_layout.h
 //
 // The CPython 3.11 (x86-64, LP64) struct offsets python_frames.cc reads,
 // from the 3.11 headers (Include/internal/pycore_runtime.h, pycore_interp.h,
@@ -12,8 +12,8 @@
 //
 // Thread safety: constants only.
 
-#ifndef MATRIX_TRACE_INTERNAL_PYTHON311_LAYOUT_H_
-#define MATRIX_TRACE_INTERNAL_PYTHON311_LAYOUT_H_
+#ifndef MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_PYTHON311_LAYOUT_H_
+#define MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_PYTHON311_LAYOUT_H_
 
 #ifdef __cplusplus
 namespace matrix {
@@ -67,4 +67,4 @@ enum MatrixPython311Layout {
 }  // namespace matrix
 #endif
 
-#endif  // MATRIX_TRACE_INTERNAL_PYTHON311_LAYOUT_H_
+#endif  // MATRIX_TRACERS_EVIDENCE_SRC_INTERNAL_PYTHON311_LAYOUT_H_
