@@ -25,20 +25,23 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "internal/fleet_checkpoint.h"
 #include "matrix/core/app_identity.h"
 
 namespace matrix::report {
+
+using internal::Checkpoint;
+using internal::FileId;
+using internal::Fnv1a;
+using internal::HeadHash;
+using internal::kHeadBytes;
+using internal::LoadCheckpoint;
+using internal::Mark;
+using internal::SaveCheckpoint;
+
 namespace {
 
 constexpr char kHangTags[] = "tag IN ('Trace_EvilMethod', 'BlockCanary') AND detail != 'STARTUP'";
-
-uint64_t Fnv1a(absl::string_view text, uint64_t hash) {
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 // 32 hex digits: two FNV-1a hashes with different bases.
 std::string StableId(absl::string_view text) {
@@ -81,80 +84,12 @@ std::string Num(double value) {
   return absl::StrFormat("%.17g", value);
 }
 
-// ---- Checkpoints ---------------------------------------------------------
-
-struct FileId {
-  uint64_t dev = 0;
-  uint64_t ino = 0;
-  bool operator<(const FileId& o) const { return std::tie(dev, ino) < std::tie(o.dev, o.ino); }
-  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
-};
-
-struct Mark {
-  int64_t offset = 0;  // Bytes sent (whole lines).
-  int64_t line = 0;    // Lines before `offset`.
-  // A hash of the file's first min(offset, 256) bytes: an inode reused by a
-  // new file (the old one deleted by rotation) does not match.
-  uint64_t head = 0;
-  std::string path;
-};
-
-constexpr size_t kHeadBytes = 256;
-
-uint64_t HeadHash(absl::string_view head_bytes, int64_t offset) {
-  return Fnv1a(head_bytes.substr(0, std::min<size_t>(static_cast<size_t>(offset), kHeadBytes)),
-               0xcbf29ce484222325ULL);
-}
-
 std::string ReadHead(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string head(kHeadBytes, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
   return head;
-}
-
-using Checkpoint = std::map<FileId, Mark>;
-
-Checkpoint LoadCheckpoint(const std::string& path) {
-  Checkpoint checkpoint;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 5));
-    if (parts.size() != 6) continue;
-    FileId id;
-    Mark mark;
-    if (!absl::SimpleAtoi(parts[0], &id.dev) || !absl::SimpleAtoi(parts[1], &id.ino) ||
-        !absl::SimpleAtoi(parts[2], &mark.offset) || !absl::SimpleAtoi(parts[3], &mark.line) ||
-        !absl::SimpleHexAtoi(parts[4], &mark.head)) {
-      continue;
-    }
-    mark.path = parts[5];
-    checkpoint[id] = mark;
-  }
-  return checkpoint;
-}
-
-absl::Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [id, mark] : checkpoint) {
-      out << id.dev << ' ' << id.ino << ' ' << mark.offset << ' ' << mark.line << ' '
-          << absl::StrFormat("%016x", mark.head) << ' ' << mark.path << '\n';
-    }
-    out.flush();
-    if (!out) {
-      return absl::InternalError(
-          absl::StrCat("cannot write the checkpoint ", tmp, ": ", std::strerror(errno)));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot write the checkpoint ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
 }
 
 bool IsBlockLog(const std::string& path) {
@@ -333,6 +268,9 @@ struct FleetPusher::Pending {
   std::map<std::pair<std::string, FileId>, Mark> advances;
   // Loaded checkpoints, by checkpoint file.
   std::map<std::string, Checkpoint> checkpoints;
+  // Checkpoint files refused (internal/fleet_checkpoint.h): their
+  // directories' files are not pushed.
+  std::set<std::string> refused;
   // Every file of this push, by checkpoint file.
   std::set<std::pair<std::string, FileId>> seen;
 };
@@ -365,12 +303,12 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
     ++stats.batches;
   }
   // Acknowledged (or nothing to send: skipped lines only): move the marks.
-  std::map<std::string, bool> touched;
+  std::set<std::string> touched;
   for (auto& [where, mark] : pending.advances) {
     pending.checkpoints[where.first][where.second] = mark;
-    touched[where.first] = true;
+    touched.insert(where.first);
   }
-  for (const auto& [path, unused] : touched) {
+  for (const std::string& path : touched) {
     absl::Status status = SaveCheckpoint(path, pending.checkpoints[path]);
     if (!status.ok()) return status;
   }
@@ -399,7 +337,6 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
         stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
         continue;
       }
-      ++stats.files;
       const size_t slash = file.rfind('/');
       const std::string dir = slash == std::string::npos ? std::string(".")
                               : slash == 0                ? std::string("/")
@@ -407,7 +344,18 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
       const std::string checkpoint_path =
           CheckpointPath(dir, url, options_.fleet.database);
       auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
-      if (inserted) cp->second = LoadCheckpoint(checkpoint_path);
+      if (inserted) {
+        absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(checkpoint_path);
+        if (loaded.ok()) {
+          cp->second = *std::move(loaded);
+        } else {
+          pending.refused.insert(checkpoint_path);
+          stats.errors.push_back(
+              absl::StrCat(loaded.status().message(), "; the files of ", dir, " are not pushed"));
+        }
+      }
+      if (pending.refused.count(checkpoint_path) > 0) continue;
+      ++stats.files;
       const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
       std::string head = ReadHead(file);
       Mark mark;

@@ -21,7 +21,8 @@
 //   ClickHouseClient client({.url = "http://127.0.0.1:8123"});
 //   FleetPusher pusher(client, {.database = "matrix"});
 //   absl::Status status = pusher.EnsureSchema();
-//   absl::StatusOr<PushStats> stats = pusher.Push({"./matrix-reports"});
+//   PushStats stats;
+//   absl::Status pushed = pusher.Push({"./matrix-reports"}, stats);
 //   FleetQueries fleet(client, {.database = "matrix"});
 //   absl::StatusOr<std::vector<FleetKey>> top = fleet.Top({.limit = 20});
 //
@@ -123,7 +124,8 @@ struct PushStats {
   // Lines skipped because they are not issues; the first of them.
   int64_t malformed = 0;
   std::vector<MalformedLine> first_malformed;  // At most one per file.
-  // Inputs that could not be read.
+  // Inputs and files that could not be read or were refused (refused
+  // checkpoints), each a full message.
   std::vector<std::string> errors;
 };
 
