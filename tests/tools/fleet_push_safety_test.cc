@@ -1,8 +1,9 @@
-// matrix-report push on hostile report directories: checkpoints planted as
-// symlinks, FIFOs or another user's files, and file names with newlines.
-// Push runs against one real clickhouse-server (shared by the tests) and,
-// where it could hang, as the built binary under a time limit. Labels
-// `fleet` and `e2e`.
+// matrix-report push on hostile report directories and servers: checkpoints
+// planted as symlinks, FIFOs or another user's files, file names with
+// newlines, and servers that answer 200 without storing the rows. Push runs
+// against one real clickhouse-server (shared by the tests), a fake HTTP
+// server (fake_http_server.h), and, where it could hang, as the built binary
+// under a time limit. Labels `fleet` and `e2e`.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "clickhouse_test_server.h"
+#include "fake_http_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/report/clickhouse_client.h"
@@ -41,6 +43,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using test_util::ClickHouseTestServer;
+using test_util::FakeHttpServer;
 using test_util::RunOutput;
 using test_util::ScratchDir;
 
@@ -292,6 +295,67 @@ TEST_F(FleetPushSafetyTest, DevZeroCheckpointIsRefusedWithoutReadingIt) {
   ASSERT_TRUE(run.exited) << "push kept reading /dev/zero";
   EXPECT_EQ(run.code, 1) << run.err;
   EXPECT_THAT(run.err, HasSubstr("symbolic link"));
+}
+
+// ---- Servers that are not ClickHouse ---------------------------------------
+
+TEST(FleetPushServerTest, WebPageIsNotAnAcknowledgement) {
+  FakeHttpServer web([](const FakeHttpServer::Request&) {
+    return FakeHttpServer::Response{
+        .status = 200,
+        .headers = {"Content-Type: text/html; charset=utf-8", "Server: nginx"},
+        .body = "<!DOCTYPE html><html><body><h1>Welcome to nginx!</h1></body></html>\n"};
+  });
+  ASSERT_TRUE(web.Start());
+  ScratchDir scratch("web");
+  scratch.Write("issues.jsonl", {AnrLine("app::Web()", 0), AnrLine("app::Web2()", 1)});
+  RunOutput run = RunCli({"push", "--clickhouse", web.url(), "--retry-for=1", scratch.path()});
+  EXPECT_EQ(run.code, 1) << run.out;
+  EXPECT_THAT(run.out, Not(HasSubstr("pushed 2")));
+  EXPECT_THAT(run.err, HasSubstr("not a ClickHouse server"));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), web.url(), "matrix")));
+}
+
+// ClickHouse's headers, but the INSERT wrote fewer rows than were sent.
+TEST(FleetPushServerTest, InsertThatWroteNoRowsIsNotAnAcknowledgement) {
+  FakeHttpServer server([](const FakeHttpServer::Request& request) {
+    FakeHttpServer::Response response;
+    response.headers = {"X-ClickHouse-Server-Display-Name: fake",
+                        "Content-Type: text/plain; charset=UTF-8"};
+    if (absl::StrContains(request.target, "INSERT")) {
+      response.headers.push_back(
+          R"(X-ClickHouse-Summary: {"read_rows":"0","read_bytes":"0","written_rows":"0",)"
+          R"("written_bytes":"0","total_rows_to_read":"0"})");
+    }
+    return response;
+  });
+  ASSERT_TRUE(server.Start());
+  ScratchDir scratch("unwritten");
+  scratch.Write("issues.jsonl", {AnrLine("app::Lost()", 0), AnrLine("app::Lost2()", 1)});
+  RunOutput run =
+      RunCli({"push", "--clickhouse", server.url(), "--retry-for=1", scratch.path()});
+  EXPECT_EQ(run.code, 1) << run.out;
+  EXPECT_THAT(run.err, HasSubstr("wrote 0 of 2 rows"));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
+}
+
+// ClickHouse's headers without a summary (servers before 19.x): the rows are
+// counted back, and here they are not there.
+TEST(FleetPushServerTest, InsertWhoseRowsCannotBeCountedBackIsNotAnAcknowledgement) {
+  FakeHttpServer server([](const FakeHttpServer::Request& request) {
+    FakeHttpServer::Response response;
+    response.headers = {"X-ClickHouse-Server-Display-Name: fake"};
+    if (absl::StrContains(request.target, "SELECT")) response.body = "0\n";
+    return response;
+  });
+  ASSERT_TRUE(server.Start());
+  ScratchDir scratch("uncounted");
+  scratch.Write("issues.jsonl", {AnrLine("app::Gone()", 0)});
+  RunOutput run =
+      RunCli({"push", "--clickhouse", server.url(), "--retry-for=1", scratch.path()});
+  EXPECT_EQ(run.code, 1) << run.out;
+  EXPECT_THAT(run.err, HasSubstr("not found after the INSERT"));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
 }
 
 }  // namespace

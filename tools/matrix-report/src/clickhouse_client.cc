@@ -3,11 +3,14 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -40,6 +43,41 @@ std::string ServerMessage(std::string body) {
   return body;
 }
 
+// What the response headers tell: whether ClickHouse answered, and the
+// INSERT's summary.
+struct Headers {
+  bool clickhouse = false;
+  std::optional<int64_t> written_rows;
+  std::string content_type;
+};
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  Headers& headers = *static_cast<Headers*>(user);
+  const absl::string_view line(data, size * count);
+  const size_t colon = line.find(':');
+  if (colon == absl::string_view::npos) return size * count;
+  const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+  const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+  if (absl::StartsWith(name, "x-clickhouse-")) headers.clickhouse = true;
+  if (name == "content-type") headers.content_type = std::string(value);
+  if (name == "x-clickhouse-summary") {
+    // {"read_rows":"0",...,"written_rows":"2",...}
+    constexpr absl::string_view kKey = "\"written_rows\":";
+    const size_t at = value.find(kKey);
+    if (at != absl::string_view::npos) {
+      absl::string_view number = value.substr(at + kKey.size());
+      absl::ConsumePrefix(&number, "\"");
+      size_t digits = 0;
+      while (digits < number.size() && absl::ascii_isdigit(static_cast<unsigned char>(number[digits]))) {
+        ++digits;
+      }
+      int64_t rows = 0;
+      if (absl::SimpleAtoi(number.substr(0, digits), &rows)) headers.written_rows = rows;
+    }
+  }
+  return size * count;
+}
+
 }  // namespace
 
 ClickHouseClient::ClickHouseClient(ClickHouseOptions options) : options_(std::move(options)) {
@@ -51,8 +89,9 @@ ClickHouseClient::~ClickHouseClient() {
   if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
 }
 
-absl::StatusOr<std::string> ClickHouseClient::TryOnce(absl::string_view sql,
-                                                      absl::string_view data, bool* transient) {
+absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::TryOnce(absl::string_view sql,
+                                                                   absl::string_view data,
+                                                                   bool* transient) {
   *transient = false;
   CURL* curl = static_cast<CURL*>(curl_);
   if (curl == nullptr) return absl::InternalError("libcurl: cannot create a handle");
@@ -79,6 +118,9 @@ absl::StatusOr<std::string> ClickHouseClient::TryOnce(absl::string_view sql,
   // No "Expect: 100-continue" round trip before large bodies.
   curl_slist* headers = curl_slist_append(nullptr, "Expect:");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  Headers answer_headers;
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &answer_headers);
   char error[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   const CURLcode code = curl_easy_perform(curl);
@@ -92,22 +134,31 @@ absl::StatusOr<std::string> ClickHouseClient::TryOnce(absl::string_view sql,
   }
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  if (status == 200) return body;
+  if (status == 200 && !answer_headers.clickhouse) {
+    // Another server (a proxy's or a web server's page): nothing it says
+    // counts, and asking again will not change it.
+    return absl::FailedPreconditionError(absl::StrCat(
+        options_.url, ": not a ClickHouse server (HTTP 200 without ClickHouse's X-ClickHouse-* "
+        "headers", answer_headers.content_type.empty() ? "" : ", Content-Type ",
+        answer_headers.content_type, "): give the URL of a ClickHouse server's HTTP interface "
+        "(port 8123 by default)"));
+  }
+  if (status == 200) return Answer{std::move(body), {answer_headers.written_rows}};
   *transient = status >= 500;
   const std::string message =
       absl::StrCat(options_.url, ": HTTP ", status, ": ", ServerMessage(std::move(body)));
   return status >= 500 ? absl::UnavailableError(message) : absl::FailedPreconditionError(message);
 }
 
-absl::StatusOr<std::string> ClickHouseClient::WithRetries(absl::string_view sql,
-                                                          absl::string_view data) {
+absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::WithRetries(absl::string_view sql,
+                                                                       absl::string_view data) {
   const absl::Time give_up = absl::Now() + options_.retry_for;
   absl::Duration backoff = options_.first_backoff;
   int tries = 0;
   while (true) {
     bool transient = false;
     ++tries;
-    absl::StatusOr<std::string> result = TryOnce(sql, data, &transient);
+    absl::StatusOr<Answer> result = TryOnce(sql, data, &transient);
     if (result.ok() || !transient) return result;
     const absl::Duration left = give_up - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -128,11 +179,16 @@ absl::StatusOr<std::string> ClickHouseClient::WithRetries(absl::string_view sql,
 }
 
 absl::StatusOr<std::string> ClickHouseClient::Query(absl::string_view sql) {
-  return WithRetries(sql, "");
+  absl::StatusOr<Answer> answer = WithRetries(sql, "");
+  if (!answer.ok()) return answer.status();
+  return std::move(answer->body);
 }
 
-absl::Status ClickHouseClient::Insert(absl::string_view sql, absl::string_view data) {
-  return WithRetries(sql, data).status();
+absl::StatusOr<InsertResult> ClickHouseClient::Insert(absl::string_view sql,
+                                                      absl::string_view data) {
+  absl::StatusOr<Answer> answer = WithRetries(sql, data);
+  if (!answer.ok()) return answer.status();
+  return answer->insert;
 }
 
 std::string SqlQuote(absl::string_view text) {

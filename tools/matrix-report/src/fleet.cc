@@ -264,6 +264,10 @@ std::string CheckpointPath(const std::string& dir, absl::string_view url,
 struct FleetPusher::Pending {
   std::string tsv;
   int64_t rows = 0;
+  // The batch's first and last rows (host_id, issue_id), counted back after
+  // an INSERT whose answer does not say how many rows it wrote.
+  std::pair<std::string, std::string> first_row;
+  std::pair<std::string, std::string> last_row;
   // Where each file will be once these rows are acknowledged.
   std::map<std::pair<std::string, FileId>, Mark> advances;
   // Loaded checkpoints, by checkpoint file.
@@ -273,6 +277,13 @@ struct FleetPusher::Pending {
   std::set<std::string> refused;
   // Every file of this push, by checkpoint file.
   std::set<std::pair<std::string, FileId>> seen;
+
+  void Add(const FleetRow& row) {
+    AppendFleetRowTsv(row, tsv);
+    if (rows == 0) first_row = {row.host_id, row.issue_id};
+    last_row = {row.host_id, row.issue_id};
+    ++rows;
+  }
 };
 
 FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
@@ -292,12 +303,41 @@ absl::Status FleetPusher::EnsureSchema() {
   return absl::OkStatus();
 }
 
+absl::Status FleetPusher::CheckStored(const Pending& pending, const InsertResult& result) {
+  const std::string& url = client_.options().url;
+  if (result.written_rows.has_value()) {
+    if (*result.written_rows >= pending.rows) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat(
+        url, ": the server wrote ", *result.written_rows, " of ", pending.rows,
+        " rows of the batch (X-ClickHouse-Summary); nothing of it is checkpointed"));
+  }
+  // No summary (ClickHouse before 19): the batch's first and last rows must
+  // be there.
+  const auto tuple = [](const std::pair<std::string, std::string>& row) {
+    return absl::StrCat("(", SqlQuote(row.first), ", ", SqlQuote(row.second), ")");
+  };
+  const int64_t expected = pending.first_row == pending.last_row ? 1 : 2;
+  absl::StatusOr<std::string> body = client_.Query(absl::StrCat(
+      "SELECT uniqExact(host_id, issue_id) FROM ", table_, " WHERE (host_id, issue_id) IN (",
+      tuple(pending.first_row), ", ", tuple(pending.last_row), ") FORMAT TabSeparated"));
+  if (!body.ok()) return body.status();
+  int64_t found = -1;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &found) && found == expected) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      url, ": the batch's rows were not found after the INSERT (",
+      found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
+      " rows counted back); nothing of it is checkpointed"));
+}
+
 absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   if (pending.rows > 0) {
-    absl::Status status = client_.Insert(
+    absl::StatusOr<InsertResult> result = client_.Insert(
         absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT TabSeparated"),
         pending.tsv);
-    if (!status.ok()) return status;
+    if (!result.ok()) return result.status();
+    if (absl::Status stored = CheckStored(pending, *result); !stored.ok()) return stored;
     stats.sent += pending.rows;
     stats.bytes += static_cast<int64_t>(pending.tsv.size());
     ++stats.batches;
@@ -377,8 +417,7 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
         IssueStreamReader reader(in, file, {}, &read);
         IssueRecord record;
         while (reader.Next(record)) {
-          AppendFleetRowTsv(MakeFleetRow(record, "", options_.fallback_host_id), pending.tsv);
-          ++pending.rows;
+          pending.Add(MakeFleetRow(record, "", options_.fallback_host_id));
         }
         if (read.malformed_lines > 0) {
           stats.malformed += read.malformed_lines;
@@ -418,11 +457,9 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
             record.source = {file, line_number};
             ++records;
             // A clean line is stored as written; a glued one as parsed.
-            AppendFleetRowTsv(
+            pending.Add(
                 MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
-                             options_.fallback_host_id),
-                pending.tsv);
-            ++pending.rows;
+                             options_.fallback_host_id));
           }
           if (read.malformed_lines > 0 || records == 0) {
             if (!terminated) {

@@ -143,7 +143,11 @@ class FleetPusher {
 
  private:
   struct Pending;
+  // Sends the batch and moves its marks into the checkpoints.
   absl::Status Flush(Pending& pending, PushStats& stats);
+  // OK when the server's answer to the batch's INSERT says the rows were
+  // written, or (older servers) its rows count back.
+  absl::Status CheckStored(const Pending& pending, const InsertResult& result);
 
   ClickHouseClient& client_;
   PushOptions options_;
