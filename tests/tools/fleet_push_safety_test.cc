@@ -1,6 +1,7 @@
 // matrix-report push on hostile report directories and servers: checkpoints
 // planted as symlinks, FIFOs or another user's files, file names with
-// newlines, and servers that answer 200 without storing the rows. Push runs
+// newlines, lines longer than the cap, files that are not regular, a web
+// server that is not ClickHouse, and SIGTERM while a push retries. Push runs
 // against one real clickhouse-server (shared by the tests), a fake HTTP
 // server (fake_http_server.h), and, where it could hang, as the built binary
 // under a time limit. Labels `fleet` and `e2e`.
@@ -46,6 +47,9 @@ using test_util::ClickHouseTestServer;
 using test_util::FakeHttpServer;
 using test_util::RunOutput;
 using test_util::ScratchDir;
+
+// The longest line push and the readers take (docs/fleet.md).
+constexpr size_t kMaxLineBytes = size_t{16} << 20;
 
 RunOutput RunCli(const std::vector<std::string>& args) {
   return test_util::RunReport(args, "", {.now = absl::Now(), .local_zone = absl::UTCTimeZone()});
@@ -297,6 +301,48 @@ TEST_F(FleetPushSafetyTest, DevZeroCheckpointIsRefusedWithoutReadingIt) {
   EXPECT_THAT(run.err, HasSubstr("symbolic link"));
 }
 
+// ---- Report files -----------------------------------------------------------
+
+TEST_F(FleetPushSafetyTest, OverLongLineIsSkippedAndCountedAsMalformed) {
+  ScratchDir scratch("long");
+  // An issue whose line is one byte over the cap, between two short ones.
+  std::string long_line = AnrLine("app::Long()", 1);
+  const size_t at = long_line.find("app::Long()");
+  ASSERT_NE(at, std::string::npos);
+  long_line.insert(at + 5, std::string(kMaxLineBytes + 1 - long_line.size(), 'x'));
+  ASSERT_EQ(long_line.size(), kMaxLineBytes + 1);
+  scratch.Write("issues.jsonl",
+                {AnrLine("app::Before()", 0), long_line, AnrLine("app::After()", 2)});
+  long_line = {};
+  RunOutput run = Push({scratch.path()});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("pushed 2 issues"));
+  EXPECT_THAT(run.out, HasSubstr("skipped 1 malformed"));
+  EXPECT_THAT(run.err, HasSubstr("line 2: longer than 16 MiB"));
+  EXPECT_EQ(Count("key IN ('app::Before()', 'app::After()')"), 2);
+  EXPECT_EQ(Count("key LIKE 'app::%xxxx%'"), 0);
+  // The readers of the other commands skip it too.
+  RunOutput summary = RunCli({"summary", scratch.path()});
+  EXPECT_THAT(summary.err, HasSubstr("longer than 16 MiB"));
+  EXPECT_THAT(summary.out, HasSubstr("3 read, 1 malformed"));
+}
+
+TEST_F(FleetPushSafetyTest, FileThatIsNotRegularIsNamedAndFailsThePush) {
+  ScratchDir scratch("special");
+  scratch.Write("issues.jsonl", {AnrLine("app::Regular()", 0)});
+  const std::string fifo = scratch.path() + "/pipe.jsonl";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_symlink("/dev/zero", scratch.path() + "/zero.jsonl");
+  ChildRun run = RunChild({"push", "--clickhouse", url(), "--retry-for=2", scratch.path()},
+                          scratch.path(), absl::Seconds(30));
+  ASSERT_TRUE(run.exited) << "push hung on a FIFO";
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("pipe.jsonl: not a regular file"));
+  EXPECT_THAT(run.err, HasSubstr("zero.jsonl: not a regular file"));
+  EXPECT_THAT(run.out, HasSubstr("pushed 1 issue "));
+  EXPECT_EQ(Count("key = 'app::Regular()'"), 1);
+}
+
 // ---- Servers that are not ClickHouse ---------------------------------------
 
 TEST(FleetPushServerTest, WebPageIsNotAnAcknowledgement) {
@@ -355,6 +401,43 @@ TEST(FleetPushServerTest, InsertWhoseRowsCannotBeCountedBackIsNotAnAcknowledgeme
       RunCli({"push", "--clickhouse", server.url(), "--retry-for=1", scratch.path()});
   EXPECT_EQ(run.code, 1) << run.out;
   EXPECT_THAT(run.err, HasSubstr("not found after the INSERT"));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
+}
+
+TEST(FleetPushServerTest, FollowStopsAtOnceOnSigtermWhileRetrying) {
+  // Schema statements succeed; every INSERT is refused as by an overloaded
+  // server (503, retried with backoff).
+  FakeHttpServer server([](const FakeHttpServer::Request& request) {
+    FakeHttpServer::Response response;
+    response.headers = {"X-ClickHouse-Server-Display-Name: fake"};
+    if (absl::StrContains(request.target, "INSERT")) {
+      response.status = 503;
+      response.body = "Code: 202, e.displayText() = DB::Exception: Too many simultaneous queries";
+    }
+    return response;
+  });
+  ASSERT_TRUE(server.Start());
+  ScratchDir scratch("sigterm");
+  scratch.Write("issues.jsonl", {AnrLine("app::Busy()", 0)});
+  Child child({"push", "--clickhouse", server.url(), "--follow", "--retry-for=600",
+               scratch.path()},
+              scratch.path());
+  ASSERT_TRUE(child.started());
+  // Two refused INSERTs: the push is in its retry loop, waiting.
+  auto inserts = [](const std::vector<FakeHttpServer::Request>& requests) {
+    int n = 0;
+    for (const auto& r : requests) n += absl::StrContains(r.target, "INSERT") ? 1 : 0;
+    return n >= 2;
+  };
+  ASSERT_TRUE(server.AwaitRequests(inserts, absl::Seconds(30)));
+  child.Signal(SIGTERM);
+  const absl::Time sent = absl::Now();
+  ChildRun run = child.Wait(absl::Seconds(10));
+  ASSERT_TRUE(run.exited) << "push --follow ignored SIGTERM while retrying: " << run.err;
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(3));
+  EXPECT_EQ(run.signal, 0);
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("stopped"));
   EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
 }
 

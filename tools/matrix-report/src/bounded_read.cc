@@ -36,7 +36,8 @@ const char* FileKind(mode_t mode) {
 }
 
 absl::StatusOr<RegularFile> OpenRegularFile(const std::string& path, bool follow_symlinks) {
-  const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (follow_symlinks ? 0 : O_NOFOLLOW);
+  const int flags =
+      O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (follow_symlinks ? 0 : O_NOFOLLOW);
   RegularFile file;
   file.fd = ScopedFd(::open(path.c_str(), flags));
   if (file.fd.get() < 0) {

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,7 +69,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
       absl::string_view number = value.substr(at + kKey.size());
       absl::ConsumePrefix(&number, "\"");
       size_t digits = 0;
-      while (digits < number.size() && absl::ascii_isdigit(static_cast<unsigned char>(number[digits]))) {
+      while (digits < number.size() &&
+             absl::ascii_isdigit(static_cast<unsigned char>(number[digits]))) {
         ++digits;
       }
       int64_t rows = 0;
@@ -76,6 +78,11 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     }
   }
   return size * count;
+}
+
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto& stop = *static_cast<const std::function<bool()>*>(user);
+  return stop() ? 1 : 0;
 }
 
 }  // namespace
@@ -121,10 +128,18 @@ absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::TryOnce(absl::string_
   Headers answer_headers;
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &answer_headers);
+  if (options_.stop_requested) {
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &options_.stop_requested);
+  }
   char error[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   const CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  if (code == CURLE_ABORTED_BY_CALLBACK) {
+    return absl::CancelledError(absl::StrCat(options_.url, ": stopped before the server answered"));
+  }
   if (code != CURLE_OK) {
     // Not connected, reset, timed out: the server may come back. A URL libcurl
     // cannot use will not.
@@ -155,6 +170,7 @@ absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::WithRetries(absl::str
   const absl::Time give_up = absl::Now() + options_.retry_for;
   absl::Duration backoff = options_.first_backoff;
   int tries = 0;
+  auto stopped = [this] { return options_.stop_requested && options_.stop_requested(); };
   while (true) {
     bool transient = false;
     ++tries;
@@ -173,7 +189,15 @@ absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::WithRetries(absl::str
     }
     const absl::Duration wait = std::min(backoff, left);
     if (options_.on_retry) options_.on_retry(result.status(), wait);
-    absl::SleepFor(wait);
+    // The wait in short steps, so a stop ends it at once.
+    for (const absl::Time wake = absl::Now() + wait; !stopped() && absl::Now() < wake;) {
+      absl::SleepFor(std::min(absl::Milliseconds(20), wake - absl::Now()));
+    }
+    if (stopped()) {
+      return absl::CancelledError(absl::StrCat(result.status().message(),
+                                               " (stopped while retrying, after ", tries,
+                                               tries == 1 ? " try)" : " tries)"));
+    }
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
 }

@@ -1,6 +1,7 @@
 #include "matrix/report/fleet.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "matrix/core/app_identity.h"
 
@@ -82,23 +83,6 @@ std::string TableColumns() {
 std::string Num(double value) {
   if (!std::isfinite(value)) return "0";
   return absl::StrFormat("%.17g", value);
-}
-
-std::string ReadHead(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(kHeadBytes, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return head;
-}
-
-bool IsBlockLog(const std::string& path) {
-  std::ifstream in(path);
-  char c = 0;
-  while (in.get(c)) {
-    if (!std::isspace(static_cast<unsigned char>(c))) return c == '*';
-  }
-  return false;
 }
 
 // "['1.0','2.0']" -> {"1.0", "2.0"}.
@@ -358,143 +342,196 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   return absl::OkStatus();
 }
 
-absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats& stats) {
-  Pending pending;
-  const std::string& url = client_.options().url;
+namespace {
+
+// The first `kHeadBytes` of the open file.
+std::string ReadHead(int fd) {
+  std::string head(kHeadBytes, '\0');
+  ssize_t n = 0;
+  do {
+    n = ::pread(fd, head.data(), head.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return head;
+}
+
+// Whether the open file's first non-blank character is '*' (a BlockCanary
+// text file). Reads from the start in bounded memory.
+bool IsBlockLog(int fd) {
+  char buffer[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (!std::isspace(static_cast<unsigned char>(buffer[i]))) return buffer[i] == '*';
+    }
+    at += n;
+  }
+}
+
+std::string DirectoryOf(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return file.substr(0, slash);
+}
+
+}  // namespace
+
+absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, PushStats& stats) {
+  // Only regular files are read: a FIFO would block, a device never end.
+  absl::StatusOr<internal::RegularFile> opened =
+      internal::OpenRegularFile(file, /*follow_symlinks=*/true);
+  if (!opened.ok()) {
+    stats.errors.push_back(absl::StrCat(opened.status().message(), "; skipped"));
+    return absl::OkStatus();
+  }
+  const int fd = opened->fd.get();
+  const struct stat& st = opened->st;
+  const std::string checkpoint_path =
+      CheckpointPath(DirectoryOf(file), client_.options().url, options_.fleet.database);
+  auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
+  if (inserted) {
+    absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(checkpoint_path);
+    if (loaded.ok()) {
+      cp->second = *std::move(loaded);
+    } else {
+      pending.refused.insert(checkpoint_path);
+      stats.errors.push_back(absl::StrCat(loaded.status().message(), "; the files of ",
+                                          DirectoryOf(file), " are not pushed"));
+    }
+  }
+  if (pending.refused.count(checkpoint_path) > 0) return absl::OkStatus();
+  ++stats.files;
+  const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  std::string head = ReadHead(fd);
+  Mark mark;
+  if (auto it = cp->second.find(id); it != cp->second.end() && !options_.ignore_checkpoints &&
+                                     it->second.offset <= st.st_size &&
+                                     it->second.head == HeadHash(head, it->second.offset)) {
+    // Otherwise the file was truncated, or is another file on a reused
+    // inode: from the start.
+    mark = it->second;
+  }
+  mark.path = file;
+  mark.head = HeadHash(head, mark.offset);
+  const auto where = std::make_pair(checkpoint_path, id);
+  pending.seen.insert(where);
   auto full = [&] {
     return pending.rows >= options_.batch_rows ||
            static_cast<int64_t>(pending.tsv.size()) >= options_.batch_bytes;
   };
+  if (IsBlockLog(fd)) {
+    if (mark.offset > 0 && mark.offset >= st.st_size) return absl::OkStatus();
+    internal::FdStreamBuf buffer(fd);
+    std::istream in(&buffer);
+    ReadStats read;
+    IssueStreamReader reader(in, file, {}, &read);
+    IssueRecord record;
+    while (reader.Next(record)) {
+      pending.Add(MakeFleetRow(record, "", options_.fallback_host_id));
+    }
+    if (buffer.error() != 0) {
+      stats.errors.push_back(
+          absl::StrCat(file, ": read error: ", std::strerror(buffer.error()), "; skipped"));
+      return absl::OkStatus();
+    }
+    if (read.malformed_lines > 0) {
+      stats.malformed += read.malformed_lines;
+      stats.first_malformed.push_back(read.malformed_files.front().first);
+    }
+    mark.offset = st.st_size;
+    mark.head = HeadHash(head, mark.offset);
+    pending.advances[where] = mark;
+    return full() ? Flush(pending, stats) : absl::OkStatus();
+  }
+  if (::lseek(fd, static_cast<off_t>(mark.offset), SEEK_SET) < 0) {
+    stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
+    return absl::OkStatus();
+  }
+  internal::FdStreamBuf buffer(fd);
+  std::istream in(&buffer);
+  std::string line;
+  bool file_malformed = false;
+  auto malformed = [&](int64_t line_number, absl::string_view reason) {
+    ++stats.malformed;
+    if (file_malformed) return;
+    file_malformed = true;
+    stats.first_malformed.push_back({{file, line_number}, std::string(reason)});
+  };
+  while (true) {
+    const internal::LineRead got =
+        internal::ReadLineBounded(in, static_cast<size_t>(kMaxIssueLineBytes), line);
+    if (!got.got) break;
+    if (!got.terminated && !options_.take_unterminated_tail) break;
+    const int64_t line_number = mark.line + 1;
+    const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
+    // A torn last line (without its newline) that is not an issue: the
+    // writer may still finish it. Not sent, not passed.
+    bool advance = true;
+    if (got.too_long) {
+      malformed(line_number, kLineTooLong);
+      advance = got.terminated;
+    } else if (!trimmed.empty()) {
+      std::istringstream one{std::string(trimmed)};
+      ReadStats read;
+      IssueStreamReader reader(one, file, {}, &read);
+      IssueRecord record;
+      int records = 0;
+      while (reader.Next(record)) {
+        record.source = {file, line_number};
+        ++records;
+        // A clean line is stored as written; a glued one as parsed.
+        pending.Add(MakeFleetRow(record,
+                                 read.malformed_lines == 0 ? trimmed : absl::string_view(),
+                                 options_.fallback_host_id));
+      }
+      if (read.malformed_lines > 0 || records == 0) {
+        advance = got.terminated;
+        malformed(line_number, read.malformed_files.empty()
+                                   ? absl::string_view("not an issue")
+                                   : absl::string_view(read.malformed_files.front().first.reason));
+      }
+    }
+    if (!advance) break;
+    mark.offset += got.bytes;
+    mark.line = line_number;
+    if (head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
+      head = ReadHead(fd);  // It was shorter when first read.
+    }
+    mark.head = HeadHash(head, mark.offset);
+    pending.advances[where] = mark;
+    if (full()) {
+      if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+    }
+    if (!got.terminated) break;
+  }
+  if (buffer.error() != 0) {
+    // What was read before the error is pushed; the rest is not.
+    stats.errors.push_back(absl::StrCat(file, ": read error after line ", mark.line, ": ",
+                                        std::strerror(buffer.error()),
+                                        "; the rest of the file is skipped"));
+  }
+  if (pending.advances.find(where) == pending.advances.end()) {
+    // Nothing new: keep its mark (and drop marks of files gone).
+    pending.advances[where] = mark;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats& stats) {
+  Pending pending;
   for (const std::string& input : inputs) {
-    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
+    std::vector<std::string> not_regular;
+    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input, &not_regular);
+    for (const std::string& skipped : not_regular) stats.errors.push_back(skipped);
     if (!files.ok()) {
-      stats.errors.push_back(std::string(files.status().message()));
+      if (not_regular.empty()) stats.errors.push_back(std::string(files.status().message()));
       continue;
     }
     for (const std::string& file : *files) {
-      struct stat st {};
-      if (::stat(file.c_str(), &st) != 0) {
-        stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
-        continue;
-      }
-      const size_t slash = file.rfind('/');
-      const std::string dir = slash == std::string::npos ? std::string(".")
-                              : slash == 0                ? std::string("/")
-                                                          : file.substr(0, slash);
-      const std::string checkpoint_path =
-          CheckpointPath(dir, url, options_.fleet.database);
-      auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
-      if (inserted) {
-        absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(checkpoint_path);
-        if (loaded.ok()) {
-          cp->second = *std::move(loaded);
-        } else {
-          pending.refused.insert(checkpoint_path);
-          stats.errors.push_back(
-              absl::StrCat(loaded.status().message(), "; the files of ", dir, " are not pushed"));
-        }
-      }
-      if (pending.refused.count(checkpoint_path) > 0) continue;
-      ++stats.files;
-      const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-      std::string head = ReadHead(file);
-      Mark mark;
-      if (auto it = cp->second.find(id); it != cp->second.end() && !options_.ignore_checkpoints &&
-                                         it->second.offset <= st.st_size &&
-                                         it->second.head == HeadHash(head, it->second.offset)) {
-        // Otherwise the file was truncated, or is another file on a reused
-        // inode: from the start.
-        mark = it->second;
-      }
-      mark.path = file;
-      mark.head = HeadHash(head, mark.offset);
-      const auto where = std::make_pair(checkpoint_path, id);
-      pending.seen.insert(where);
-      if (IsBlockLog(file)) {
-        if (mark.offset > 0 && mark.offset >= st.st_size) continue;
-        std::ifstream in(file, std::ios::binary);
-        ReadStats read;
-        IssueStreamReader reader(in, file, {}, &read);
-        IssueRecord record;
-        while (reader.Next(record)) {
-          pending.Add(MakeFleetRow(record, "", options_.fallback_host_id));
-        }
-        if (read.malformed_lines > 0) {
-          stats.malformed += read.malformed_lines;
-          stats.first_malformed.push_back(read.malformed_files.front().first);
-        }
-        mark.offset = st.st_size;
-        mark.head = HeadHash(head, mark.offset);
-        pending.advances[where] = mark;
-        if (full()) {
-          if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-        }
-        continue;
-      }
-      std::ifstream in(file, std::ios::binary);
-      if (!in) {
-        stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
-        continue;
-      }
-      in.seekg(mark.offset);
-      std::string line;
-      bool file_malformed = false;
-      while (std::getline(in, line)) {
-        const bool terminated = !in.eof();
-        if (!terminated && !options_.take_unterminated_tail) break;
-        const int64_t next_offset = mark.offset + static_cast<int64_t>(line.size()) +
-                                    (terminated ? 1 : 0);
-        const int64_t line_number = mark.line + 1;
-        const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
-        bool advance = true;
-        if (!trimmed.empty()) {
-          std::istringstream one{std::string(trimmed)};
-          ReadStats read;
-          IssueStreamReader reader(one, file, {}, &read);
-          IssueRecord record;
-          int records = 0;
-          while (reader.Next(record)) {
-            record.source = {file, line_number};
-            ++records;
-            // A clean line is stored as written; a glued one as parsed.
-            pending.Add(
-                MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
-                             options_.fallback_host_id));
-          }
-          if (read.malformed_lines > 0 || records == 0) {
-            if (!terminated) {
-              // A torn last line: the writer may still finish it. Not sent,
-              // not passed.
-              advance = false;
-            }
-            ++stats.malformed;
-            if (!file_malformed) {
-              file_malformed = true;
-              MalformedLine bad;
-              bad.where = {file, line_number};
-              bad.reason = read.malformed_files.empty() ? "not an issue"
-                                                        : read.malformed_files.front().first.reason;
-              stats.first_malformed.push_back(bad);
-            }
-          }
-        }
-        if (!advance) break;
-        mark.offset = next_offset;
-        mark.line = line_number;
-        if (head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
-          head = ReadHead(file);  // It was shorter when first read.
-        }
-        mark.head = HeadHash(head, mark.offset);
-        pending.advances[where] = mark;
-        if (full()) {
-          if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-        }
-        if (!terminated) break;
-      }
-      if (pending.advances.find(where) == pending.advances.end()) {
-        // Nothing new: keep its mark (and drop marks of files gone).
-        pending.advances[where] = mark;
-      }
+      if (absl::Status s = PushFile(file, pending, stats); !s.ok()) return s;
     }
   }
   // Marks of files no longer there are dropped when a checkpoint is saved:

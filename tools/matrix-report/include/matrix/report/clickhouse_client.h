@@ -57,6 +57,10 @@ struct ClickHouseOptions {
   // Told of each retry (may be empty): the error and the wait before the next
   // try.
   std::function<void(const absl::Status&, absl::Duration)> on_retry;
+  // Polled during requests and retry waits (may be empty): when it returns
+  // true, the request is abandoned at once with a Cancelled error (a SIGTERM
+  // handler's flag, say). It must be cheap and async-signal-safe to read.
+  std::function<bool()> stop_requested;
 };
 
 // What ClickHouse said of an INSERT.
@@ -85,6 +89,9 @@ class ClickHouseClient {
   absl::StatusOr<InsertResult> Insert(absl::string_view sql, absl::string_view data);
 
   const ClickHouseOptions& options() const { return options_; }
+
+  // Changes how long later requests keep retrying. Client's thread.
+  void set_retry_for(absl::Duration retry_for) { options_.retry_for = retry_for; }
 
  private:
   struct Answer {

@@ -124,8 +124,8 @@ struct PushStats {
   // Lines skipped because they are not issues; the first of them.
   int64_t malformed = 0;
   std::vector<MalformedLine> first_malformed;  // At most one per file.
-  // Inputs and files that could not be read or were refused (refused
-  // checkpoints), each a full message.
+  // Inputs and files that could not be read or were refused (not regular
+  // files, refused checkpoints, read errors), each a full message.
   std::vector<std::string> errors;
 };
 
@@ -143,6 +143,9 @@ class FleetPusher {
 
  private:
   struct Pending;
+  // Reads one file beyond its checkpoint into `pending`, flushing full
+  // batches; a file that cannot be read is an error in `stats`.
+  absl::Status PushFile(const std::string& file, Pending& pending, PushStats& stats);
   // Sends the batch and moves its marks into the checkpoints.
   absl::Status Flush(Pending& pending, PushStats& stats);
   // OK when the server's answer to the batch's INSERT says the rows were
