@@ -143,9 +143,16 @@ class FleetPusher {
 
  private:
   struct Pending;
+  // One open report file and its mark.
+  struct Source;
   // Reads one file beyond its checkpoint into `pending`, flushing full
   // batches; a file that cannot be read is an error in `stats`.
   absl::Status PushFile(const std::string& file, Pending& pending, PushStats& stats);
+  // A BlockCanary text file (one block), and a JSON-lines file from its mark.
+  absl::Status PushBlockLog(Source& source, Pending& pending, PushStats& stats);
+  absl::Status PushLines(Source& source, Pending& pending, PushStats& stats);
+  // Whether `pending` holds a whole batch.
+  bool Full(const Pending& pending) const;
   // Sends the batch and moves its marks into the checkpoints.
   absl::Status Flush(Pending& pending, PushStats& stats);
   // OK when the server's answer to the batch's INSERT says the rows were
