@@ -385,6 +385,28 @@ TEST(FleetPushServerTest, InsertThatWroteNoRowsIsNotAnAcknowledgement) {
   EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
 }
 
+// A summary that counts fewer rows (a Distributed table's rows written on
+// other shards may be left out), but the rows count back: stored.
+TEST(FleetPushServerTest, RowsThatCountBackAreStoredWhateverTheSummarySays) {
+  FakeHttpServer server([](const FakeHttpServer::Request& request) {
+    FakeHttpServer::Response response;
+    response.headers = {"X-ClickHouse-Server-Display-Name: fake"};
+    if (absl::StrContains(request.target, "INSERT")) {
+      response.headers.push_back(R"(X-ClickHouse-Summary: {"written_rows":"0"})");
+    }
+    if (absl::StrContains(request.target, "SELECT")) response.body = "2\n";
+    return response;
+  });
+  ASSERT_TRUE(server.Start());
+  ScratchDir scratch("counted");
+  scratch.Write("issues.jsonl", {AnrLine("app::Here()", 0), AnrLine("app::Here2()", 1)});
+  RunOutput run =
+      RunCli({"push", "--clickhouse", server.url(), "--retry-for=1", scratch.path()});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("pushed 2 issues"));
+  EXPECT_TRUE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
+}
+
 // ClickHouse's headers without a summary (servers before 19.x): the rows are
 // counted back, and here they are not there.
 TEST(FleetPushServerTest, InsertWhoseRowsCannotBeCountedBackIsNotAnAcknowledgement) {

@@ -156,7 +156,7 @@ class FleetPusher {
   // Sends the batch and moves its marks into the checkpoints.
   absl::Status Flush(Pending& pending, PushStats& stats);
   // OK when the server's answer to the batch's INSERT says the rows were
-  // written, or (older servers) its rows count back.
+  // written, or else its first and last rows count back.
   absl::Status CheckStored(const Pending& pending, const InsertResult& result);
 
   ClickHouseClient& client_;
