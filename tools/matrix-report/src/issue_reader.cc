@@ -327,10 +327,16 @@ std::vector<ReadStep> PlanReads(const std::vector<std::string>& inputs,
       }
       continue;
     }
-    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
+    std::vector<std::string> not_regular;
+    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input, &not_regular);
+    for (std::string& skipped : not_regular) {
+      steps.push_back({.file = "", .is_stdin = false, .error = std::move(skipped)});
+    }
     if (!files.ok()) {
-      steps.push_back(
-          {.file = "", .is_stdin = false, .error = std::string(files.status().message())});
+      if (not_regular.empty()) {
+        steps.push_back(
+            {.file = "", .is_stdin = false, .error = std::string(files.status().message())});
+      }
       continue;
     }
     for (const std::string& file : *files) {
