@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -461,6 +462,45 @@ TEST(FleetPushServerTest, FollowStopsAtOnceOnSigtermWhileRetrying) {
   EXPECT_EQ(run.code, 1) << run.err;
   EXPECT_THAT(run.err, HasSubstr("stopped"));
   EXPECT_FALSE(std::filesystem::exists(CheckpointPath(scratch.path(), server.url(), "matrix")));
+}
+
+TEST(FleetPushServerTest, FollowSendsWhatWasWrittenOnSigtermWhileWaiting) {
+  // A ClickHouse that stores everything: its summary counts the rows sent.
+  FakeHttpServer server([](const FakeHttpServer::Request& request) {
+    FakeHttpServer::Response response;
+    response.headers = {"X-ClickHouse-Server-Display-Name: fake"};
+    if (absl::StrContains(request.target, "INSERT")) {
+      response.headers.push_back(absl::StrCat(
+          R"(X-ClickHouse-Summary: {"written_rows":")",
+          std::count(request.body.begin(), request.body.end(), '\n'), R"("})"));
+    }
+    return response;
+  });
+  ASSERT_TRUE(server.Start());
+  ScratchDir scratch("last-look");
+  const std::string file = scratch.Write("issues.jsonl", {AnrLine("app::First()", 0)});
+  Child child({"push", "--clickhouse", server.url(), "--follow", "--poll-ms=600000",
+               scratch.path()},
+              scratch.path());
+  ASSERT_TRUE(child.started());
+  auto inserts = [](int n) {
+    return [n](const std::vector<FakeHttpServer::Request>& requests) {
+      int seen = 0;
+      for (const auto& r : requests) seen += absl::StrContains(r.target, "INSERT") ? 1 : 0;
+      return seen >= n;
+    };
+  };
+  ASSERT_TRUE(server.AwaitRequests(inserts(1), absl::Seconds(30)));
+  // Written while push waits for its next look (ten minutes away).
+  { std::ofstream(file, std::ios::app) << AnrLine("app::Second()", 1) << "\n"; }
+  child.Signal(SIGTERM);
+  ChildRun run = child.Wait(absl::Seconds(10));
+  ASSERT_TRUE(run.exited) << run.err;
+  EXPECT_EQ(run.code, 0) << run.err;
+  ASSERT_TRUE(server.AwaitRequests(inserts(2), absl::ZeroDuration()));
+  std::vector<FakeHttpServer::Request> requests = server.requests();
+  EXPECT_THAT(requests.back().body, HasSubstr("app::Second()"));
+  EXPECT_THAT(requests.back().body, Not(HasSubstr("app::First()")));
 }
 
 }  // namespace

@@ -309,10 +309,10 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }
     if (g_stop || absl::Now() >= end) {
-      // One last look, so what was written before the stop is sent: one try
-      // per request, and a second signal ends it.
+      // One last look, so what was written before the stop is sent. After a
+      // signal: one try per request, and a second signal ends it.
       last_look = true;
-      client.set_retry_for(absl::ZeroDuration());
+      if (g_stop) client.set_retry_for(absl::ZeroDuration());
       PushStats last;
       const absl::Status s = pusher.Push(cl.positional, last);
       if (last.sent > 0 || !s.ok()) ReportPushStats(cl, last, out, err);
