@@ -13,7 +13,13 @@
 // how far each file was sent (by inode, so a rotated file keeps its place),
 // and is written only after the server acknowledged the rows: a push that
 // stops anywhere sends again at most what was not acknowledged, and the table
-// collapses what a lost acknowledgement made it send twice.
+// collapses what a lost acknowledgement made it send twice. A batch counts as
+// acknowledged only when ClickHouse says its rows were written. Report
+// directories may belong to other users: a checkpoint is read only when it is
+// a regular file of the pushing user or the directory's owner, and written
+// through a new temporary file of its own; only regular report files are
+// read, and lines longer than kMaxIssueLineBytes are skipped as malformed
+// (docs/fleet.md).
 //
 // FleetQueries answers the fleet questions in SQL (top, new, fps, show) on
 // the same table, or on a Distributed table over shards (`cluster`).
