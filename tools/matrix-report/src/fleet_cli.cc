@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -54,8 +55,10 @@ constexpr char kFleetUsage[] = R"(Fleet commands (ClickHouse; docs/fleet.md):
               FPS) added
 )";
 
+// SIGINT/SIGTERM received during push --follow: 1 after the first, 2 after
+// a second one.
 volatile std::sig_atomic_t g_stop = 0;
-void OnStopSignal(int) { g_stop = 1; }
+void OnStopSignal(int) { g_stop = g_stop < 2 ? g_stop + 1 : 2; }
 
 struct FleetCommandLine {
   std::string command;  // push, fleet, html
@@ -202,7 +205,8 @@ absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
 }
 
 ClickHouseOptions ClientOptions(const FleetCommandLine& cl, const std::string& url,
-                                std::ostream& err) {
+                                std::ostream& err,
+                                std::function<bool()> stop_requested = nullptr) {
   ClickHouseOptions options;
   options.url = url;
   options.retry_for = cl.retry_for;
@@ -214,6 +218,7 @@ ClickHouseOptions ClientOptions(const FleetCommandLine& cl, const std::string& u
     err << "matrix-report: " << status.message() << "; retrying in "
         << absl::FormatDuration(wait) << "\n";
   };
+  options.stop_requested = std::move(stop_requested);
   return options;
 }
 
@@ -239,22 +244,8 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
   options.batch_rows = cl.batch;
   options.ignore_checkpoints = cl.all;
   options.take_unterminated_tail = !cl.follow;
-  for (size_t i = 1; i < cl.urls.size(); ++i) {
-    ClickHouseClient shard(ClientOptions(cl, cl.urls[i], err));
-    FleetPusher schema(shard, options);
-    if (absl::Status s = schema.EnsureSchema(); !s.ok()) {
-      err << "matrix-report: cannot create the schema: " << s.message() << "\n";
-      return kExitNoInput;
-    }
-  }
-  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err));
-  FleetPusher pusher(client, options);
-  if (absl::Status s = pusher.EnsureSchema(); !s.ok()) {
-    err << "matrix-report: cannot create the schema: " << s.message() << "\n";
-    return kExitNoInput;
-  }
-  const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
-                                                   : absl::InfiniteFuture();
+  // --follow stops on SIGINT/SIGTERM at once, even in a request or a retry
+  // wait; its last look (below) stops on a second signal.
   if (cl.follow) {
     g_stop = 0;
     std::signal(SIGINT, OnStopSignal);
@@ -269,11 +260,38 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
       std::signal(SIGTERM, SIG_DFL);
     }
   } restore{cl.follow};
+  bool last_look = false;
+  std::function<bool()> stop_requested;
+  if (cl.follow) stop_requested = [&last_look] { return g_stop > (last_look ? 1 : 0); };
+  auto stopped = [&](const absl::Status& status) {
+    if (!absl::IsCancelled(status) || !stop_requested || !stop_requested()) return false;
+    err << "matrix-report: push stopped by a signal: " << status.message()
+        << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
+           "rest (nothing is stored twice)\n";
+    return true;
+  };
+  for (size_t i = 1; i < cl.urls.size(); ++i) {
+    ClickHouseClient shard(ClientOptions(cl, cl.urls[i], err, stop_requested));
+    FleetPusher schema(shard, options);
+    if (absl::Status s = schema.EnsureSchema(); !s.ok()) {
+      if (!stopped(s)) err << "matrix-report: cannot create the schema: " << s.message() << "\n";
+      return kExitNoInput;
+    }
+  }
+  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err, stop_requested));
+  FleetPusher pusher(client, options);
+  if (absl::Status s = pusher.EnsureSchema(); !s.ok()) {
+    if (!stopped(s)) err << "matrix-report: cannot create the schema: " << s.message() << "\n";
+    return kExitNoInput;
+  }
+  const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
+                                                   : absl::InfiniteFuture();
   while (true) {
     PushStats stats;
     const absl::Status status = pusher.Push(cl.positional, stats);
     if (!status.ok()) {
       ReportPushStats(cl, stats, out, err);
+      if (stopped(status)) return kExitNoInput;
       err << "matrix-report: push failed: " << status.message()
           << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
              "rest (nothing is stored twice)\n";
@@ -291,12 +309,15 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }
     if (g_stop || absl::Now() >= end) {
-      // One last look, so what was written before the stop is sent.
+      // One last look, so what was written before the stop is sent. After a
+      // signal: one try per request, and a second signal ends it.
+      last_look = true;
+      if (g_stop) client.set_retry_for(absl::ZeroDuration());
       PushStats last;
       const absl::Status s = pusher.Push(cl.positional, last);
       if (last.sent > 0 || !s.ok()) ReportPushStats(cl, last, out, err);
       if (!s.ok()) {
-        err << "matrix-report: push failed: " << s.message() << "\n";
+        if (!stopped(s)) err << "matrix-report: push failed: " << s.message() << "\n";
         return kExitNoInput;
       }
       return kExitOk;
