@@ -177,6 +177,25 @@ void AppendTsvEscaped(absl::string_view text, std::string& out) {
   }
 }
 
+std::vector<std::string> ParseStringArray(absl::string_view text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] != '\'') {
+      ++i;
+      continue;
+    }
+    std::string value;
+    for (++i; i < text.size() && text[i] != '\''; ++i) {
+      if (text[i] == '\\' && i + 1 < text.size()) ++i;
+      value += text[i];
+    }
+    ++i;
+    out.push_back(std::move(value));
+  }
+  return out;
+}
+
 std::vector<std::vector<std::string>> ParseTsv(absl::string_view text) {
   std::vector<std::vector<std::string>> rows;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "matrix/core/app_identity.h"
+#include "matrix/report/text_render.h"
 
 namespace matrix::report {
 namespace {
@@ -164,26 +165,6 @@ bool IsBlockLog(const std::string& path) {
     if (!std::isspace(static_cast<unsigned char>(c))) return c == '*';
   }
   return false;
-}
-
-// "['1.0','2.0']" -> {"1.0", "2.0"}.
-std::vector<std::string> ParseStringArray(absl::string_view text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (text[i] != '\'') {
-      ++i;
-      continue;
-    }
-    std::string value;
-    for (++i; i < text.size() && text[i] != '\''; ++i) {
-      if (text[i] == '\\' && i + 1 < text.size()) ++i;
-      value += text[i];
-    }
-    ++i;
-    out.push_back(std::move(value));
-  }
-  return out;
 }
 
 std::string InList(const std::vector<std::string>& values) {
@@ -761,6 +742,14 @@ std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
                           r.drop_level[2], r.drop_level[3], r.drop_level[4]);
   }
   return out;
+}
+
+std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
+                            const RenderOptions& options) {
+  return absl::StrCat("Key ", key, ": ", show.count, show.count == 1 ? " issue" : " issues",
+                      " on ", show.hosts, show.hosts == 1 ? " host" : " hosts", ", versions ",
+                      absl::StrJoin(show.versions, ", "), "\nWorst:\n",
+                      RenderIssue(show.worst, options));
 }
 
 }  // namespace matrix::report

@@ -12,7 +12,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
@@ -431,13 +430,9 @@ int RunFleetQuery(const FleetCommandLine& cl, std::ostream& out, std::ostream& e
   } else {
     absl::StatusOr<FleetShow> show = fleet.Show(cl.positional[1], filter);
     if (!show.ok()) return fail(show.status());
-    out << "Key " << cl.positional[1] << ": " << show->count
-        << (show->count == 1 ? " issue" : " issues") << " on " << show->hosts
-        << (show->hosts == 1 ? " host" : " hosts") << ", versions "
-        << absl::StrJoin(show->versions, ", ") << "\nWorst:\n";
     RenderOptions options;
     options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
-    out << RenderIssue(show->worst, options);
+    out << RenderFleetShow(cl.positional[1], *show, options);
   }
   out.flush();
   return kExitOk;

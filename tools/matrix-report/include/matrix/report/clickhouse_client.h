@@ -88,6 +88,10 @@ void AppendTsvEscaped(absl::string_view text, std::string& out);
 // Splits TabSeparated output into rows of unescaped fields.
 std::vector<std::vector<std::string>> ParseTsv(absl::string_view text);
 
+// The strings of a ClickHouse Array(String) field: "['1.0','2.0']" ->
+// {"1.0", "2.0"}.
+std::vector<std::string> ParseStringArray(absl::string_view text);
+
 }  // namespace matrix::report
 
 #endif  // MATRIX_REPORT_CLICKHOUSE_CLIENT_H_

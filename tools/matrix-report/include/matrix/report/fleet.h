@@ -43,6 +43,7 @@
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/issue_record.h"
+#include "matrix/report/text_render.h"
 
 namespace matrix::report {
 
@@ -226,6 +227,10 @@ class FleetQueries {
 // Text tables of the answers, for the fleet command.
 std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new);
 std::string RenderFleetFps(const std::vector<FleetFps>& rows);
+// `fleet show KEY`: the key's issues, hosts and versions, then its worst
+// report as RenderIssue draws it.
+std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
+                            const RenderOptions& options);
 
 }  // namespace matrix::report
 
