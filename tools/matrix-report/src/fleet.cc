@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "matrix/core/app_identity.h"
+#include "matrix/report/format_util.h"
 #include "matrix/report/text_render.h"
 
 namespace matrix::report {
@@ -722,9 +723,11 @@ std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new) {
                                     "WORST_MS", "MEDIAN_MS", is_new ? "FIRST_IN" : "LAST_IN",
                                     "TAG/DETAIL", "KEY");
   for (const FleetKey& k : keys) {
-    absl::StrAppendFormat(&out, "%-6d %-7d %-10.1f %-10.1f %-12s %-20s %s\n", k.hosts, k.count,
-                          k.worst_ms, k.median_ms, k.version.empty() ? "-" : k.version,
-                          k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail), k.key);
+    absl::StrAppendFormat(
+        &out, "%-6d %-7d %-10.1f %-10.1f %-12s %-20s %s\n", k.hosts, k.count, k.worst_ms,
+        k.median_ms, k.version.empty() ? "-" : TextEscape(k.version),
+        TextEscape(k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail)),
+        TextEscape(k.key));
   }
   return out;
 }
@@ -736,7 +739,8 @@ std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
       "FPS_P50", "FPS_P10", "DROP%_P50", "DROP%_P90", "FRAMES best/normal/middle/high/frozen");
   for (const FleetFps& r : rows) {
     absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8.1f %-8.1f %-10.1f %-10.1f %d/%d/%d/%d/%d\n",
-                          r.scene.empty() ? "-" : r.scene, r.version.empty() ? "-" : r.version,
+                          r.scene.empty() ? "-" : TextEscape(r.scene),
+                          r.version.empty() ? "-" : TextEscape(r.version),
                           r.reports, r.hosts, r.fps_p50, r.fps_p10, r.dropped_percent_p50,
                           r.dropped_percent_p90, r.drop_level[0], r.drop_level[1],
                           r.drop_level[2], r.drop_level[3], r.drop_level[4]);
@@ -746,9 +750,12 @@ std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
 
 std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
                             const RenderOptions& options) {
-  return absl::StrCat("Key ", key, ": ", show.count, show.count == 1 ? " issue" : " issues",
-                      " on ", show.hosts, show.hosts == 1 ? " host" : " hosts", ", versions ",
-                      absl::StrJoin(show.versions, ", "), "\nWorst:\n",
+  std::vector<std::string> versions;
+  for (const std::string& version : show.versions) versions.push_back(TextEscape(version));
+  return absl::StrCat("Key ", TextEscape(key), ": ", show.count,
+                      show.count == 1 ? " issue" : " issues", " on ", show.hosts,
+                      show.hosts == 1 ? " host" : " hosts", ", versions ",
+                      absl::StrJoin(versions, ", "), "\nWorst:\n",
                       RenderIssue(show.worst, options));
 }
 

@@ -1,5 +1,6 @@
 #include "matrix/report/format_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -9,6 +10,76 @@
 #include "absl/strings/strip.h"
 
 namespace matrix::report {
+namespace {
+
+// The length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF) that starts `s`, or 0.
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto in = [&](size_t i, unsigned char lo, unsigned char hi) {
+    return i < s.size() && byte(i) >= lo && byte(i) <= hi;
+  };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) return in(1, 0x80, 0xbf) ? 2 : 0;
+  if (lead >= 0xe0 && lead <= 0xef) {
+    const unsigned char lo = lead == 0xe0 ? 0xa0 : 0x80;
+    const unsigned char hi = lead == 0xed ? 0x9f : 0xbf;
+    return in(1, lo, hi) && in(2, 0x80, 0xbf) ? 3 : 0;
+  }
+  if (lead >= 0xf0 && lead <= 0xf4) {
+    const unsigned char lo = lead == 0xf0 ? 0x90 : 0x80;
+    const unsigned char hi = lead == 0xf4 ? 0x8f : 0xbf;
+    return in(1, lo, hi) && in(2, 0x80, 0xbf) && in(3, 0x80, 0xbf) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string TextEscape(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      if (c == '\\') out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      switch (c) {
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        default:
+          absl::StrAppendFormat(&out, "\\x%02x", c);
+      }
+      ++i;
+      continue;
+    }
+    const size_t length = Utf8SequenceLength(s.substr(i));
+    // U+0080..U+009F (C1 controls: U+009B is a CSI to some terminals).
+    const bool c1 = c == 0xc2 && length == 2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+    if (length == 0 || c1) {
+      for (size_t end = i + std::max<size_t>(length, 1); i < end; ++i) {
+        absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(s[i]));
+      }
+      continue;
+    }
+    out.append(s.data() + i, length);
+    i += length;
+  }
+  return out;
+}
 
 std::string JsonQuote(absl::string_view s) {
   std::string out;

@@ -1,8 +1,10 @@
 // File: matrix/report/format_util.h
 //
 // Small text helpers shared by matrix-report's renderers and exporters:
-// JSON string quoting, CSV fields (RFC 4180), times and durations.
+// strings of reports made safe for a terminal, JSON string quoting, CSV
+// fields (RFC 4180), times and durations.
 //
+//   out += matrix::report::TextEscape(key);        // app::Draw()\x1b[2J
 //   out += matrix::report::JsonQuote(key);         // "\"app::Draw()\""
 //   out += matrix::report::CsvField("a,b");        // "\"a,b\""
 //   out += matrix::report::FormatTimeMs(ms, tz);   // "2025-11-21 10:00:01.123"
@@ -19,6 +21,15 @@
 #include "absl/time/time.h"
 
 namespace matrix::report {
+
+// `s`, a string of a report (a key, name, stack frame, file, scene, process,
+// version...), as the text views print it: one line that sends a terminal
+// nothing but text, as `ls` and `git` print file names. Printed as: a
+// backslash \\; LF, CR and tab \n, \r and \t; the other C0 controls and DEL
+// \xNN (ESC is \x1b); the bytes of the C1 controls (U+0080 to U+009F) and
+// every byte that is not part of valid UTF-8 \xNN too (U+009B is \xc2\x9b).
+// Other UTF-8 passes through. HTML has its own escaping (HtmlEscape).
+std::string TextEscape(absl::string_view s);
 
 // `s` as a JSON string literal, quotes included. Control characters are
 // escaped; bytes >= 0x80 pass through (the input is UTF-8 from protobuf).
