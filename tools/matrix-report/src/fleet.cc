@@ -181,7 +181,7 @@ double ToDouble(const std::string& s) {
 int64_t ToInt(const std::string& s) {
   int64_t v = 0;
   if (absl::SimpleAtoi(s, &v)) return v;
-  return static_cast<int64_t>(ToDouble(s));
+  return SaturatingInt64(ToDouble(s));
 }
 
 // "[52.4,30]" -> {52.4, 30}.
@@ -638,8 +638,11 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
 absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filter) {
   absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
       "SELECT scene, version, count(), uniqExact(host_id), quantilesExact(0.5, 0.1)(fps), "
-      "quantilesExact(0.5, 0.9)(dropped_frames * 100 / frames), sum(drop_best), "
-      "sum(drop_normal), sum(drop_middle), sum(drop_high), sum(drop_frozen) FROM ",
+      // Sums and products of report numbers in Float64: ClickHouse's Int64
+      // arithmetic wraps around; ToInt saturates the sums.
+      "quantilesExact(0.5, 0.9)(toFloat64(dropped_frames) * 100 / frames), "
+      "sum(toFloat64(drop_best)), sum(toFloat64(drop_normal)), sum(toFloat64(drop_middle)), "
+      "sum(toFloat64(drop_high)), sum(toFloat64(drop_frozen)) FROM ",
       table_, " FINAL WHERE tag = 'Trace_FPS' AND frames > 0", VersionFilter(filter),
       " GROUP BY scene, version"));
   if (!rows.ok()) return rows.status();

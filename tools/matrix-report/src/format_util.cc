@@ -153,6 +153,14 @@ int64_t SaturatingSub(int64_t a, int64_t b) {
   return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
 }
 
+int64_t SaturatingInt64(double value) {
+  if (std::isnan(value)) return 0;
+  // 2^63: the first double beyond int64's largest.
+  if (value >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (value <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
 std::string FormatDurationMs(double ms) {
   // Beyond a million years (a corrupt file): the number as it is; the
   // whole-second arithmetic below would not fit an int64.

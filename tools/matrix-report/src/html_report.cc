@@ -453,8 +453,9 @@ std::string RenderHtmlReport(const ReadResult& read,
                     ",\"reports\":[");
     int64_t levels[5] = {0, 0, 0, 0, 0};
     int64_t drops[5] = {0, 0, 0, 0, 0};
+    // The refresh rate weighted by frames, in double: no sum to overflow.
     double weighted_rate = 0;
-    int64_t frames = 0;
+    double frames = 0;
     for (size_t i = 0; i < reports.size(); ++i) {
       const proto::FrameReport& f = reports[i]->issue.frame();
       absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
@@ -468,15 +469,15 @@ std::string RenderHtmlReport(const ReadResult& read,
       const int64_t lv[5] = {l.best(), l.normal(), l.middle(), l.high(), l.frozen()};
       const int64_t dv[5] = {d.best(), d.normal(), d.middle(), d.high(), d.frozen()};
       for (int k = 0; k < 5; ++k) {
-        levels[k] += lv[k];
-        drops[k] += dv[k];
+        levels[k] = SaturatingAdd(levels[k], lv[k]);
+        drops[k] = SaturatingAdd(drops[k], dv[k]);
       }
       weighted_rate += f.refresh_rate() * static_cast<double>(f.frames());
-      frames += f.frames();
+      frames += static_cast<double>(f.frames());
     }
     absl::StrAppend(&data, "],\"levels\":[", absl::StrJoin(levels, ","), "],\"drops\":[",
                     absl::StrJoin(drops, ","), "],\"refresh\":",
-                    JsonNumber(frames > 0 ? weighted_rate / static_cast<double>(frames) : 0), "}");
+                    JsonNumber(frames > 0 ? weighted_rate / frames : 0), "}");
   }
   data += "],\"traces\":[";
   // One trace per issue that has one; the default is the worst issue of the

@@ -313,7 +313,7 @@ std::string RenderIssue(const IssueRecord& record, const RenderOptions& options)
 
 std::string RenderGroups(const std::vector<IssueGroup>& groups, const RenderOptions& options) {
   int64_t issues = 0;
-  for (const IssueGroup& g : groups) issues += g.count;
+  for (const IssueGroup& g : groups) issues = SaturatingAdd(issues, g.count);
   std::string out = absl::StrCat(groups.size(), groups.size() == 1 ? " group" : " groups", " of ",
                                  issues, issues == 1 ? " issue" : " issues",
                                  " (by tag, detail and key; most frequent first)\n");
@@ -353,12 +353,12 @@ namespace {
 std::string SinkDropsText(const absl::flat_hash_map<std::string, proto::SinkDrops>& by_process) {
   proto::SinkDrops total;
   for (const auto& [process, d] : by_process) {
-    total.set_hang(total.hang() + d.hang());
-    total.set_fps(total.fps() + d.fps());
-    total.set_slow_method(total.slow_method() + d.slow_method());
-    total.set_startup(total.startup() + d.startup());
-    total.set_block(total.block() + d.block());
-    total.set_other(total.other() + d.other());
+    total.set_hang(SaturatingAdd(total.hang(), d.hang()));
+    total.set_fps(SaturatingAdd(total.fps(), d.fps()));
+    total.set_slow_method(SaturatingAdd(total.slow_method(), d.slow_method()));
+    total.set_startup(SaturatingAdd(total.startup(), d.startup()));
+    total.set_block(SaturatingAdd(total.block(), d.block()));
+    total.set_other(SaturatingAdd(total.other(), d.other()));
   }
   std::vector<std::string> parts;
   for (const auto& [name, n] : {std::pair<const char*, int64_t>{"fps", total.fps()},

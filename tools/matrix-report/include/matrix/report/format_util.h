@@ -55,8 +55,14 @@ inline double DifferenceMs(int64_t later, int64_t earlier) {
 }
 
 // a + b and a - b, saturated to the int64 range instead of overflowing.
+// Every sum of numbers from reports uses them (frames per drop level, dropped
+// issues, issues per group): a hostile or corrupt report saturates a sum at
+// 9223372036854775807, it never wraps to a negative count.
 int64_t SaturatingAdd(int64_t a, int64_t b);
 int64_t SaturatingSub(int64_t a, int64_t b);
+// `value` truncated to an int64, saturated to the int64 range (0 for NaN):
+// a sum ClickHouse computed in Float64 converts without overflow.
+int64_t SaturatingInt64(double value);
 
 // A number with at most `precision` decimals and no trailing zeros:
 // 60 -> "60", 52.44 -> "52.4" (precision 1), 1e-9 -> "0".
