@@ -543,10 +543,11 @@ FleetQueries::FleetQueries(ClickHouseClient& client, FleetOptions options)
       options_(std::move(options)),
       table_(absl::StrCat(options_.database, ".issues")) {}
 
-absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql) {
+absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql,
+                                                                        bool raw) {
   absl::StatusOr<std::string> body = client_.Query(absl::StrCat(sql, " FORMAT TabSeparated"));
   if (!body.ok()) return body.status();
-  return ParseTsv(*body);
+  return raw ? SplitTsv(*body) : ParseTsv(*body);
 }
 
 absl::StatusOr<int64_t> FleetQueries::Count() {
@@ -615,7 +616,8 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
       in_after, "), groupUniqArrayIf(version, ", in_after, ") FROM ", table_, " FINAL WHERE ",
       kHangTags, " AND key != ''", VersionFilter(filter),
       " GROUP BY tag, detail, key HAVING countIf(", in_before, ") = 0 AND n > 0",
-      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit));
+      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit),
+      /*raw=*/true);
   if (!rows.ok()) return rows.status();
   std::vector<FleetKey> keys;
   for (const auto& row : *rows) {
@@ -623,9 +625,9 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
     std::vector<std::string> seen = ParseStringArray(row[7]);
     std::sort(seen.begin(), seen.end(),
               [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
-    keys.push_back({.tag = row[0],
-                    .detail = row[1],
-                    .key = row[2],
+    keys.push_back({.tag = TsvUnescape(row[0]),
+                    .detail = TsvUnescape(row[1]),
+                    .key = TsvUnescape(row[2]),
                     .hosts = ToInt(row[3]),
                     .count = ToInt(row[4]),
                     .worst_ms = ToDouble(row[5]),
@@ -683,7 +685,7 @@ absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetF
       absl::StrCat(" WHERE key = ", SqlQuote(key), VersionFilter(filter));
   absl::StatusOr<std::vector<std::vector<std::string>>> stats = Rows(absl::StrCat(
       "SELECT uniqExact(issue_id), uniqExact(host_id), groupUniqArray(version) FROM ", table_,
-      where));
+      where), /*raw=*/true);
   if (!stats.ok()) return stats.status();
   FleetShow show;
   if (stats->empty() || stats->front().size() < 3 || ToInt(stats->front()[0]) == 0) {

@@ -217,7 +217,10 @@ class FleetQueries {
   absl::StatusOr<int64_t> Count();
 
  private:
-  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql);
+  // The rows of `sql`'s TabSeparated answer, fields unescaped (ParseTsv),
+  // or as the server wrote them when `raw` (SplitTsv; for Array columns).
+  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql,
+                                                             bool raw = false);
 
   ClickHouseClient& client_;
   FleetOptions options_;
