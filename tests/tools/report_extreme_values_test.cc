@@ -121,6 +121,8 @@ TEST(ExtremeValuesTest, EveryCommandRendersExtremeTimesAndCostsSanely) {
     EXPECT_THAT(run.out, Not(::testing::ContainsRegex("-[0-9]+ (min|h|d) ")));
     // The time range of issues at both ends of int64 is not "-1.0 ms".
     EXPECT_THAT(run.out, Not(HasSubstr("(-1.0 ms")));
+    // A cost of 1e300 is not printed as 301 digits.
+    EXPECT_THAT(run.out, Not(::testing::ContainsRegex("[0-9]{25}")));
     if (std::getenv("MATRIX_EXTREME_PRINT") != nullptr) std::cout << run.out.substr(0, 3000);
   }
 }
@@ -178,6 +180,12 @@ TEST(ExtremeValuesTest, FormatDurationMsHasOneSignAndSurvivesHugeValues) {
   EXPECT_EQ(SaturatingInt64(-1e300), kMin);
   EXPECT_EQ(SaturatingInt64(std::numeric_limits<double>::quiet_NaN()), 0);
   EXPECT_EQ(SaturatingInt64(-2.9), -2);
+  EXPECT_EQ(FormatFixed(812.25, 1), "812.2");
+  EXPECT_EQ(FormatFixed(999999999999999.0, 1), "999999999999999.0");
+  EXPECT_EQ(FormatFixed(1.7e308, 1), "1.7e+308");
+  EXPECT_EQ(FormatFixed(-1e300, 1), "-1e+300");
+  EXPECT_EQ(FormatNumber(1e300, 3), "1e+300");
+  EXPECT_EQ(FormatNumber(52.44, 1), "52.4");
 }
 
 }  // namespace

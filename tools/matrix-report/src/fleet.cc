@@ -729,8 +729,8 @@ std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new) {
                                     "TAG/DETAIL", "KEY");
   for (const FleetKey& k : keys) {
     absl::StrAppendFormat(
-        &out, "%-6d %-7d %-10.1f %-10.1f %-12s %-20s %s\n", k.hosts, k.count, k.worst_ms,
-        k.median_ms, k.version.empty() ? "-" : TextEscape(k.version),
+        &out, "%-6d %-7d %-10s %-10s %-12s %-20s %s\n", k.hosts, k.count,
+        FormatFixed(k.worst_ms, 1), FormatFixed(k.median_ms, 1), k.version.empty() ? "-" : TextEscape(k.version),
         TextEscape(k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail)),
         TextEscape(k.key));
   }
@@ -743,11 +743,12 @@ std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
       "%-20s %-12s %-8s %-6s %-8s %-8s %-10s %-10s %s\n", "SCENE", "VERSION", "REPORTS", "HOSTS",
       "FPS_P50", "FPS_P10", "DROP%_P50", "DROP%_P90", "FRAMES best/normal/middle/high/frozen");
   for (const FleetFps& r : rows) {
-    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8.1f %-8.1f %-10.1f %-10.1f %d/%d/%d/%d/%d\n",
+    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8s %-8s %-10s %-10s %d/%d/%d/%d/%d\n",
                           r.scene.empty() ? "-" : TextEscape(r.scene),
                           r.version.empty() ? "-" : TextEscape(r.version),
-                          r.reports, r.hosts, r.fps_p50, r.fps_p10, r.dropped_percent_p50,
-                          r.dropped_percent_p90, r.drop_level[0], r.drop_level[1],
+                          r.reports, r.hosts, FormatFixed(r.fps_p50, 1),
+                          FormatFixed(r.fps_p10, 1), FormatFixed(r.dropped_percent_p50, 1),
+                          FormatFixed(r.dropped_percent_p90, 1), r.drop_level[0], r.drop_level[1],
                           r.drop_level[2], r.drop_level[3], r.drop_level[4]);
   }
   return out;

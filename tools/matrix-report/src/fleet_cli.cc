@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
+#include "matrix/report/format_util.h"
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_filter.h"
 #include "matrix/report/text_render.h"
@@ -311,8 +312,8 @@ std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
         version_header, "</th><th>Tag/detail</th><th>Key</th></tr>\n");
     for (const FleetKey& k : keys) {
       absl::StrAppend(&t, "<tr><td>", k.hosts, "</td><td>", k.count, "</td><td>",
-                      absl::StrFormat("%.1f", k.worst_ms), "</td><td>",
-                      absl::StrFormat("%.1f", k.median_ms), "</td><td>", HtmlEscape(k.version),
+                      FormatFixed(k.worst_ms, 1), "</td><td>",
+                      FormatFixed(k.median_ms, 1), "</td><td>", HtmlEscape(k.version),
                       "</td><td>", HtmlEscape(k.tag), k.detail.empty() ? "" : "/",
                       HtmlEscape(k.detail), "</td><td><code>", HtmlEscape(k.key),
                       "</code></td></tr>\n");
@@ -343,10 +344,10 @@ std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
     for (const FleetFps& r : *fps) {
       absl::StrAppend(&html, "<tr><td>", HtmlEscape(r.scene), "</td><td>",
                       HtmlEscape(r.version), "</td><td>", r.reports, "</td><td>", r.hosts,
-                      "</td><td>", absl::StrFormat("%.1f", r.fps_p50), "</td><td>",
-                      absl::StrFormat("%.1f", r.fps_p10), "</td><td>",
-                      absl::StrFormat("%.1f", r.dropped_percent_p50), "</td><td>",
-                      absl::StrFormat("%.1f", r.dropped_percent_p90), "</td></tr>\n");
+                      "</td><td>", FormatFixed(r.fps_p50, 1), "</td><td>",
+                      FormatFixed(r.fps_p10, 1), "</td><td>",
+                      FormatFixed(r.dropped_percent_p50, 1), "</td><td>",
+                      FormatFixed(r.dropped_percent_p90, 1), "</td></tr>\n");
     }
     html += "</table>\n";
   }

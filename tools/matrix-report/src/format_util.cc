@@ -1,6 +1,7 @@
 #include "matrix/report/format_util.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -177,8 +178,18 @@ std::string FormatDurationMs(double ms) {
   return absl::StrFormat("%d d %d h", total_s / 86400, (total_s % 86400) / 3600);
 }
 
+std::string FormatFixed(double value, int precision) {
+  if (std::fabs(value) >= kFixedLimit) return absl::StrFormat("%.6g", value);
+  return absl::StrFormat("%.*f", precision, value);
+}
+
 std::string FormatNumber(double value, int precision) {
   if (!std::isfinite(value)) return absl::StrCat(value);
+  if (std::fabs(value) >= 1e21) {
+    char text[32];
+    const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
+    return std::string(text, end.ptr);
+  }
   std::string s = absl::StrFormat("%.*f", precision, value);
   if (s.find('.') != std::string::npos) {
     while (s.back() == '0') s.pop_back();

@@ -139,8 +139,9 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e) {
 
 void RenderFrame(std::string& out, const proto::FrameReport& f) {
   AddField(out, "frames",
-           absl::StrFormat("%d at %.1f Hz, %d dropped, over %s of frame time: %.1f fps", f.frames(),
-                           f.refresh_rate(), f.dropped_frames(), Ms(f.window_ms()), f.fps()));
+           absl::StrFormat("%d at %s Hz, %d dropped, over %s of frame time: %s fps", f.frames(),
+                           FormatFixed(f.refresh_rate(), 1), f.dropped_frames(),
+                           Ms(f.window_ms()), FormatFixed(f.fps(), 1)));
   const std::pair<const char*, std::pair<int64_t, int64_t>> levels[] = {
       {"BEST", {f.drop_level().best(), f.drop_sum().best()}},
       {"NORMAL", {f.drop_level().normal(), f.drop_sum().normal()}},

@@ -34,11 +34,11 @@ void AddField(std::string& out, absl::string_view label, absl::string_view value
                         absl::StrReplaceAll(value, {{"\n", continuation}}));
 }
 
-std::string Ms(double ms) { return absl::StrFormat("%.1f ms", ms); }
+std::string Ms(double ms) { return absl::StrCat(FormatFixed(ms, 1), " ms"); }
 
 std::string MetricValue(const Metric& metric, double value) {
   if (metric.unit == "ms") return Ms(value);
-  return absl::StrCat(absl::StrFormat("%.1f", value), metric.unit.empty() ? "" : " ", metric.unit);
+  return absl::StrCat(FormatFixed(value, 1), metric.unit.empty() ? "" : " ", metric.unit);
 }
 
 // The metric's last word: "cost_ms" -> "cost", "startup_duration_ms" ->
@@ -54,10 +54,10 @@ std::string MetricLabel(const Metric& metric) {
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 
-std::string Percent(double p) { return absl::StrFormat("%.1f%%", p); }
+std::string Percent(double p) { return absl::StrCat(FormatFixed(p, 1), "%"); }
 
 std::string GiB(double bytes) {
-  return absl::StrFormat("%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return absl::StrCat(FormatFixed(bytes / (1024.0 * 1024 * 1024), 1), " GiB");
 }
 
 std::string ZoneName(int64_t time_ms, absl::TimeZone tz) {

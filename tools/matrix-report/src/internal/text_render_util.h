@@ -120,12 +120,12 @@ template <typename Calls>
 std::string CallTreeText(const Calls& calls, int indent) {
   size_t width = 0;
   for (const auto& call : calls)
-    width = std::max(width, absl::StrFormat("%.1f", call.cost_ms()).size());
+    width = std::max(width, FormatFixed(call.cost_ms(), 1).size());
   std::string out;
   for (const auto& call : calls) {
     const int depth = std::clamp(call.depth(), 0, kMaxDrawnDepth);
-    absl::StrAppendFormat(&out, "%s%*.1f  %s%s", Pad(indent), static_cast<int>(width),
-                          call.cost_ms(), Pad(2 * depth),
+    absl::StrAppendFormat(&out, "%s%*s  %s%s", Pad(indent), static_cast<int>(width),
+                          FormatFixed(call.cost_ms(), 1), Pad(2 * depth),
                           call.name().empty() ? "??" : TextEscape(call.name()));
     if (call.count() > 1) absl::StrAppend(&out, " x", call.count());
     if (call.unfinished()) out += " [running]";

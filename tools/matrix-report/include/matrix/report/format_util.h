@@ -64,8 +64,18 @@ int64_t SaturatingSub(int64_t a, int64_t b);
 // a sum ClickHouse computed in Float64 converts without overflow.
 int64_t SaturatingInt64(double value);
 
+// `value` with `precision` decimals ("%.*f"): 812.25 -> "812.2" (precision
+// 1). At kFixedLimit and beyond (a corrupt or hostile report), with an
+// exponent and 6 significant digits instead ("%.6g"): 1.7e308 -> "1.7e+308",
+// not 309 digits. Every number the views print with decimals goes through it.
+inline constexpr double kFixedLimit = 1e15;
+std::string FormatFixed(double value, int precision);
+
 // A number with at most `precision` decimals and no trailing zeros:
-// 60 -> "60", 52.44 -> "52.4" (precision 1), 1e-9 -> "0".
+// 60 -> "60", 52.44 -> "52.4" (precision 1), 1e-9 -> "0". From 1e21 on, as
+// JavaScript prints numbers: the shortest form that reads back the same, with
+// an exponent ("1e+300", not 301 digits). Microseconds since the epoch keep
+// every digit.
 std::string FormatNumber(double value, int precision);
 
 // FormatNumber(value, 3) as a JSON value: "null" when not finite (JSON has no
