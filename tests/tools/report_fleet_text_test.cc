@@ -57,8 +57,14 @@ TEST(FleetTextTest, HugeCostsAndFpsPrintWithAnExponent) {
   EXPECT_THAT(table, HasSubstr("9223372036854775807/0/0/0/0"));
   EXPECT_THAT(table, Not(::testing::ContainsRegex("[0-9]{25}")));
   // Ordinary numbers as before.
-  const FleetKey plain{.tag = "T", .detail = "", .key = "k", .hosts = 1, .count = 1, .worst_ms = 812.25,
-                       .median_ms = 700, .version = "1"};
+  const FleetKey plain{.tag = "T",
+                       .detail = "",
+                       .key = "k",
+                       .hosts = 1,
+                       .count = 1,
+                       .worst_ms = 812.25,
+                       .median_ms = 700,
+                       .version = "1"};
   EXPECT_THAT(RenderFleetKeys({plain}, false), HasSubstr("1      1       812.2      700.0      1"));
 }
 

@@ -32,6 +32,10 @@ using test_util::ScratchDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+RunEnvironment Environment() {
+  return {.now = absl::FromUnixMillis(kBaseTimeMs), .local_zone = absl::UTCTimeZone()};
+}
+
 TEST(TextEscapeTest, EscapesControlsBackslashC1AndInvalidUtf8) {
   EXPECT_EQ(TextEscape("app::Draw() x"), "app::Draw() x");
   EXPECT_EQ(TextEscape("a\x1b[2Jb"), "a\\x1b[2Jb");
@@ -159,17 +163,14 @@ TEST(TextEscapeTest, ShowSummaryAndGroupPrintNoControlCharacterOfAReport) {
   const std::string file = dir.Write("issues.jsonl", HostileLines());
   for (const char* command : {"show", "summary", "group"}) {
     SCOPED_TRACE(command);
-    const test_util::RunOutput run = test_util::RunReport(
-        {command, file}, "",
-        {.now = absl::FromUnixMillis(kBaseTimeMs), .local_zone = absl::UTCTimeZone()});
+    const test_util::RunOutput run = test_util::RunReport({command, file}, "", Environment());
     EXPECT_EQ(run.code, 0) << run.err;
     EXPECT_THAT(run.err, IsEmpty());
     EXPECT_TRUE(IsTerminalSafe(run.out));
     // The strings are there, escaped.
     EXPECT_THAT(run.out, HasSubstr("\\x1b]0;owned\\x07\\x1b[2J\\rX\\n|FORGED line\\x7f\\xc2\\x9b"));
   }
-  const test_util::RunOutput show = test_util::RunReport(
-      {"show", file}, "", {.now = absl::FromUnixMillis(kBaseTimeMs), .local_zone = absl::UTCTimeZone()});
+  const test_util::RunOutput show = test_util::RunReport({"show", file}, "", Environment());
   // Keys, stack frames, scenes and the raw fields of an unknown kind.
   for (const char* what : {"key", "function", "scene", "newKind", "name", "value"}) {
     EXPECT_THAT(show.out, HasSubstr(absl::StrCat(what, "\\x1b]0;owned"))) << what;
@@ -180,8 +181,7 @@ TEST(TextEscapeTest, MalformedLineReasonsOnStderrAreEscaped) {
   ScratchDir dir("malformed");
   const std::string file =
       dir.Write("issues.jsonl", {std::string("{\"tag\":\"x\",\"\x1b[2J\":") + "\x1b]0;owned\x07}"});
-  const test_util::RunOutput run = test_util::RunReport(
-      {"summary", file}, "", {.now = absl::FromUnixMillis(kBaseTimeMs), .local_zone = absl::UTCTimeZone()});
+  const test_util::RunOutput run = test_util::RunReport({"summary", file}, "", Environment());
   EXPECT_TRUE(IsTerminalSafe(run.err));
 }
 
