@@ -730,7 +730,8 @@ std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new) {
   for (const FleetKey& k : keys) {
     absl::StrAppendFormat(
         &out, "%-6d %-7d %-10s %-10s %-12s %-20s %s\n", k.hosts, k.count,
-        FormatFixed(k.worst_ms, 1), FormatFixed(k.median_ms, 1), k.version.empty() ? "-" : TextEscape(k.version),
+        FormatFixed(k.worst_ms, 1), FormatFixed(k.median_ms, 1),
+        k.version.empty() ? "-" : TextEscape(k.version),
         TextEscape(k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail)),
         TextEscape(k.key));
   }

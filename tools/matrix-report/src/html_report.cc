@@ -100,7 +100,8 @@ std::string CallTreeHtml(const google::protobuf::RepeatedPtrField<proto::MethodC
         &out,
         "<tr><td class=\"num\">%s</td><td style=\"padding-left:%.1fem\"><span class=\"bar\" "
         "style=\"width:%.1f%%\"></span><span class=\"fn\">%s</span>%s%s</td></tr>",
-        FormatFixed(c.cost_ms(), 1), 0.3 + 1.2 * depth, share * 100, H(c.name().empty() ? "??" : c.name()),
+        FormatFixed(c.cost_ms(), 1), 0.3 + 1.2 * depth, share * 100,
+        H(c.name().empty() ? "??" : c.name()),
         c.count() > 1 ? absl::StrCat(" <span class=\"tagx\">x", c.count(), "</span>") : "",
         c.unfinished() ? " <span class=\"running\">running</span>" : "");
   }

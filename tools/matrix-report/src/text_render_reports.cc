@@ -178,7 +178,8 @@ void RenderFrame(std::string& out, const proto::FrameReport& f) {
 void RenderStartup(std::string& out, const proto::StartupReport& s) {
   AddField(out, "startup",
            absl::StrCat(s.is_warm_start_up() ? "warm" : "cold", " start",
-                        s.first_scene().empty() ? "" : ", first scene ", TextEscape(s.first_scene())));
+                        s.first_scene().empty() ? "" : ", first scene ",
+                        TextEscape(s.first_scene())));
   std::vector<std::pair<double, std::string>> events;
   if (s.is_warm_start_up()) {
     events = {{0, "scene created"}, {s.first_scene_create_ms(), "scene shown"}};

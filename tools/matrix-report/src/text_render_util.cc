@@ -77,7 +77,9 @@ std::string CountList(const std::vector<NameCount>& counts, size_t max_listed) {
 }
 std::string ThreadStackTitle(const proto::ThreadStack& stack) {
   std::string title = absl::StrCat("tid ", stack.tid());
-  if (!stack.thread_name().empty()) absl::StrAppend(&title, " (", TextEscape(stack.thread_name()), ")");
+  if (!stack.thread_name().empty()) {
+    absl::StrAppend(&title, " (", TextEscape(stack.thread_name()), ")");
+  }
   if (stack.captured_at_ms() != 0) {
     absl::StrAppend(&title, ", captured at ", Ms(stack.captured_at_ms()));
   }

@@ -87,8 +87,8 @@ std::string StackFramesText(const Frames& frames, int indent, const RenderOption
     } else {
       where = frame.pc().empty() ? "??" : TextEscape(frame.pc());
     }
-    const std::string module =
-        TextEscape(options.full_paths ? absl::string_view(frame.module()) : Basename(frame.module()));
+    const std::string module = TextEscape(options.full_paths ? absl::string_view(frame.module())
+                                                             : Basename(frame.module()));
     absl::StrAppendFormat(&out, "%s#%-*d  %s", Pad(indent), digits, i++, where);
     if (!module.empty()) {
       absl::StrAppend(&out, "  (", module);
