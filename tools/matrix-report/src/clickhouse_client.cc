@@ -257,44 +257,80 @@ void AppendTsvEscaped(absl::string_view text, std::string& out) {
   }
 }
 
-std::vector<std::vector<std::string>> ParseTsv(absl::string_view text) {
+namespace {
+
+// The character a backslash and `next` stand for in TabSeparated text.
+char Unescaped(char next) {
+  switch (next) {
+    case 't':
+      return '\t';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case '0':
+      return '\0';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    default:
+      return next;  // \\, \', and any other character as itself.
+  }
+}
+
+}  // namespace
+
+std::string TsvUnescape(absl::string_view field) {
+  std::string value;
+  value.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 1 < field.size()) {
+      value += Unescaped(field[++i]);
+    } else {
+      value += field[i];
+    }
+  }
+  return value;
+}
+
+std::vector<std::vector<std::string>> SplitTsv(absl::string_view text) {
   std::vector<std::vector<std::string>> rows;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     std::vector<std::string>& row = rows.emplace_back();
-    for (absl::string_view field : absl::StrSplit(line, '\t')) {
-      std::string& value = row.emplace_back();
-      for (size_t i = 0; i < field.size(); ++i) {
-        if (field[i] != '\\' || i + 1 == field.size()) {
-          value += field[i];
-          continue;
-        }
-        const char next = field[++i];
-        switch (next) {
-          case 't':
-            value += '\t';
-            break;
-          case 'n':
-            value += '\n';
-            break;
-          case 'r':
-            value += '\r';
-            break;
-          case '0':
-            value += '\0';
-            break;
-          case 'b':
-            value += '\b';
-            break;
-          case 'f':
-            value += '\f';
-            break;
-          default:
-            value += next;
-        }
-      }
-    }
+    for (absl::string_view field : absl::StrSplit(line, '\t')) row.emplace_back(field);
   }
   return rows;
+}
+
+std::vector<std::vector<std::string>> ParseTsv(absl::string_view text) {
+  std::vector<std::vector<std::string>> rows = SplitTsv(text);
+  for (std::vector<std::string>& row : rows) {
+    for (std::string& field : row) field = TsvUnescape(field);
+  }
+  return rows;
+}
+
+std::vector<std::string> ParseStringArray(absl::string_view field) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < field.size()) {
+    if (field[i] != '\'') {
+      ++i;  // "[", "," and "]" between the strings.
+      continue;
+    }
+    std::string value;
+    for (++i; i < field.size() && field[i] != '\''; ++i) {
+      if (field[i] == '\\' && i + 1 < field.size()) {
+        value += Unescaped(field[++i]);
+      } else {
+        value += field[i];
+      }
+    }
+    ++i;  // The closing quote.
+    out.push_back(std::move(value));
+  }
+  return out;
 }
 
 }  // namespace matrix::report

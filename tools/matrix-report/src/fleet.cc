@@ -19,6 +19,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "internal/fleet_checkpoint.h"
+#include "matrix/core/app_identity.h"
+#include "matrix/report/format_util.h"
+#include "matrix/report/text_render.h"
 
 namespace matrix::report {
 
@@ -69,26 +72,6 @@ std::string Num(double value) {
   return absl::StrFormat("%.17g", value);
 }
 
-// "['1.0','2.0']" -> {"1.0", "2.0"}.
-std::vector<std::string> ParseStringArray(absl::string_view text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (text[i] != '\'') {
-      ++i;
-      continue;
-    }
-    std::string value;
-    for (++i; i < text.size() && text[i] != '\''; ++i) {
-      if (text[i] == '\\' && i + 1 < text.size()) ++i;
-      value += text[i];
-    }
-    ++i;
-    out.push_back(std::move(value));
-  }
-  return out;
-}
-
 std::string InList(const std::vector<std::string>& values) {
   std::vector<std::string> quoted;
   for (const std::string& v : values) quoted.push_back(SqlQuote(v));
@@ -102,7 +85,7 @@ double ToDouble(const std::string& s) {
 int64_t ToInt(const std::string& s) {
   int64_t v = 0;
   if (absl::SimpleAtoi(s, &v)) return v;
-  return static_cast<int64_t>(ToDouble(s));
+  return SaturatingInt64(ToDouble(s));
 }
 
 // "[52.4,30]" -> {52.4, 30}.
@@ -262,10 +245,11 @@ FleetQueries::FleetQueries(ClickHouseClient& client, FleetOptions options)
       options_(std::move(options)),
       table_(absl::StrCat(options_.database, ".issues")) {}
 
-absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql) {
+absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql,
+                                                                        bool raw) {
   absl::StatusOr<std::string> body = client_.Query(absl::StrCat(sql, " FORMAT TabSeparated"));
   if (!body.ok()) return body.status();
-  return ParseTsv(*body);
+  return raw ? SplitTsv(*body) : ParseTsv(*body);
 }
 
 absl::StatusOr<int64_t> FleetQueries::Count() {
@@ -334,7 +318,8 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
       in_after, "), groupUniqArrayIf(version, ", in_after, ") FROM ", table_, " FINAL WHERE ",
       kHangTags, " AND key != ''", VersionFilter(filter),
       " GROUP BY tag, detail, key HAVING countIf(", in_before, ") = 0 AND n > 0",
-      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit));
+      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit),
+      /*raw=*/true);
   if (!rows.ok()) return rows.status();
   std::vector<FleetKey> keys;
   for (const auto& row : *rows) {
@@ -342,9 +327,9 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
     std::vector<std::string> seen = ParseStringArray(row[7]);
     std::sort(seen.begin(), seen.end(),
               [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
-    keys.push_back({.tag = row[0],
-                    .detail = row[1],
-                    .key = row[2],
+    keys.push_back({.tag = TsvUnescape(row[0]),
+                    .detail = TsvUnescape(row[1]),
+                    .key = TsvUnescape(row[2]),
                     .hosts = ToInt(row[3]),
                     .count = ToInt(row[4]),
                     .worst_ms = ToDouble(row[5]),
@@ -357,8 +342,11 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
 absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filter) {
   absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
       "SELECT scene, version, count(), uniqExact(host_id), quantilesExact(0.5, 0.1)(fps), "
-      "quantilesExact(0.5, 0.9)(dropped_frames * 100 / frames), sum(drop_best), "
-      "sum(drop_normal), sum(drop_middle), sum(drop_high), sum(drop_frozen) FROM ",
+      // Sums and products of report numbers in Float64: ClickHouse's Int64
+      // arithmetic wraps around; ToInt saturates the sums.
+      "quantilesExact(0.5, 0.9)(toFloat64(dropped_frames) * 100 / frames), "
+      "sum(toFloat64(drop_best)), sum(toFloat64(drop_normal)), sum(toFloat64(drop_middle)), "
+      "sum(toFloat64(drop_high)), sum(toFloat64(drop_frozen)) FROM ",
       table_, " FINAL WHERE tag = 'Trace_FPS' AND frames > 0", VersionFilter(filter),
       " GROUP BY scene, version"));
   if (!rows.ok()) return rows.status();
@@ -399,7 +387,7 @@ absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetF
       absl::StrCat(" WHERE key = ", SqlQuote(key), VersionFilter(filter));
   absl::StatusOr<std::vector<std::vector<std::string>>> stats = Rows(absl::StrCat(
       "SELECT uniqExact(issue_id), uniqExact(host_id), groupUniqArray(version) FROM ", table_,
-      where));
+      where), /*raw=*/true);
   if (!stats.ok()) return stats.status();
   FleetShow show;
   if (stats->empty() || stats->front().size() < 3 || ToInt(stats->front()[0]) == 0) {
@@ -442,9 +430,12 @@ std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new) {
                                     "WORST_MS", "MEDIAN_MS", is_new ? "FIRST_IN" : "LAST_IN",
                                     "TAG/DETAIL", "KEY");
   for (const FleetKey& k : keys) {
-    absl::StrAppendFormat(&out, "%-6d %-7d %-10.1f %-10.1f %-12s %-20s %s\n", k.hosts, k.count,
-                          k.worst_ms, k.median_ms, k.version.empty() ? "-" : k.version,
-                          k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail), k.key);
+    absl::StrAppendFormat(
+        &out, "%-6d %-7d %-10s %-10s %-12s %-20s %s\n", k.hosts, k.count,
+        FormatFixed(k.worst_ms, 1), FormatFixed(k.median_ms, 1),
+        k.version.empty() ? "-" : TextEscape(k.version),
+        TextEscape(k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail)),
+        TextEscape(k.key));
   }
   return out;
 }
@@ -455,13 +446,26 @@ std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
       "%-20s %-12s %-8s %-6s %-8s %-8s %-10s %-10s %s\n", "SCENE", "VERSION", "REPORTS", "HOSTS",
       "FPS_P50", "FPS_P10", "DROP%_P50", "DROP%_P90", "FRAMES best/normal/middle/high/frozen");
   for (const FleetFps& r : rows) {
-    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8.1f %-8.1f %-10.1f %-10.1f %d/%d/%d/%d/%d\n",
-                          r.scene.empty() ? "-" : r.scene, r.version.empty() ? "-" : r.version,
-                          r.reports, r.hosts, r.fps_p50, r.fps_p10, r.dropped_percent_p50,
-                          r.dropped_percent_p90, r.drop_level[0], r.drop_level[1],
+    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8s %-8s %-10s %-10s %d/%d/%d/%d/%d\n",
+                          r.scene.empty() ? "-" : TextEscape(r.scene),
+                          r.version.empty() ? "-" : TextEscape(r.version),
+                          r.reports, r.hosts, FormatFixed(r.fps_p50, 1),
+                          FormatFixed(r.fps_p10, 1), FormatFixed(r.dropped_percent_p50, 1),
+                          FormatFixed(r.dropped_percent_p90, 1), r.drop_level[0], r.drop_level[1],
                           r.drop_level[2], r.drop_level[3], r.drop_level[4]);
   }
   return out;
+}
+
+std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
+                            const RenderOptions& options) {
+  std::vector<std::string> versions;
+  for (const std::string& version : show.versions) versions.push_back(TextEscape(version));
+  return absl::StrCat("Key ", TextEscape(key), ": ", show.count,
+                      show.count == 1 ? " issue" : " issues", " on ", show.hosts,
+                      show.hosts == 1 ? " host" : " hosts", ", versions ",
+                      absl::StrJoin(versions, ", "), "\nWorst:\n",
+                      RenderIssue(show.worst, options));
 }
 
 }  // namespace matrix::report

@@ -13,10 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
+#include "matrix/report/format_util.h"
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_filter.h"
 #include "matrix/report/text_render.h"
@@ -333,8 +333,8 @@ std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
         version_header, "</th><th>Tag/detail</th><th>Key</th></tr>\n");
     for (const FleetKey& k : keys) {
       absl::StrAppend(&t, "<tr><td>", k.hosts, "</td><td>", k.count, "</td><td>",
-                      absl::StrFormat("%.1f", k.worst_ms), "</td><td>",
-                      absl::StrFormat("%.1f", k.median_ms), "</td><td>", HtmlEscape(k.version),
+                      FormatFixed(k.worst_ms, 1), "</td><td>",
+                      FormatFixed(k.median_ms, 1), "</td><td>", HtmlEscape(k.version),
                       "</td><td>", HtmlEscape(k.tag), k.detail.empty() ? "" : "/",
                       HtmlEscape(k.detail), "</td><td><code>", HtmlEscape(k.key),
                       "</code></td></tr>\n");
@@ -365,10 +365,10 @@ std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
     for (const FleetFps& r : *fps) {
       absl::StrAppend(&html, "<tr><td>", HtmlEscape(r.scene), "</td><td>",
                       HtmlEscape(r.version), "</td><td>", r.reports, "</td><td>", r.hosts,
-                      "</td><td>", absl::StrFormat("%.1f", r.fps_p50), "</td><td>",
-                      absl::StrFormat("%.1f", r.fps_p10), "</td><td>",
-                      absl::StrFormat("%.1f", r.dropped_percent_p50), "</td><td>",
-                      absl::StrFormat("%.1f", r.dropped_percent_p90), "</td></tr>\n");
+                      "</td><td>", FormatFixed(r.fps_p50, 1), "</td><td>",
+                      FormatFixed(r.fps_p10, 1), "</td><td>",
+                      FormatFixed(r.dropped_percent_p50, 1), "</td><td>",
+                      FormatFixed(r.dropped_percent_p90, 1), "</td></tr>\n");
     }
     html += "</table>\n";
   }
@@ -452,13 +452,9 @@ int RunFleetQuery(const FleetCommandLine& cl, std::ostream& out, std::ostream& e
   } else {
     absl::StatusOr<FleetShow> show = fleet.Show(cl.positional[1], filter);
     if (!show.ok()) return fail(show.status());
-    out << "Key " << cl.positional[1] << ": " << show->count
-        << (show->count == 1 ? " issue" : " issues") << " on " << show->hosts
-        << (show->hosts == 1 ? " host" : " hosts") << ", versions "
-        << absl::StrJoin(show->versions, ", ") << "\nWorst:\n";
     RenderOptions options;
     options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
-    out << RenderIssue(show->worst, options);
+    out << RenderFleetShow(cl.positional[1], *show, options);
   }
   out.flush();
   return kExitOk;

@@ -114,6 +114,18 @@ void AppendTsvEscaped(absl::string_view text, std::string& out);
 
 // Splits TabSeparated output into rows of unescaped fields.
 std::vector<std::vector<std::string>> ParseTsv(absl::string_view text);
+// The same with each field as the server wrote it (escapes kept), and the
+// unescaping of one field: ParseTsv is SplitTsv, then TsvUnescape.
+std::vector<std::vector<std::string>> SplitTsv(absl::string_view text);
+std::string TsvUnescape(absl::string_view field);
+
+// The strings of a ClickHouse Array(String) field as SplitTsv gives it,
+// before TsvUnescape: "['1.0','it\'s']" -> {"1.0", "it's"}. ClickHouse
+// quotes each string of the array with TabSeparated's escapes (\\, \', \t,
+// \n...) and does not escape the field again, so the array is read from the
+// raw field: once unescaped, a quote inside a string and the quote that ends
+// it look the same.
+std::vector<std::string> ParseStringArray(absl::string_view field);
 
 }  // namespace matrix::report
 

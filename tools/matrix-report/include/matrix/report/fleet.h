@@ -50,6 +50,7 @@
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/issue_record.h"
+#include "matrix/report/text_render.h"
 
 namespace matrix::report {
 
@@ -238,7 +239,10 @@ class FleetQueries {
   absl::StatusOr<int64_t> Count();
 
  private:
-  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql);
+  // The rows of `sql`'s TabSeparated answer, fields unescaped (ParseTsv),
+  // or as the server wrote them when `raw` (SplitTsv; for Array columns).
+  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql,
+                                                             bool raw = false);
 
   ClickHouseClient& client_;
   FleetOptions options_;
@@ -248,6 +252,10 @@ class FleetQueries {
 // Text tables of the answers, for the fleet command.
 std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new);
 std::string RenderFleetFps(const std::vector<FleetFps>& rows);
+// `fleet show KEY`: the key's issues, hosts and versions, then its worst
+// report as RenderIssue draws it.
+std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
+                            const RenderOptions& options);
 
 }  // namespace matrix::report
 
