@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -345,6 +346,67 @@ TEST_F(FleetTest, FleetQueriesAnswerOnAMultiHostMultiVersionDataSet) {
   EXPECT_THAT(html.out, HasSubstr("New in 2.10"));
   EXPECT_THAT(html.out, HasSubstr("app::NewThing()"));
   EXPECT_THAT(html.out, HasSubstr("<section id=\"groups\">"));
+}
+
+// Strings and numbers of hostile or corrupt reports through ClickHouse and
+// back: versions with quotes, backslashes, tabs, commas and brackets (the
+// text of an Array(String) in a TabSeparated field), a cost of 1.7e308,
+// drop levels whose sums pass int64.
+TEST_F(FleetTest, HostileVersionsAndExtremeNumbersComeBackIntact) {
+  ScratchDir scratch("hostile");
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<std::string> versions = {"2.9'\\", "2.10\tx", "3.0','x]"};
+  std::vector<std::string> lines;
+  for (size_t host = 0; host < versions.size(); ++host) {
+    proto::Issue hang = test_util::AnrIssue("app::Quoted()", proto::ANR,
+                                            host == 0 ? 1.7e308 : 100.0 * (host + 1),
+                                            test_util::kBaseTimeMs + static_cast<int64_t>(host));
+    hang.mutable_app()->set_host_id(absl::StrCat("hostile-", host));
+    hang.mutable_app()->set_version(versions[host]);
+    lines.push_back(test_util::Line(hang));
+    proto::Issue frames = test_util::FrameIssue("Huge", 30, test_util::kBaseTimeMs);
+    frames.mutable_app()->set_host_id(absl::StrCat("hostile-", host));
+    frames.mutable_app()->set_version("1.0");
+    frames.mutable_frame()->mutable_drop_level()->set_best(kMax);
+    lines.push_back(test_util::Line(frames));
+  }
+  scratch.Write("issues.jsonl", lines);
+  RunOutput run = Push({scratch.path()});
+  ASSERT_EQ(run.code, 0) << run.err;
+
+  FleetQueries fleet(*client_, {});
+  absl::StatusOr<FleetShow> show = fleet.Show("app::Quoted()", {.version = "", .limit = 20});
+  ASSERT_TRUE(show.ok()) << show.status();
+  EXPECT_THAT(show->versions, ElementsAre("2.9'\\", "2.10\tx", "3.0','x]"));
+  absl::StatusOr<std::vector<FleetKey>> fresh = fleet.New("0", {.version = "", .limit = 20});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->size(), 1u);
+  EXPECT_EQ((*fresh)[0].version, "2.9'\\");
+  EXPECT_GT((*fresh)[0].worst_ms, 1.69e308);  // As ClickHouse prints it back.
+  absl::StatusOr<std::vector<FleetFps>> fps = fleet.Fps({.version = "", .limit = 20});
+  ASSERT_TRUE(fps.ok()) << fps.status();
+  ASSERT_EQ(fps->size(), 1u);
+  // Three times int64's largest: saturated, not wrapped around.
+  EXPECT_EQ((*fps)[0].drop_level[0], kMax);
+
+  const std::vector<std::string> cli = {"fleet", "--clickhouse", server_.url()};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> all = cli;
+    all.insert(all.end(), more.begin(), more.end());
+    return RunCli(all);
+  };
+  RunOutput cli_show = with({"show", "app::Quoted()"});
+  ASSERT_EQ(cli_show.code, 0) << cli_show.err;
+  EXPECT_THAT(cli_show.out, HasSubstr("versions 2.9'\\\\, 2.10\\tx, 3.0','x]\n"));
+  RunOutput cli_top = with({"top"});
+  ASSERT_EQ(cli_top.code, 0) << cli_top.err;
+  for (const RunOutput* out : {&cli_show, &cli_top}) {
+    EXPECT_THAT(out->out, HasSubstr("1.7e+308"));
+    EXPECT_THAT(out->out, Not(::testing::ContainsRegex("[0-9]{25}")));
+  }
+  RunOutput cli_fps = with({"fps"});
+  ASSERT_EQ(cli_fps.code, 0) << cli_fps.err;
+  EXPECT_THAT(cli_fps.out, HasSubstr(absl::StrCat(kMax, "/")));
 }
 
 TEST(FleetShardsTest, TwoShardsGiveTheSameAnswers) {

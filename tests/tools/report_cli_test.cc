@@ -1,7 +1,10 @@
 // The command line, run in-process: parsing, usage errors (exit 2), missing
 // input (exit 1), every command on a scratch directory, filters, --output.
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -215,6 +218,18 @@ TEST_F(RunOnFilesTest, AnUnreadableInputIsReportedTheRestUsedAndTheExitIsOne) {
   const RunOutput run = RunReport({"group", dir_.path(), dir_.path() + "/gone.jsonl"});
   EXPECT_EQ(run.code, kExitNoInput);
   EXPECT_THAT(run.err, HasSubstr("gone.jsonl"));
+  EXPECT_THAT(run.out, HasSubstr("4 groups of 5 issues"));
+}
+
+TEST_F(RunOnFilesTest, ADirectorysFilesThatAreNotRegularAreNamedAndTheExitIsOne) {
+  // A FIFO would block the read, a link to /dev/zero never end.
+  const std::string fifo = dir_.path() + "/pipe.jsonl";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_symlink("/dev/zero", dir_.path() + "/zero.jsonl");
+  const RunOutput run = RunReport({"group", dir_.path()});
+  EXPECT_EQ(run.code, kExitNoInput);
+  EXPECT_THAT(run.err, HasSubstr("pipe.jsonl: not a regular file (a FIFO); skipped"));
+  EXPECT_THAT(run.err, HasSubstr("zero.jsonl: not a regular file"));
   EXPECT_THAT(run.out, HasSubstr("4 groups of 5 issues"));
 }
 

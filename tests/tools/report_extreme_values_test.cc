@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/report/cli.h"
@@ -120,8 +121,46 @@ TEST(ExtremeValuesTest, EveryCommandRendersExtremeTimesAndCostsSanely) {
     EXPECT_THAT(run.out, Not(::testing::ContainsRegex("-[0-9]+ (min|h|d) ")));
     // The time range of issues at both ends of int64 is not "-1.0 ms".
     EXPECT_THAT(run.out, Not(HasSubstr("(-1.0 ms")));
+    // A cost of 1e300 is not printed as 301 digits.
+    EXPECT_THAT(run.out, Not(::testing::ContainsRegex("[0-9]{25}")));
     if (std::getenv("MATRIX_EXTREME_PRINT") != nullptr) std::cout << run.out.substr(0, 3000);
   }
+}
+
+// Sums of report numbers (the HTML page's frames per drop level, the
+// summary's dropped issues) saturate at int64's largest instead of wrapping
+// to a negative count.
+TEST(ExtremeValuesTest, SumsOfReportNumbersSaturate) {
+  ScratchDir dir("sums");
+  std::vector<std::string> lines;
+  for (int i = 0; i < 3; ++i) {
+    proto::Issue frames = FrameIssue("Gallery", 30, kBaseTimeMs + i);
+    proto::FrameReport* f = frames.mutable_frame();
+    f->set_frames(kMax);
+    for (proto::DropLevels* levels : {f->mutable_drop_level(), f->mutable_drop_sum()}) {
+      levels->set_best(kMax);
+      levels->set_normal(kMax);
+      levels->set_middle(kMax);
+      levels->set_high(kMax);
+      levels->set_frozen(kMax);
+    }
+    // Three processes, each with its sink's largest count of dropped issues.
+    frames.set_process(absl::StrCat("p", i));
+    frames.mutable_sink_dropped()->set_fps(kMax);
+    frames.mutable_sink_dropped()->set_hang(kMax);
+    lines.push_back(Line(frames));
+  }
+  const std::string file = dir.Write("issues.jsonl", lines);
+  const std::string max = absl::StrCat(kMax);
+  const test_util::RunOutput html = RunReport({"html", file});
+  ASSERT_EQ(html.code, 0) << html.err;
+  const std::string five = absl::StrCat(max, ",", max, ",", max, ",", max, ",", max);
+  EXPECT_THAT(html.out, HasSubstr(absl::StrCat("\"levels\":[", five, "],\"drops\":[", five, "]")));
+  EXPECT_THAT(html.out, Not(HasSubstr("-922337203685477")));
+  const test_util::RunOutput summary = RunReport({"summary", file});
+  ASSERT_EQ(summary.code, 0) << summary.err;
+  EXPECT_THAT(summary.out, HasSubstr(absl::StrCat("dropped      ", max, " fps, ", max, " hang")));
+  EXPECT_THAT(summary.out, Not(HasSubstr("-922337203685477")));
 }
 
 TEST(ExtremeValuesTest, FormatDurationMsHasOneSignAndSurvivesHugeValues) {
@@ -136,6 +175,17 @@ TEST(ExtremeValuesTest, FormatDurationMsHasOneSignAndSurvivesHugeValues) {
   EXPECT_EQ(SaturatingSub(kMin, 1), kMin);
   EXPECT_EQ(SaturatingSub(kMax, -1), kMax);
   EXPECT_EQ(SaturatingSub(5, 7), -2);
+  EXPECT_EQ(SaturatingInt64(1e300), kMax);
+  EXPECT_EQ(SaturatingInt64(9223372036854775808.0), kMax);
+  EXPECT_EQ(SaturatingInt64(-1e300), kMin);
+  EXPECT_EQ(SaturatingInt64(std::numeric_limits<double>::quiet_NaN()), 0);
+  EXPECT_EQ(SaturatingInt64(-2.9), -2);
+  EXPECT_EQ(FormatFixed(812.25, 1), "812.2");
+  EXPECT_EQ(FormatFixed(999999999999999.0, 1), "999999999999999.0");
+  EXPECT_EQ(FormatFixed(1.7e308, 1), "1.7e+308");
+  EXPECT_EQ(FormatFixed(-1e300, 1), "-1e+300");
+  EXPECT_EQ(FormatNumber(1e300, 3), "1e+300");
+  EXPECT_EQ(FormatNumber(52.44, 1), "52.4");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #ifndef MATRIX_TESTS_TOOLS_REPORT_TEST_UTIL_H_
 #define MATRIX_TESTS_TOOLS_REPORT_TEST_UTIL_H_
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -225,13 +227,15 @@ inline IssueRecord Parsed(const proto::Issue& issue, const std::string& file = "
   return record.ok() ? *std::move(record) : IssueRecord{};
 }
 
-// A fresh directory under the test temp dir, removed on destruction.
+// A fresh directory under the test temp dir, removed on destruction. Its name
+// has the pid: builds in other worktrees may run the same test at the same time.
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& name) {
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = std::filesystem::path(::testing::TempDir()) /
-            absl::StrCat("matrix-report-", info->test_suite_name(), "-", info->name(), "-", name);
+            absl::StrCat("matrix-report-", info->test_suite_name(), "-", info->name(), "-", name,
+                         "-", getpid());
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

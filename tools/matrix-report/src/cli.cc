@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "matrix/report/export.h"
 #include "matrix/report/fleet_cli.h"
+#include "matrix/report/format_util.h"
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
@@ -163,19 +164,21 @@ void ReportMalformed(const ReadStats& read, std::ostream& err) {
   for (const MalformedFile& file : read.malformed_files) {
     const MalformedLine& first = file.first;
     const int64_t count = file.count;
-    err << "matrix-report: " << first.where.file << ": skipped " << count
+    err << "matrix-report: " << TextEscape(first.where.file) << ": skipped " << count
         << (count == 1 ? " malformed line" : " malformed lines");
     if (first.where.line > 0) {
       err << (count == 1 ? " at line " : ", the first at line ") << first.where.line;
     }
-    err << ": " << first.reason << "\n";
+    err << ": " << TextEscape(first.reason) << "\n";
   }
 }
 
 // Reports what could not be read to `err`. False when nothing could be read
 // (the caller exits with kExitNoInput).
 bool ReportRead(const ReadStats& read, const CommandLine& cl, std::ostream& err) {
-  for (const std::string& error : read.errors) err << "matrix-report: " << error << "\n";
+  for (const std::string& error : read.errors) {
+    err << "matrix-report: " << TextEscape(error) << "\n";
+  }
   ReportMalformed(read, err);
   if (read.duplicate_blocks > 0) {
     err << "matrix-report: " << read.duplicate_blocks

@@ -1,17 +1,10 @@
 #include "matrix/report/fleet.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -25,20 +18,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "internal/fleet_checkpoint.h"
 #include "matrix/core/app_identity.h"
+#include "matrix/report/format_util.h"
+#include "matrix/report/text_render.h"
 
 namespace matrix::report {
+
+using internal::Fnv1a;
+
 namespace {
 
 constexpr char kHangTags[] = "tag IN ('Trace_EvilMethod', 'BlockCanary') AND detail != 'STARTUP'";
-
-uint64_t Fnv1a(absl::string_view text, uint64_t hash) {
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 // 32 hex digits: two FNV-1a hashes with different bases.
 std::string StableId(absl::string_view text) {
@@ -81,111 +72,6 @@ std::string Num(double value) {
   return absl::StrFormat("%.17g", value);
 }
 
-// ---- Checkpoints ---------------------------------------------------------
-
-struct FileId {
-  uint64_t dev = 0;
-  uint64_t ino = 0;
-  bool operator<(const FileId& o) const { return std::tie(dev, ino) < std::tie(o.dev, o.ino); }
-  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
-};
-
-struct Mark {
-  int64_t offset = 0;  // Bytes sent (whole lines).
-  int64_t line = 0;    // Lines before `offset`.
-  // A hash of the file's first min(offset, 256) bytes: an inode reused by a
-  // new file (the old one deleted by rotation) does not match.
-  uint64_t head = 0;
-  std::string path;
-};
-
-constexpr size_t kHeadBytes = 256;
-
-uint64_t HeadHash(absl::string_view head_bytes, int64_t offset) {
-  return Fnv1a(head_bytes.substr(0, std::min<size_t>(static_cast<size_t>(offset), kHeadBytes)),
-               0xcbf29ce484222325ULL);
-}
-
-std::string ReadHead(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(kHeadBytes, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return head;
-}
-
-using Checkpoint = std::map<FileId, Mark>;
-
-Checkpoint LoadCheckpoint(const std::string& path) {
-  Checkpoint checkpoint;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 5));
-    if (parts.size() != 6) continue;
-    FileId id;
-    Mark mark;
-    if (!absl::SimpleAtoi(parts[0], &id.dev) || !absl::SimpleAtoi(parts[1], &id.ino) ||
-        !absl::SimpleAtoi(parts[2], &mark.offset) || !absl::SimpleAtoi(parts[3], &mark.line) ||
-        !absl::SimpleHexAtoi(parts[4], &mark.head)) {
-      continue;
-    }
-    mark.path = parts[5];
-    checkpoint[id] = mark;
-  }
-  return checkpoint;
-}
-
-absl::Status SaveCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [id, mark] : checkpoint) {
-      out << id.dev << ' ' << id.ino << ' ' << mark.offset << ' ' << mark.line << ' '
-          << absl::StrFormat("%016x", mark.head) << ' ' << mark.path << '\n';
-    }
-    out.flush();
-    if (!out) {
-      return absl::InternalError(
-          absl::StrCat("cannot write the checkpoint ", tmp, ": ", std::strerror(errno)));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot write the checkpoint ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-bool IsBlockLog(const std::string& path) {
-  std::ifstream in(path);
-  char c = 0;
-  while (in.get(c)) {
-    if (!std::isspace(static_cast<unsigned char>(c))) return c == '*';
-  }
-  return false;
-}
-
-// "['1.0','2.0']" -> {"1.0", "2.0"}.
-std::vector<std::string> ParseStringArray(absl::string_view text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (text[i] != '\'') {
-      ++i;
-      continue;
-    }
-    std::string value;
-    for (++i; i < text.size() && text[i] != '\''; ++i) {
-      if (text[i] == '\\' && i + 1 < text.size()) ++i;
-      value += text[i];
-    }
-    ++i;
-    out.push_back(std::move(value));
-  }
-  return out;
-}
-
 std::string InList(const std::vector<std::string>& values) {
   std::vector<std::string> quoted;
   for (const std::string& v : values) quoted.push_back(SqlQuote(v));
@@ -199,7 +85,7 @@ double ToDouble(const std::string& s) {
 int64_t ToInt(const std::string& s) {
   int64_t v = 0;
   if (absl::SimpleAtoi(s, &v)) return v;
-  return static_cast<int64_t>(ToDouble(s));
+  return SaturatingInt64(ToDouble(s));
 }
 
 // "[52.4,30]" -> {52.4, 30}.
@@ -324,208 +210,6 @@ std::string CheckpointPath(const std::string& dir, absl::string_view url,
                       StableId(absl::StrCat(u, "\n", database)).substr(0, 16));
 }
 
-// ---- FleetPusher -----------------------------------------------------------
-
-struct FleetPusher::Pending {
-  std::string tsv;
-  int64_t rows = 0;
-  // Where each file will be once these rows are acknowledged.
-  std::map<std::pair<std::string, FileId>, Mark> advances;
-  // Loaded checkpoints, by checkpoint file.
-  std::map<std::string, Checkpoint> checkpoints;
-  // Every file of this push, by checkpoint file.
-  std::set<std::pair<std::string, FileId>> seen;
-};
-
-FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
-    : client_(client),
-      options_(std::move(options)),
-      table_(absl::StrCat(options_.fleet.database, ".issues")) {
-  if (options_.fallback_host_id.empty()) {
-    options_.fallback_host_id = CurrentAppIdentity().host_id();
-  }
-}
-
-absl::Status FleetPusher::EnsureSchema() {
-  for (const std::string& sql : FleetSchema(options_.fleet)) {
-    absl::StatusOr<std::string> result = client_.Query(sql);
-    if (!result.ok()) return result.status();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
-  if (pending.rows > 0) {
-    absl::Status status = client_.Insert(
-        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT TabSeparated"),
-        pending.tsv);
-    if (!status.ok()) return status;
-    stats.sent += pending.rows;
-    stats.bytes += static_cast<int64_t>(pending.tsv.size());
-    ++stats.batches;
-  }
-  // Acknowledged (or nothing to send: skipped lines only): move the marks.
-  std::map<std::string, bool> touched;
-  for (auto& [where, mark] : pending.advances) {
-    pending.checkpoints[where.first][where.second] = mark;
-    touched[where.first] = true;
-  }
-  for (const auto& [path, unused] : touched) {
-    absl::Status status = SaveCheckpoint(path, pending.checkpoints[path]);
-    if (!status.ok()) return status;
-  }
-  pending.tsv.clear();
-  pending.rows = 0;
-  pending.advances.clear();
-  return absl::OkStatus();
-}
-
-absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats& stats) {
-  Pending pending;
-  const std::string& url = client_.options().url;
-  auto full = [&] {
-    return pending.rows >= options_.batch_rows ||
-           static_cast<int64_t>(pending.tsv.size()) >= options_.batch_bytes;
-  };
-  for (const std::string& input : inputs) {
-    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
-    if (!files.ok()) {
-      stats.errors.push_back(std::string(files.status().message()));
-      continue;
-    }
-    for (const std::string& file : *files) {
-      struct stat st {};
-      if (::stat(file.c_str(), &st) != 0) {
-        stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
-        continue;
-      }
-      ++stats.files;
-      const size_t slash = file.rfind('/');
-      const std::string dir = slash == std::string::npos ? std::string(".")
-                              : slash == 0                ? std::string("/")
-                                                          : file.substr(0, slash);
-      const std::string checkpoint_path =
-          CheckpointPath(dir, url, options_.fleet.database);
-      auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
-      if (inserted) cp->second = LoadCheckpoint(checkpoint_path);
-      const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-      std::string head = ReadHead(file);
-      Mark mark;
-      if (auto it = cp->second.find(id); it != cp->second.end() && !options_.ignore_checkpoints &&
-                                         it->second.offset <= st.st_size &&
-                                         it->second.head == HeadHash(head, it->second.offset)) {
-        // Otherwise the file was truncated, or is another file on a reused
-        // inode: from the start.
-        mark = it->second;
-      }
-      mark.path = file;
-      mark.head = HeadHash(head, mark.offset);
-      const auto where = std::make_pair(checkpoint_path, id);
-      pending.seen.insert(where);
-      if (IsBlockLog(file)) {
-        if (mark.offset > 0 && mark.offset >= st.st_size) continue;
-        std::ifstream in(file, std::ios::binary);
-        ReadStats read;
-        IssueStreamReader reader(in, file, {}, &read);
-        IssueRecord record;
-        while (reader.Next(record)) {
-          AppendFleetRowTsv(MakeFleetRow(record, "", options_.fallback_host_id), pending.tsv);
-          ++pending.rows;
-        }
-        if (read.malformed_lines > 0) {
-          stats.malformed += read.malformed_lines;
-          stats.first_malformed.push_back(read.malformed_files.front().first);
-        }
-        mark.offset = st.st_size;
-        mark.head = HeadHash(head, mark.offset);
-        pending.advances[where] = mark;
-        if (full()) {
-          if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-        }
-        continue;
-      }
-      std::ifstream in(file, std::ios::binary);
-      if (!in) {
-        stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
-        continue;
-      }
-      in.seekg(mark.offset);
-      std::string line;
-      bool file_malformed = false;
-      while (std::getline(in, line)) {
-        const bool terminated = !in.eof();
-        if (!terminated && !options_.take_unterminated_tail) break;
-        const int64_t next_offset = mark.offset + static_cast<int64_t>(line.size()) +
-                                    (terminated ? 1 : 0);
-        const int64_t line_number = mark.line + 1;
-        const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
-        bool advance = true;
-        if (!trimmed.empty()) {
-          std::istringstream one{std::string(trimmed)};
-          ReadStats read;
-          IssueStreamReader reader(one, file, {}, &read);
-          IssueRecord record;
-          int records = 0;
-          while (reader.Next(record)) {
-            record.source = {file, line_number};
-            ++records;
-            // A clean line is stored as written; a glued one as parsed.
-            AppendFleetRowTsv(
-                MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
-                             options_.fallback_host_id),
-                pending.tsv);
-            ++pending.rows;
-          }
-          if (read.malformed_lines > 0 || records == 0) {
-            if (!terminated) {
-              // A torn last line: the writer may still finish it. Not sent,
-              // not passed.
-              advance = false;
-            }
-            ++stats.malformed;
-            if (!file_malformed) {
-              file_malformed = true;
-              MalformedLine bad;
-              bad.where = {file, line_number};
-              bad.reason = read.malformed_files.empty() ? "not an issue"
-                                                        : read.malformed_files.front().first.reason;
-              stats.first_malformed.push_back(bad);
-            }
-          }
-        }
-        if (!advance) break;
-        mark.offset = next_offset;
-        mark.line = line_number;
-        if (head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
-          head = ReadHead(file);  // It was shorter when first read.
-        }
-        mark.head = HeadHash(head, mark.offset);
-        pending.advances[where] = mark;
-        if (full()) {
-          if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-        }
-        if (!terminated) break;
-      }
-      if (pending.advances.find(where) == pending.advances.end()) {
-        // Nothing new: keep its mark (and drop marks of files gone).
-        pending.advances[where] = mark;
-      }
-    }
-  }
-  // Marks of files no longer there are dropped when a checkpoint is saved:
-  // keep only the files seen now.
-  for (auto& [path, checkpoint] : pending.checkpoints) {
-    for (auto it = checkpoint.begin(); it != checkpoint.end();) {
-      if (pending.seen.count({path, it->first}) == 0) {
-        it = checkpoint.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  return Flush(pending, stats);
-}
-
 // ---- Queries ---------------------------------------------------------------
 
 bool VersionLess(absl::string_view a, absl::string_view b) {
@@ -561,10 +245,11 @@ FleetQueries::FleetQueries(ClickHouseClient& client, FleetOptions options)
       options_(std::move(options)),
       table_(absl::StrCat(options_.database, ".issues")) {}
 
-absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql) {
+absl::StatusOr<std::vector<std::vector<std::string>>> FleetQueries::Rows(const std::string& sql,
+                                                                        bool raw) {
   absl::StatusOr<std::string> body = client_.Query(absl::StrCat(sql, " FORMAT TabSeparated"));
   if (!body.ok()) return body.status();
-  return ParseTsv(*body);
+  return raw ? SplitTsv(*body) : ParseTsv(*body);
 }
 
 absl::StatusOr<int64_t> FleetQueries::Count() {
@@ -633,7 +318,8 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
       in_after, "), groupUniqArrayIf(version, ", in_after, ") FROM ", table_, " FINAL WHERE ",
       kHangTags, " AND key != ''", VersionFilter(filter),
       " GROUP BY tag, detail, key HAVING countIf(", in_before, ") = 0 AND n > 0",
-      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit));
+      " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit),
+      /*raw=*/true);
   if (!rows.ok()) return rows.status();
   std::vector<FleetKey> keys;
   for (const auto& row : *rows) {
@@ -641,9 +327,9 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
     std::vector<std::string> seen = ParseStringArray(row[7]);
     std::sort(seen.begin(), seen.end(),
               [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
-    keys.push_back({.tag = row[0],
-                    .detail = row[1],
-                    .key = row[2],
+    keys.push_back({.tag = TsvUnescape(row[0]),
+                    .detail = TsvUnescape(row[1]),
+                    .key = TsvUnescape(row[2]),
                     .hosts = ToInt(row[3]),
                     .count = ToInt(row[4]),
                     .worst_ms = ToDouble(row[5]),
@@ -656,8 +342,11 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
 absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filter) {
   absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
       "SELECT scene, version, count(), uniqExact(host_id), quantilesExact(0.5, 0.1)(fps), "
-      "quantilesExact(0.5, 0.9)(dropped_frames * 100 / frames), sum(drop_best), "
-      "sum(drop_normal), sum(drop_middle), sum(drop_high), sum(drop_frozen) FROM ",
+      // Sums and products of report numbers in Float64: ClickHouse's Int64
+      // arithmetic wraps around; ToInt saturates the sums.
+      "quantilesExact(0.5, 0.9)(toFloat64(dropped_frames) * 100 / frames), "
+      "sum(toFloat64(drop_best)), sum(toFloat64(drop_normal)), sum(toFloat64(drop_middle)), "
+      "sum(toFloat64(drop_high)), sum(toFloat64(drop_frozen)) FROM ",
       table_, " FINAL WHERE tag = 'Trace_FPS' AND frames > 0", VersionFilter(filter),
       " GROUP BY scene, version"));
   if (!rows.ok()) return rows.status();
@@ -698,7 +387,7 @@ absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetF
       absl::StrCat(" WHERE key = ", SqlQuote(key), VersionFilter(filter));
   absl::StatusOr<std::vector<std::vector<std::string>>> stats = Rows(absl::StrCat(
       "SELECT uniqExact(issue_id), uniqExact(host_id), groupUniqArray(version) FROM ", table_,
-      where));
+      where), /*raw=*/true);
   if (!stats.ok()) return stats.status();
   FleetShow show;
   if (stats->empty() || stats->front().size() < 3 || ToInt(stats->front()[0]) == 0) {
@@ -741,9 +430,12 @@ std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new) {
                                     "WORST_MS", "MEDIAN_MS", is_new ? "FIRST_IN" : "LAST_IN",
                                     "TAG/DETAIL", "KEY");
   for (const FleetKey& k : keys) {
-    absl::StrAppendFormat(&out, "%-6d %-7d %-10.1f %-10.1f %-12s %-20s %s\n", k.hosts, k.count,
-                          k.worst_ms, k.median_ms, k.version.empty() ? "-" : k.version,
-                          k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail), k.key);
+    absl::StrAppendFormat(
+        &out, "%-6d %-7d %-10s %-10s %-12s %-20s %s\n", k.hosts, k.count,
+        FormatFixed(k.worst_ms, 1), FormatFixed(k.median_ms, 1),
+        k.version.empty() ? "-" : TextEscape(k.version),
+        TextEscape(k.detail.empty() ? k.tag : absl::StrCat(k.tag, "/", k.detail)),
+        TextEscape(k.key));
   }
   return out;
 }
@@ -754,13 +446,26 @@ std::string RenderFleetFps(const std::vector<FleetFps>& rows) {
       "%-20s %-12s %-8s %-6s %-8s %-8s %-10s %-10s %s\n", "SCENE", "VERSION", "REPORTS", "HOSTS",
       "FPS_P50", "FPS_P10", "DROP%_P50", "DROP%_P90", "FRAMES best/normal/middle/high/frozen");
   for (const FleetFps& r : rows) {
-    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8.1f %-8.1f %-10.1f %-10.1f %d/%d/%d/%d/%d\n",
-                          r.scene.empty() ? "-" : r.scene, r.version.empty() ? "-" : r.version,
-                          r.reports, r.hosts, r.fps_p50, r.fps_p10, r.dropped_percent_p50,
-                          r.dropped_percent_p90, r.drop_level[0], r.drop_level[1],
+    absl::StrAppendFormat(&out, "%-20s %-12s %-8d %-6d %-8s %-8s %-10s %-10s %d/%d/%d/%d/%d\n",
+                          r.scene.empty() ? "-" : TextEscape(r.scene),
+                          r.version.empty() ? "-" : TextEscape(r.version),
+                          r.reports, r.hosts, FormatFixed(r.fps_p50, 1),
+                          FormatFixed(r.fps_p10, 1), FormatFixed(r.dropped_percent_p50, 1),
+                          FormatFixed(r.dropped_percent_p90, 1), r.drop_level[0], r.drop_level[1],
                           r.drop_level[2], r.drop_level[3], r.drop_level[4]);
   }
   return out;
+}
+
+std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
+                            const RenderOptions& options) {
+  std::vector<std::string> versions;
+  for (const std::string& version : show.versions) versions.push_back(TextEscape(version));
+  return absl::StrCat("Key ", TextEscape(key), ": ", show.count,
+                      show.count == 1 ? " issue" : " issues", " on ", show.hosts,
+                      show.hosts == 1 ? " host" : " hosts", ", versions ",
+                      absl::StrJoin(versions, ", "), "\nWorst:\n",
+                      RenderIssue(show.worst, options));
 }
 
 }  // namespace matrix::report

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,10 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
+#include "matrix/report/format_util.h"
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_filter.h"
 #include "matrix/report/text_render.h"
@@ -54,8 +55,10 @@ constexpr char kFleetUsage[] = R"(Fleet commands (ClickHouse; docs/fleet.md):
               FPS) added
 )";
 
+// SIGINT/SIGTERM received during push --follow: 1 after the first, 2 after
+// a second one.
 volatile std::sig_atomic_t g_stop = 0;
-void OnStopSignal(int) { g_stop = 1; }
+void OnStopSignal(int) { g_stop = g_stop < 2 ? g_stop + 1 : 2; }
 
 struct FleetCommandLine {
   std::string command;  // push, fleet, html
@@ -202,7 +205,8 @@ absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
 }
 
 ClickHouseOptions ClientOptions(const FleetCommandLine& cl, const std::string& url,
-                                std::ostream& err) {
+                                std::ostream& err,
+                                std::function<bool()> stop_requested = nullptr) {
   ClickHouseOptions options;
   options.url = url;
   options.retry_for = cl.retry_for;
@@ -214,6 +218,7 @@ ClickHouseOptions ClientOptions(const FleetCommandLine& cl, const std::string& u
     err << "matrix-report: " << status.message() << "; retrying in "
         << absl::FormatDuration(wait) << "\n";
   };
+  options.stop_requested = std::move(stop_requested);
   return options;
 }
 
@@ -239,22 +244,8 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
   options.batch_rows = cl.batch;
   options.ignore_checkpoints = cl.all;
   options.take_unterminated_tail = !cl.follow;
-  for (size_t i = 1; i < cl.urls.size(); ++i) {
-    ClickHouseClient shard(ClientOptions(cl, cl.urls[i], err));
-    FleetPusher schema(shard, options);
-    if (absl::Status s = schema.EnsureSchema(); !s.ok()) {
-      err << "matrix-report: cannot create the schema: " << s.message() << "\n";
-      return kExitNoInput;
-    }
-  }
-  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err));
-  FleetPusher pusher(client, options);
-  if (absl::Status s = pusher.EnsureSchema(); !s.ok()) {
-    err << "matrix-report: cannot create the schema: " << s.message() << "\n";
-    return kExitNoInput;
-  }
-  const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
-                                                   : absl::InfiniteFuture();
+  // --follow stops on SIGINT/SIGTERM at once, even in a request or a retry
+  // wait; its last look (below) stops on a second signal.
   if (cl.follow) {
     g_stop = 0;
     std::signal(SIGINT, OnStopSignal);
@@ -269,11 +260,38 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
       std::signal(SIGTERM, SIG_DFL);
     }
   } restore{cl.follow};
+  bool last_look = false;
+  std::function<bool()> stop_requested;
+  if (cl.follow) stop_requested = [&last_look] { return g_stop > (last_look ? 1 : 0); };
+  auto stopped = [&](const absl::Status& status) {
+    if (!absl::IsCancelled(status) || !stop_requested || !stop_requested()) return false;
+    err << "matrix-report: push stopped by a signal: " << status.message()
+        << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
+           "rest (nothing is stored twice)\n";
+    return true;
+  };
+  for (size_t i = 1; i < cl.urls.size(); ++i) {
+    ClickHouseClient shard(ClientOptions(cl, cl.urls[i], err, stop_requested));
+    FleetPusher schema(shard, options);
+    if (absl::Status s = schema.EnsureSchema(); !s.ok()) {
+      if (!stopped(s)) err << "matrix-report: cannot create the schema: " << s.message() << "\n";
+      return kExitNoInput;
+    }
+  }
+  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err, stop_requested));
+  FleetPusher pusher(client, options);
+  if (absl::Status s = pusher.EnsureSchema(); !s.ok()) {
+    if (!stopped(s)) err << "matrix-report: cannot create the schema: " << s.message() << "\n";
+    return kExitNoInput;
+  }
+  const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
+                                                   : absl::InfiniteFuture();
   while (true) {
     PushStats stats;
     const absl::Status status = pusher.Push(cl.positional, stats);
     if (!status.ok()) {
       ReportPushStats(cl, stats, out, err);
+      if (stopped(status)) return kExitNoInput;
       err << "matrix-report: push failed: " << status.message()
           << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
              "rest (nothing is stored twice)\n";
@@ -291,12 +309,15 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }
     if (g_stop || absl::Now() >= end) {
-      // One last look, so what was written before the stop is sent.
+      // One last look, so what was written before the stop is sent. After a
+      // signal: one try per request, and a second signal ends it.
+      last_look = true;
+      if (g_stop) client.set_retry_for(absl::ZeroDuration());
       PushStats last;
       const absl::Status s = pusher.Push(cl.positional, last);
       if (last.sent > 0 || !s.ok()) ReportPushStats(cl, last, out, err);
       if (!s.ok()) {
-        err << "matrix-report: push failed: " << s.message() << "\n";
+        if (!stopped(s)) err << "matrix-report: push failed: " << s.message() << "\n";
         return kExitNoInput;
       }
       return kExitOk;
@@ -312,8 +333,8 @@ std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
         version_header, "</th><th>Tag/detail</th><th>Key</th></tr>\n");
     for (const FleetKey& k : keys) {
       absl::StrAppend(&t, "<tr><td>", k.hosts, "</td><td>", k.count, "</td><td>",
-                      absl::StrFormat("%.1f", k.worst_ms), "</td><td>",
-                      absl::StrFormat("%.1f", k.median_ms), "</td><td>", HtmlEscape(k.version),
+                      FormatFixed(k.worst_ms, 1), "</td><td>",
+                      FormatFixed(k.median_ms, 1), "</td><td>", HtmlEscape(k.version),
                       "</td><td>", HtmlEscape(k.tag), k.detail.empty() ? "" : "/",
                       HtmlEscape(k.detail), "</td><td><code>", HtmlEscape(k.key),
                       "</code></td></tr>\n");
@@ -344,10 +365,10 @@ std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {
     for (const FleetFps& r : *fps) {
       absl::StrAppend(&html, "<tr><td>", HtmlEscape(r.scene), "</td><td>",
                       HtmlEscape(r.version), "</td><td>", r.reports, "</td><td>", r.hosts,
-                      "</td><td>", absl::StrFormat("%.1f", r.fps_p50), "</td><td>",
-                      absl::StrFormat("%.1f", r.fps_p10), "</td><td>",
-                      absl::StrFormat("%.1f", r.dropped_percent_p50), "</td><td>",
-                      absl::StrFormat("%.1f", r.dropped_percent_p90), "</td></tr>\n");
+                      "</td><td>", FormatFixed(r.fps_p50, 1), "</td><td>",
+                      FormatFixed(r.fps_p10, 1), "</td><td>",
+                      FormatFixed(r.dropped_percent_p50, 1), "</td><td>",
+                      FormatFixed(r.dropped_percent_p90, 1), "</td></tr>\n");
     }
     html += "</table>\n";
   }
@@ -431,13 +452,9 @@ int RunFleetQuery(const FleetCommandLine& cl, std::ostream& out, std::ostream& e
   } else {
     absl::StatusOr<FleetShow> show = fleet.Show(cl.positional[1], filter);
     if (!show.ok()) return fail(show.status());
-    out << "Key " << cl.positional[1] << ": " << show->count
-        << (show->count == 1 ? " issue" : " issues") << " on " << show->hosts
-        << (show->hosts == 1 ? " host" : " hosts") << ", versions "
-        << absl::StrJoin(show->versions, ", ") << "\nWorst:\n";
     RenderOptions options;
     options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
-    out << RenderIssue(show->worst, options);
+    out << RenderFleetShow(cl.positional[1], *show, options);
   }
   out.flush();
   return kExitOk;

@@ -1,5 +1,7 @@
 #include "matrix/report/format_util.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -9,6 +11,76 @@
 #include "absl/strings/strip.h"
 
 namespace matrix::report {
+namespace {
+
+// The length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF) that starts `s`, or 0.
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto in = [&](size_t i, unsigned char lo, unsigned char hi) {
+    return i < s.size() && byte(i) >= lo && byte(i) <= hi;
+  };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) return in(1, 0x80, 0xbf) ? 2 : 0;
+  if (lead >= 0xe0 && lead <= 0xef) {
+    const unsigned char lo = lead == 0xe0 ? 0xa0 : 0x80;
+    const unsigned char hi = lead == 0xed ? 0x9f : 0xbf;
+    return in(1, lo, hi) && in(2, 0x80, 0xbf) ? 3 : 0;
+  }
+  if (lead >= 0xf0 && lead <= 0xf4) {
+    const unsigned char lo = lead == 0xf0 ? 0x90 : 0x80;
+    const unsigned char hi = lead == 0xf4 ? 0x8f : 0xbf;
+    return in(1, lo, hi) && in(2, 0x80, 0xbf) && in(3, 0x80, 0xbf) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string TextEscape(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      if (c == '\\') out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      switch (c) {
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        default:
+          absl::StrAppendFormat(&out, "\\x%02x", c);
+      }
+      ++i;
+      continue;
+    }
+    const size_t length = Utf8SequenceLength(s.substr(i));
+    // U+0080..U+009F (C1 controls: U+009B is a CSI to some terminals).
+    const bool c1 = c == 0xc2 && length == 2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+    if (length == 0 || c1) {
+      for (size_t end = i + std::max<size_t>(length, 1); i < end; ++i) {
+        absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(s[i]));
+      }
+      continue;
+    }
+    out.append(s.data() + i, length);
+    i += length;
+  }
+  return out;
+}
 
 std::string JsonQuote(absl::string_view s) {
   std::string out;
@@ -82,6 +154,14 @@ int64_t SaturatingSub(int64_t a, int64_t b) {
   return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
 }
 
+int64_t SaturatingInt64(double value) {
+  if (std::isnan(value)) return 0;
+  // 2^63: the first double beyond int64's largest.
+  if (value >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (value <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
 std::string FormatDurationMs(double ms) {
   // Beyond a million years (a corrupt file): the number as it is; the
   // whole-second arithmetic below would not fit an int64.
@@ -98,8 +178,18 @@ std::string FormatDurationMs(double ms) {
   return absl::StrFormat("%d d %d h", total_s / 86400, (total_s % 86400) / 3600);
 }
 
+std::string FormatFixed(double value, int precision) {
+  if (std::fabs(value) >= kFixedLimit) return absl::StrFormat("%.6g", value);
+  return absl::StrFormat("%.*f", precision, value);
+}
+
 std::string FormatNumber(double value, int precision) {
   if (!std::isfinite(value)) return absl::StrCat(value);
+  if (std::fabs(value) >= 1e21) {
+    char text[32];
+    const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
+    return std::string(text, end.ptr);
+  }
   std::string s = absl::StrFormat("%.*f", precision, value);
   if (s.find('.') != std::string::npos) {
     while (s.back() == '0') s.pop_back();

@@ -27,8 +27,8 @@ constexpr int kMaxFramesShown = 64;
 std::string H(absl::string_view s) { return HtmlEscape(s); }
 
 std::string MetricText(const Metric& metric, double value) {
-  if (metric.unit == "ms") return absl::StrFormat("%.1f ms", value);
-  return absl::StrCat(absl::StrFormat("%.1f", value), metric.unit.empty() ? "" : " ", metric.unit);
+  if (metric.unit == "ms") return absl::StrCat(FormatFixed(value, 1), " ms");
+  return absl::StrCat(FormatFixed(value, 1), metric.unit.empty() ? "" : " ", metric.unit);
 }
 
 std::string TimeText(int64_t ms, absl::TimeZone tz) { return FormatTimeMs(ms, tz); }
@@ -98,9 +98,10 @@ std::string CallTreeHtml(const google::protobuf::RepeatedPtrField<proto::MethodC
     const double share = total > 0 ? std::clamp(c.cost_ms() / total, 0.0, 1.0) : 0;
     absl::StrAppendFormat(
         &out,
-        "<tr><td class=\"num\">%.1f</td><td style=\"padding-left:%.1fem\"><span class=\"bar\" "
+        "<tr><td class=\"num\">%s</td><td style=\"padding-left:%.1fem\"><span class=\"bar\" "
         "style=\"width:%.1f%%\"></span><span class=\"fn\">%s</span>%s%s</td></tr>",
-        c.cost_ms(), 0.3 + 1.2 * depth, share * 100, H(c.name().empty() ? "??" : c.name()),
+        FormatFixed(c.cost_ms(), 1), 0.3 + 1.2 * depth, share * 100,
+        H(c.name().empty() ? "??" : c.name()),
         c.count() > 1 ? absl::StrCat(" <span class=\"tagx\">x", c.count(), "</span>") : "",
         c.unfinished() ? " <span class=\"running\">running</span>" : "");
   }
@@ -124,7 +125,7 @@ std::string EvidenceHtml(const IssueRecord& r, const HtmlReportOptions& options)
     if (a.has_thread_stack()) {
       absl::StrAppend(&out, "<details class=\"evidence\" open><summary>native stack of tid ",
                       a.thread_stack().tid(), " ", H(a.thread_stack().thread_name()),
-                      ", captured at ", absl::StrFormat("%.1f", a.thread_stack().captured_at_ms()),
+                      ", captured at ", FormatFixed(a.thread_stack().captured_at_ms(), 1),
                       " ms</summary>", StackHtml(a.thread_stack().frames(), options), "</details>");
     }
     tree(a.stack(), a.stack_truncated());
@@ -453,8 +454,9 @@ std::string RenderHtmlReport(const ReadResult& read,
                     ",\"reports\":[");
     int64_t levels[5] = {0, 0, 0, 0, 0};
     int64_t drops[5] = {0, 0, 0, 0, 0};
+    // The refresh rate weighted by frames, in double: no sum to overflow.
     double weighted_rate = 0;
-    int64_t frames = 0;
+    double frames = 0;
     for (size_t i = 0; i < reports.size(); ++i) {
       const proto::FrameReport& f = reports[i]->issue.frame();
       absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
@@ -468,15 +470,15 @@ std::string RenderHtmlReport(const ReadResult& read,
       const int64_t lv[5] = {l.best(), l.normal(), l.middle(), l.high(), l.frozen()};
       const int64_t dv[5] = {d.best(), d.normal(), d.middle(), d.high(), d.frozen()};
       for (int k = 0; k < 5; ++k) {
-        levels[k] += lv[k];
-        drops[k] += dv[k];
+        levels[k] = SaturatingAdd(levels[k], lv[k]);
+        drops[k] = SaturatingAdd(drops[k], dv[k]);
       }
       weighted_rate += f.refresh_rate() * static_cast<double>(f.frames());
-      frames += f.frames();
+      frames += static_cast<double>(f.frames());
     }
     absl::StrAppend(&data, "],\"levels\":[", absl::StrJoin(levels, ","), "],\"drops\":[",
                     absl::StrJoin(drops, ","), "],\"refresh\":",
-                    JsonNumber(frames > 0 ? weighted_rate / static_cast<double>(frames) : 0), "}");
+                    JsonNumber(frames > 0 ? weighted_rate / frames : 0), "}");
   }
   data += "],\"traces\":[";
   // One trace per issue that has one; the default is the worst issue of the

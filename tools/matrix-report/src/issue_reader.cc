@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "internal/bounded_read.h"
 #include "matrix/core/issue.h"
 #include "matrix/plugins/block_canary_info.h"
 
@@ -95,7 +96,8 @@ std::vector<std::string> OrderIssueFiles(std::vector<std::string> paths) {
   return ordered;
 }
 
-absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path) {
+absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path,
+                                                     std::vector<std::string>* not_regular) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status)) {
@@ -115,7 +117,17 @@ absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path) {
     const bool block_log = IsBlockLogName(name);
     if (!issues && !block_log) continue;
     std::error_code type_ec;
-    if (!it->is_regular_file(type_ec)) continue;
+    if (!it->is_regular_file(type_ec)) {
+      if (not_regular != nullptr) {
+        not_regular->push_back(
+            absl::StrCat(it->path().string(), ": not a regular file (",
+                         it->is_symlink(type_ec) ? "a link to one that is not, or to nothing"
+                         : it->is_fifo(type_ec)  ? "a FIFO"
+                                                 : "a device, socket or directory",
+                         "); skipped"));
+      }
+      continue;
+    }
     (issues ? files : block_logs).push_back(it->path().string());
   }
   if (files.empty() && block_logs.empty()) {
@@ -186,7 +198,21 @@ void IssueStreamReader::Malformed(int64_t line, absl::string_view reason) {
 
 bool IssueStreamReader::ReadBlockLog(IssueRecord& record) {
   done_ = true;
-  const std::string text(std::istreambuf_iterator<char>(in_), {});
+  // At most the cap and one byte more: a longer file is not a block file.
+  std::string text;
+  char chunk[65536];
+  while (static_cast<int64_t>(text.size()) <= kMaxIssueLineBytes) {
+    const std::streamsize want = static_cast<std::streamsize>(std::min<int64_t>(
+        sizeof(chunk), kMaxIssueLineBytes + 1 - static_cast<int64_t>(text.size())));
+    in_.read(chunk, want);
+    if (in_.gcount() <= 0) break;
+    text.append(chunk, static_cast<size_t>(in_.gcount()));
+  }
+  if (static_cast<int64_t>(text.size()) > kMaxIssueLineBytes) {
+    if (stats_ != nullptr) ++stats_->lines;
+    Malformed(0, kLineTooLong);
+    return false;
+  }
   if (in_.bad()) {
     if (stats_ != nullptr) stats_->errors.push_back(absl::StrCat(name_, ": read error"));
     return false;
@@ -215,8 +241,16 @@ bool IssueStreamReader::Next(IssueRecord& record) {
     }
     if (in_.peek() == kBlockLogStart) return ReadBlockLog(record);
   }
-  while (std::getline(in_, line_)) {
+  while (true) {
+    const internal::LineRead read =
+        internal::ReadLineBounded(in_, static_cast<size_t>(kMaxIssueLineBytes), line_);
+    if (!read.got) break;
     ++number_;
+    if (read.too_long) {
+      if (stats_ != nullptr) ++stats_->lines;
+      Malformed(number_, kLineTooLong);
+      continue;
+    }
     if (!line_.empty() && line_.back() == '\r') line_.pop_back();
     if (absl::StripAsciiWhitespace(line_).empty()) continue;
     if (stats_ != nullptr) ++stats_->lines;
@@ -293,10 +327,16 @@ std::vector<ReadStep> PlanReads(const std::vector<std::string>& inputs,
       }
       continue;
     }
-    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input);
+    std::vector<std::string> not_regular;
+    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input, &not_regular);
+    for (std::string& skipped : not_regular) {
+      steps.push_back({.file = "", .is_stdin = false, .error = std::move(skipped)});
+    }
     if (!files.ok()) {
-      steps.push_back(
-          {.file = "", .is_stdin = false, .error = std::string(files.status().message())});
+      if (not_regular.empty()) {
+        steps.push_back(
+            {.file = "", .is_stdin = false, .error = std::string(files.status().message())});
+      }
       continue;
     }
     for (const std::string& file : *files) {

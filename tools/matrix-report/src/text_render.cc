@@ -73,7 +73,7 @@ std::string ScalarText(const Message& m, const FieldDescriptor* f, int index) {
       return value != nullptr ? value->name() : absl::StrCat(number);
     }
     case FieldDescriptor::CPPTYPE_STRING:
-      return rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
+      return TextEscape(rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f));
     case FieldDescriptor::CPPTYPE_MESSAGE:
       break;
   }
@@ -128,7 +128,7 @@ std::string JsonScalarText(const Value& v) {
     case Value::kNumberValue:
       return FormatNumber(v.number_value(), 3);
     case Value::kStringValue:
-      return v.string_value();
+      return TextEscape(v.string_value());
     case Value::kBoolValue:
       return v.bool_value() ? "true" : "false";
     default:
@@ -165,8 +165,9 @@ void AddJsonList(std::string& out, absl::string_view name, const google::protobu
     if (LooksLikeFrame(v)) {
       const auto& fields = v.struct_value().fields();
       const std::string& function = fields.at("function").string_value();
-      absl::StrAppend(&out, Pad(indent + 2), "#", i, "  ", function.empty() ? "??" : function,
-                      "  (", Basename(fields.at("module").string_value()), ")\n");
+      absl::StrAppend(&out, Pad(indent + 2), "#", i, "  ",
+                      function.empty() ? "??" : TextEscape(function), "  (",
+                      TextEscape(Basename(fields.at("module").string_value())), ")\n");
     } else if (v.kind_case() == Value::kStructValue) {
       absl::StrAppend(&out, Pad(indent + 2), "[", i, "]\n");
       AddJsonFields(out, v.struct_value(), indent + 4);
@@ -187,12 +188,12 @@ void AddJsonFields(std::string& out, const google::protobuf::Struct& object, int
   for (const std::string* name : names) {
     const Value& v = object.fields().at(*name);
     if (v.kind_case() == Value::kStructValue) {
-      absl::StrAppend(&out, Pad(indent), *name, ":\n");
+      absl::StrAppend(&out, Pad(indent), TextEscape(*name), ":\n");
       AddJsonFields(out, v.struct_value(), indent + 2);
     } else if (v.kind_case() == Value::kListValue) {
-      AddJsonList(out, *name, v.list_value(), indent);
+      AddJsonList(out, TextEscape(*name), v.list_value(), indent);
     } else {
-      AddScalarLine(out, indent, *name, JsonScalarText(v));
+      AddScalarLine(out, indent, TextEscape(*name), JsonScalarText(v));
     }
   }
 }
@@ -294,7 +295,7 @@ std::string RenderIssue(const IssueRecord& record, const RenderOptions& options)
       break;
     default:
       if (const Message* report = record.report(); report != nullptr) {
-        absl::StrAppend(&out, record.kind, ":\n");
+        absl::StrAppend(&out, TextEscape(record.kind), ":\n");
         out += RenderMessageFields(*report, 2, options);
       } else if (record.unknown_fields.empty()) {
         out += "(no report)\n";
@@ -303,7 +304,8 @@ std::string RenderIssue(const IssueRecord& record, const RenderOptions& options)
   }
   // Fields this build does not know (a newer report kind): shown raw.
   for (const auto& [name, value] : record.unknown_fields) {
-    absl::StrAppend(&out, name, " (not known to this build of matrix-report; raw fields):\n");
+    absl::StrAppend(&out, TextEscape(name),
+                    " (not known to this build of matrix-report; raw fields):\n");
     out += RenderJsonValue(value, 2);
   }
   return out;
@@ -311,14 +313,14 @@ std::string RenderIssue(const IssueRecord& record, const RenderOptions& options)
 
 std::string RenderGroups(const std::vector<IssueGroup>& groups, const RenderOptions& options) {
   int64_t issues = 0;
-  for (const IssueGroup& g : groups) issues += g.count;
+  for (const IssueGroup& g : groups) issues = SaturatingAdd(issues, g.count);
   std::string out = absl::StrCat(groups.size(), groups.size() == 1 ? " group" : " groups", " of ",
                                  issues, issues == 1 ? " issue" : " issues",
                                  " (by tag, detail and key; most frequent first)\n");
   int n = 0;
   for (const IssueGroup& g : groups) {
-    absl::StrAppendFormat(&out, "\n#%d  %s  x%d\n", ++n, g.TagDetail(), g.count);
-    AddField(out, "key", g.key.empty() ? "(none)" : g.key, 4);
+    absl::StrAppendFormat(&out, "\n#%d  %s  x%d\n", ++n, TextEscape(g.TagDetail()), g.count);
+    AddField(out, "key", g.key.empty() ? "(none)" : TextEscape(g.key), 4);
     if (g.metric_count > 0) {
       std::string text = absl::StrCat("worst ", MetricValue(g.metric, g.worst), ", median ",
                                       MetricValue(g.metric, g.median));
@@ -351,12 +353,12 @@ namespace {
 std::string SinkDropsText(const absl::flat_hash_map<std::string, proto::SinkDrops>& by_process) {
   proto::SinkDrops total;
   for (const auto& [process, d] : by_process) {
-    total.set_hang(total.hang() + d.hang());
-    total.set_fps(total.fps() + d.fps());
-    total.set_slow_method(total.slow_method() + d.slow_method());
-    total.set_startup(total.startup() + d.startup());
-    total.set_block(total.block() + d.block());
-    total.set_other(total.other() + d.other());
+    total.set_hang(SaturatingAdd(total.hang(), d.hang()));
+    total.set_fps(SaturatingAdd(total.fps(), d.fps()));
+    total.set_slow_method(SaturatingAdd(total.slow_method(), d.slow_method()));
+    total.set_startup(SaturatingAdd(total.startup(), d.startup()));
+    total.set_block(SaturatingAdd(total.block(), d.block()));
+    total.set_other(SaturatingAdd(total.other(), d.other()));
   }
   std::vector<std::string> parts;
   for (const auto& [name, n] : {std::pair<const char*, int64_t>{"fps", total.fps()},
@@ -424,10 +426,11 @@ void IssueSummary::AddSelected(const IssueRecord& r, IssueOrder order) {
 std::string IssueSummary::Render(const ReadStats& stats, bool filtered,
                                  const RenderOptions& options) const {
   std::string out;
-  std::string files = absl::StrJoin(
-      stats.files.begin(),
-      stats.files.begin() + static_cast<std::ptrdiff_t>(std::min(stats.files.size(), kMaxListed)),
-      ", ");
+  std::vector<std::string> listed;
+  for (size_t i = 0; i < stats.files.size() && i < kMaxListed; ++i) {
+    listed.push_back(TextEscape(stats.files[i]));
+  }
+  std::string files = absl::StrJoin(listed, ", ");
   if (stats.files.size() > kMaxListed)
     absl::StrAppend(&files, " and ", stats.files.size() - kMaxListed, " more");
   std::string issues = filtered ? absl::StrCat(selected_, " of ", total_, " match the filters")
@@ -477,11 +480,17 @@ std::string IssueSummary::Render(const ReadStats& stats, bool filtered,
   std::sort(rows.begin(), rows.end(), [](const Row* a, const Row* b) {
     return a->issues != b->issues ? a->issues > b->issues : a->name < b->name;
   });
+  std::vector<std::string> names;
+  names.reserve(rows.size());
   size_t width = 10;
-  for (const Row* row : rows) width = std::max(width, row->name.size());
+  for (const Row* row : rows) {
+    names.push_back(TextEscape(row->name));
+    width = std::max(width, names.back().size());
+  }
   absl::StrAppendFormat(&out, "\n%-*s  %6s  %6s  %-12s  %s\n", static_cast<int>(width),
                         "tag/detail", "issues", "groups", "worst", "median");
-  for (const Row* row : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row* row = rows[i];
     std::string worst = "-";
     std::string median = "-";
     if (row->metric.count() > 0) {
@@ -489,7 +498,7 @@ std::string IssueSummary::Render(const ReadStats& stats, bool filtered,
       median = MetricValue(row->metric.metric(), row->metric.median());
     }
     absl::StrAppendFormat(&out, "%-*s  %6d  %6d  %-12s  %s\n", static_cast<int>(width),
-                          row->name, row->issues, row->keys.size(), worst, median);
+                          names[i], row->issues, row->keys.size(), worst, median);
   }
   return out;
 }

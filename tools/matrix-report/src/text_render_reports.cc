@@ -32,21 +32,21 @@ using google::protobuf::RepeatedPtrField;
 using google::protobuf::Value;
 
 void RenderHeader(std::string& out, const IssueRecord& r, const RenderOptions& options) {
-  std::string title = absl::StrCat("== ", r.TagDetail(), " ");
+  std::string title = absl::StrCat("== ", TextEscape(r.TagDetail()), " ");
   if (title.size() < 72) title.append(72 - title.size(), '=');
   absl::StrAppend(&out, title, "\n");
-  AddField(out, "key", r.key.empty() ? "(none)" : r.key);
+  AddField(out, "key", r.key.empty() ? "(none)" : TextEscape(r.key));
   AddField(out, "time",
            absl::StrCat(FormatTimeMs(r.time_ms(), options.time_zone), " ",
                         ZoneName(r.time_ms(), options.time_zone)));
-  std::string process = r.ProcessLabel();
+  std::string process = TextEscape(r.ProcessLabel());
   if (!r.issue.plugin().empty()) {
-    absl::StrAppend(&process, process.empty() ? "" : ", ", "plugin ", r.issue.plugin());
+    absl::StrAppend(&process, process.empty() ? "" : ", ", "plugin ", TextEscape(r.issue.plugin()));
   }
   if (r.issue.type() != 0)
     absl::StrAppend(&process, process.empty() ? "" : ", ", "type ", r.issue.type());
   if (!process.empty()) AddField(out, "process", process);
-  if (!r.scene.empty()) AddField(out, "scene", r.scene);
+  if (!r.scene.empty()) AddField(out, "scene", TextEscape(r.scene));
   if (r.metric.present())
     AddField(out, MetricLabel(r.metric), MetricValue(r.metric, r.metric.value));
   if (r.issue.has_device()) {
@@ -64,15 +64,17 @@ void RenderHeader(std::string& out, const IssueRecord& r, const RenderOptions& o
     AddField(out, "device", absl::StrJoin(parts, ", "));
   }
   if (!r.source.file.empty())
-    AddField(out, "source", r.source.line > 0 ? absl::StrCat(r.source.file, ":", r.source.line)
-                                              : r.source.file);
+    AddField(out, "source",
+             r.source.line > 0 ? absl::StrCat(TextEscape(r.source.file), ":", r.source.line)
+                               : TextEscape(r.source.file));
 }
 
 void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions& options) {
   if (a.has_thread()) {
     const proto::ThreadInfo& t = a.thread();
-    std::string text = t.name().empty() ? "" : absl::StrCat(t.name(), " ");
-    absl::StrAppend(&text, "(tid ", t.tid(), "): ", t.state().empty() ? "state unknown" : t.state(),
+    std::string text = t.name().empty() ? "" : absl::StrCat(TextEscape(t.name()), " ");
+    absl::StrAppend(&text, "(tid ", t.tid(), "): ",
+                    t.state().empty() ? "state unknown" : TextEscape(t.state()),
                     ", priority ", t.priority(), ", nice ", t.nice(), ", CPU time ",
                     Ms(t.cpu_time_ms()));
     AddField(out, "thread", text);
@@ -93,11 +95,11 @@ void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions&
   if (a.stopped_ms() > 0) {
     AddField(out, "stopped", absl::StrCat(Ms(a.stopped_ms()), " (process stopped; not in the cost)"));
   }
-  if (!a.idle_handler().empty()) AddField(out, "idle handler", a.idle_handler());
-  if (!a.input_event().empty()) AddField(out, "input event", a.input_event());
+  if (!a.idle_handler().empty()) AddField(out, "idle handler", TextEscape(a.idle_handler()));
+  if (!a.input_event().empty()) AddField(out, "input event", TextEscape(a.input_event()));
   if (a.signal() != 0) {
     AddField(out, "signal", absl::StrCat(a.signal(), a.signal() == 3 ? " (SIGQUIT)" : ""));
-    AddField(out, "queue head", a.queue_head().empty() ? "(empty)" : a.queue_head());
+    AddField(out, "queue head", a.queue_head().empty() ? "(empty)" : TextEscape(a.queue_head()));
     AddField(out, "overdue", Ms(a.queue_head_overdue_ms()));
     AddField(out, "hang",
              a.confirmed_hang() ? "confirmed (the queue head is overdue)"
@@ -137,8 +139,9 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e) {
 
 void RenderFrame(std::string& out, const proto::FrameReport& f) {
   AddField(out, "frames",
-           absl::StrFormat("%d at %.1f Hz, %d dropped, over %s of frame time: %.1f fps", f.frames(),
-                           f.refresh_rate(), f.dropped_frames(), Ms(f.window_ms()), f.fps()));
+           absl::StrFormat("%d at %s Hz, %d dropped, over %s of frame time: %s fps", f.frames(),
+                           FormatFixed(f.refresh_rate(), 1), f.dropped_frames(),
+                           Ms(f.window_ms()), FormatFixed(f.fps(), 1)));
   const std::pair<const char*, std::pair<int64_t, int64_t>> levels[] = {
       {"BEST", {f.drop_level().best(), f.drop_sum().best()}},
       {"NORMAL", {f.drop_level().normal(), f.drop_sum().normal()}},
@@ -175,7 +178,8 @@ void RenderFrame(std::string& out, const proto::FrameReport& f) {
 void RenderStartup(std::string& out, const proto::StartupReport& s) {
   AddField(out, "startup",
            absl::StrCat(s.is_warm_start_up() ? "warm" : "cold", " start",
-                        s.first_scene().empty() ? "" : ", first scene ", s.first_scene()));
+                        s.first_scene().empty() ? "" : ", first scene ",
+                        TextEscape(s.first_scene())));
   std::vector<std::pair<double, std::string>> events;
   if (s.is_warm_start_up()) {
     events = {{0, "scene created"}, {s.first_scene_create_ms(), "scene shown"}};
@@ -189,7 +193,7 @@ void RenderStartup(std::string& out, const proto::StartupReport& s) {
         absl::StrCat("application create ends",
                      s.application_create_scene().empty()
                          ? ""
-                         : absl::StrCat(" (", s.application_create_scene(), ")")));
+                         : absl::StrCat(" (", TextEscape(s.application_create_scene()), ")")));
     add(s.first_scene_created_ms(), "first scene created");
     add(s.first_scene_create_ms(), "first scene shown");
     add(s.startup_duration_ms(), "startup done");
@@ -205,7 +209,11 @@ void RenderStartup(std::string& out, const proto::StartupReport& s) {
                           what);
   }
   AddField(out, "timeline", timeline);
-  if (!s.scenes().empty()) AddField(out, "scenes", absl::StrJoin(s.scenes(), " > "));
+  if (!s.scenes().empty()) {
+    std::vector<std::string> scenes;
+    for (const std::string& scene : s.scenes()) scenes.push_back(TextEscape(scene));
+    AddField(out, "scenes", absl::StrJoin(scenes, " > "));
+  }
 }
 
 namespace {
@@ -266,8 +274,8 @@ void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOpti
                           " over the block: ", CpuRateText(b.block_cpu())));
   }
   std::vector<std::string> machine;
-  if (!b.model().empty()) machine.push_back(b.model());
-  if (!b.api_level().empty()) machine.push_back(b.api_level());
+  if (!b.model().empty()) machine.push_back(TextEscape(b.model()));
+  if (!b.api_level().empty()) machine.push_back(TextEscape(b.api_level()));
   if (b.cpu_cores() != 0) machine.push_back(absl::StrCat(b.cpu_cores(), " cores"));
   if (b.total_memory_kb() != 0) {
     machine.push_back(
@@ -276,21 +284,22 @@ void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOpti
   if (b.vm_rss_kb() != 0) machine.push_back(absl::StrCat("VmRSS ", b.vm_rss_kb(), " KiB"));
   if (!machine.empty()) AddField(out, "machine", absl::StrJoin(machine, ", "));
   std::vector<std::string> app;
-  if (!b.qualifier().empty()) app.push_back(b.qualifier());
+  if (!b.qualifier().empty()) app.push_back(TextEscape(b.qualifier()));
   if (!b.version_name().empty() || b.version_code() != 0) {
-    app.push_back(absl::StrCat("version ", b.version_name(), " (", b.version_code(), ")"));
+    app.push_back(
+        absl::StrCat("version ", TextEscape(b.version_name()), " (", b.version_code(), ")"));
   }
   if (!b.uid().empty() && b.uid() != kPlaceholderUid) {
-    app.push_back(absl::StrCat("uid ", b.uid()));
+    app.push_back(absl::StrCat("uid ", TextEscape(b.uid())));
   }
-  if (!b.network().empty()) app.push_back(absl::StrCat("network ", b.network()));
+  if (!b.network().empty()) app.push_back(absl::StrCat("network ", TextEscape(b.network())));
   if (!app.empty()) AddField(out, "app", absl::StrJoin(app, ", "));
   if (!b.key_stack_line().empty()) {
     AddField(out, "key line",
-             absl::StrCat(b.key_stack_line(), " (in ", b.key_sample_count(), " of ",
+             absl::StrCat(TextEscape(b.key_stack_line()), " (in ", b.key_sample_count(), " of ",
                           b.samples_size(), " samples)"));
   }
-  if (!b.log_file().empty()) AddField(out, "log file", b.log_file());
+  if (!b.log_file().empty()) AddField(out, "log file", TextEscape(b.log_file()));
   if (!b.cpu_rate().empty()) {
     std::string rates;
     for (const proto::BlockCpuRate& r : b.cpu_rate()) {

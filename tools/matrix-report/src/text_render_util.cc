@@ -34,11 +34,11 @@ void AddField(std::string& out, absl::string_view label, absl::string_view value
                         absl::StrReplaceAll(value, {{"\n", continuation}}));
 }
 
-std::string Ms(double ms) { return absl::StrFormat("%.1f ms", ms); }
+std::string Ms(double ms) { return absl::StrCat(FormatFixed(ms, 1), " ms"); }
 
 std::string MetricValue(const Metric& metric, double value) {
   if (metric.unit == "ms") return Ms(value);
-  return absl::StrCat(absl::StrFormat("%.1f", value), metric.unit.empty() ? "" : " ", metric.unit);
+  return absl::StrCat(FormatFixed(value, 1), metric.unit.empty() ? "" : " ", metric.unit);
 }
 
 // The metric's last word: "cost_ms" -> "cost", "startup_duration_ms" ->
@@ -54,10 +54,10 @@ std::string MetricLabel(const Metric& metric) {
 
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
 
-std::string Percent(double p) { return absl::StrFormat("%.1f%%", p); }
+std::string Percent(double p) { return absl::StrCat(FormatFixed(p, 1), "%"); }
 
 std::string GiB(double bytes) {
-  return absl::StrFormat("%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return absl::StrCat(FormatFixed(bytes / (1024.0 * 1024 * 1024), 1), " GiB");
 }
 
 std::string ZoneName(int64_t time_ms, absl::TimeZone tz) {
@@ -68,7 +68,7 @@ std::string ZoneName(int64_t time_ms, absl::TimeZone tz) {
 std::string CountList(const std::vector<NameCount>& counts, size_t max_listed) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < counts.size() && i < max_listed; ++i) {
-    parts.push_back(absl::StrCat(counts[i].name, ": ", counts[i].count));
+    parts.push_back(absl::StrCat(TextEscape(counts[i].name), ": ", counts[i].count));
   }
   std::string out = absl::StrJoin(parts, ", ");
   if (counts.size() > max_listed)
@@ -77,7 +77,9 @@ std::string CountList(const std::vector<NameCount>& counts, size_t max_listed) {
 }
 std::string ThreadStackTitle(const proto::ThreadStack& stack) {
   std::string title = absl::StrCat("tid ", stack.tid());
-  if (!stack.thread_name().empty()) absl::StrAppend(&title, " (", stack.thread_name(), ")");
+  if (!stack.thread_name().empty()) {
+    absl::StrAppend(&title, " (", TextEscape(stack.thread_name()), ")");
+  }
   if (stack.captured_at_ms() != 0) {
     absl::StrAppend(&title, ", captured at ", Ms(stack.captured_at_ms()));
   }
@@ -88,7 +90,7 @@ void AddThreadStack(std::string& out, absl::string_view label, const proto::Thre
                     int indent, const RenderOptions& options) {
   absl::StrAppend(&out, Pad(indent), label, " ", ThreadStackTitle(stack), ":\n");
   if (!stack.error().empty())
-    absl::StrAppend(&out, Pad(indent + 2), "capture error: ", stack.error(), "\n");
+    absl::StrAppend(&out, Pad(indent + 2), "capture error: ", TextEscape(stack.error()), "\n");
   if (stack.frames().empty()) {
     absl::StrAppend(&out, Pad(indent + 2), "(no frames)\n");
   } else {
@@ -114,8 +116,8 @@ std::string QueueCostsText(const proto::QueueCosts& q) {
 
 std::string MessageText(const proto::MessageInfo& m) {
   std::vector<std::string> parts;
-  if (!m.target().empty()) parts.push_back(m.target());
-  if (!m.callback().empty()) parts.push_back(absl::StrCat("callback ", m.callback()));
+  if (!m.target().empty()) parts.push_back(TextEscape(m.target()));
+  if (!m.callback().empty()) parts.push_back(absl::StrCat("callback ", TextEscape(m.callback())));
   parts.push_back(absl::StrCat("what ", m.what()));
   return absl::StrJoin(parts, ", ");
 }

@@ -6,6 +6,10 @@
 // generic message renderer, issues, groups and the summary are in
 // text_render.cc; the pieces here are in text_render_util.cc.
 //
+// Every string that comes from a report (or a file name) goes through
+// TextEscape (format_util.h) before it is laid out: the layout's own LFs are
+// the only control characters the text views print.
+//
 // Thread safety: thread-safe (pure functions).
 
 #ifndef MATRIX_REPORT_SRC_INTERNAL_TEXT_RENDER_UTIL_H_
@@ -58,7 +62,7 @@ std::string YesNo(bool b);
 std::string Percent(double p);
 std::string GiB(double bytes);
 std::string ZoneName(int64_t time_ms, absl::TimeZone tz);
-// "a: 3, b: 2, c: 1 and 4 more".
+// "a: 3, b: 2, c: 1 and 4 more" (names escaped).
 std::string CountList(const std::vector<NameCount>& counts, size_t max_listed = kMaxListed);
 std::string ThreadStackTitle(const proto::ThreadStack& stack);
 void AddThreadStack(std::string& out, absl::string_view label, const proto::ThreadStack& stack,
@@ -78,13 +82,13 @@ std::string StackFramesText(const Frames& frames, int indent, const RenderOption
   for (const proto::StackFrame& frame : frames) {
     std::string where;
     if (!frame.function().empty()) {
-      where = frame.function();
+      where = TextEscape(frame.function());
       if (frame.offset() != 0) absl::StrAppendFormat(&where, "+0x%x", frame.offset());
     } else {
-      where = frame.pc().empty() ? "??" : frame.pc();
+      where = frame.pc().empty() ? "??" : TextEscape(frame.pc());
     }
-    const absl::string_view module =
-        options.full_paths ? absl::string_view(frame.module()) : Basename(frame.module());
+    const std::string module = TextEscape(options.full_paths ? absl::string_view(frame.module())
+                                                             : Basename(frame.module()));
     absl::StrAppendFormat(&out, "%s#%-*d  %s", Pad(indent), digits, i++, where);
     if (!module.empty()) {
       absl::StrAppend(&out, "  (", module);
@@ -98,14 +102,15 @@ std::string StackFramesText(const Frames& frames, int indent, const RenderOption
     // the line in the frame's own function.
     for (const proto::InlinedFrame& inlined : frame.inlined()) {
       absl::StrAppend(&out, Pad(indent + 4), "inlined ",
-                      inlined.function().empty() ? "??" : inlined.function());
+                      inlined.function().empty() ? "??" : TextEscape(inlined.function()));
       if (!inlined.file().empty()) {
-        absl::StrAppend(&out, " at ", inlined.file(), ":", inlined.line());
+        absl::StrAppend(&out, " at ", TextEscape(inlined.file()), ":", inlined.line());
       }
       out += "\n";
     }
     if (!frame.file().empty()) {
-      absl::StrAppend(&out, Pad(indent + 4), "at ", frame.file(), ":", frame.line(), "\n");
+      absl::StrAppend(&out, Pad(indent + 4), "at ", TextEscape(frame.file()), ":", frame.line(),
+                      "\n");
     }
   }
   return out;
@@ -115,15 +120,18 @@ template <typename Calls>
 std::string CallTreeText(const Calls& calls, int indent) {
   size_t width = 0;
   for (const auto& call : calls)
-    width = std::max(width, absl::StrFormat("%.1f", call.cost_ms()).size());
+    width = std::max(width, FormatFixed(call.cost_ms(), 1).size());
   std::string out;
   for (const auto& call : calls) {
     const int depth = std::clamp(call.depth(), 0, kMaxDrawnDepth);
-    absl::StrAppendFormat(&out, "%s%*.1f  %s%s", Pad(indent), static_cast<int>(width),
-                          call.cost_ms(), Pad(2 * depth), call.name().empty() ? "??" : call.name());
+    absl::StrAppendFormat(&out, "%s%*s  %s%s", Pad(indent), static_cast<int>(width),
+                          FormatFixed(call.cost_ms(), 1), Pad(2 * depth),
+                          call.name().empty() ? "??" : TextEscape(call.name()));
     if (call.count() > 1) absl::StrAppend(&out, " x", call.count());
     if (call.unfinished()) out += " [running]";
-    if (!call.file().empty()) absl::StrAppend(&out, "  at ", call.file(), ":", call.line());
+    if (!call.file().empty()) {
+      absl::StrAppend(&out, "  at ", TextEscape(call.file()), ":", call.line());
+    }
     out += "\n";
   }
   return out;

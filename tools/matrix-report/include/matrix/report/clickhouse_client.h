@@ -10,9 +10,17 @@
 // once. Errors carry the server's own message ("Code: 60, ... Table
 // matrix.x doesn't exist").
 //
+// An answer counts only when it is ClickHouse's: it carries ClickHouse's
+// X-ClickHouse-* headers (every version sends X-ClickHouse-Server-Display-Name
+// or X-ClickHouse-Summary). A 200 from another server (a web page from a
+// proxy or a server on the wrong port) is an error that is not retried.
+// Insert() returns the `written_rows` of the X-ClickHouse-Summary header
+// when the server sends one (ClickHouse 19 and later).
+//
 //   matrix::report::ClickHouseClient client({.url = "http://127.0.0.1:8123"});
 //   absl::StatusOr<std::string> rows = client.Query("SELECT version()");
-//   absl::Status ok = client.Insert("INSERT INTO matrix.issues FORMAT TabSeparated", tsv);
+//   absl::StatusOr<InsertResult> ok =
+//       client.Insert("INSERT INTO matrix.issues FORMAT TabSeparated", tsv);
 //
 // Thread safety: thread-compatible (one thread uses one client).
 
@@ -21,7 +29,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,6 +57,17 @@ struct ClickHouseOptions {
   // Told of each retry (may be empty): the error and the wait before the next
   // try.
   std::function<void(const absl::Status&, absl::Duration)> on_retry;
+  // Polled during requests and retry waits (may be empty): when it returns
+  // true, the request is abandoned at once with a Cancelled error (a SIGTERM
+  // handler's flag, say). It must be cheap and async-signal-safe to read.
+  std::function<bool()> stop_requested;
+};
+
+// What ClickHouse said of an INSERT.
+struct InsertResult {
+  // X-ClickHouse-Summary's written_rows; empty when the server sent no
+  // summary (ClickHouse before 19).
+  std::optional<int64_t> written_rows;
 };
 
 class ClickHouseClient {
@@ -65,15 +86,21 @@ class ClickHouseClient {
   // ClickHouse writes the rows of one INSERT into one part, so a failed
   // INSERT wrote nothing that a retry would double (and the issues table
   // collapses repeats anyway). Call from the client's thread.
-  absl::Status Insert(absl::string_view sql, absl::string_view data);
+  absl::StatusOr<InsertResult> Insert(absl::string_view sql, absl::string_view data);
 
   const ClickHouseOptions& options() const { return options_; }
 
+  // Changes how long later requests keep retrying. Client's thread.
+  void set_retry_for(absl::Duration retry_for) { options_.retry_for = retry_for; }
+
  private:
+  struct Answer {
+    std::string body;
+    InsertResult insert;
+  };
   // One try. `transient` tells whether a retry may succeed.
-  absl::StatusOr<std::string> TryOnce(absl::string_view sql, absl::string_view data,
-                                      bool* transient);
-  absl::StatusOr<std::string> WithRetries(absl::string_view sql, absl::string_view data);
+  absl::StatusOr<Answer> TryOnce(absl::string_view sql, absl::string_view data, bool* transient);
+  absl::StatusOr<Answer> WithRetries(absl::string_view sql, absl::string_view data);
 
   ClickHouseOptions options_;
   void* curl_ = nullptr;  // CURL*, reused across requests (keep-alive).
@@ -87,6 +114,18 @@ void AppendTsvEscaped(absl::string_view text, std::string& out);
 
 // Splits TabSeparated output into rows of unescaped fields.
 std::vector<std::vector<std::string>> ParseTsv(absl::string_view text);
+// The same with each field as the server wrote it (escapes kept), and the
+// unescaping of one field: ParseTsv is SplitTsv, then TsvUnescape.
+std::vector<std::vector<std::string>> SplitTsv(absl::string_view text);
+std::string TsvUnescape(absl::string_view field);
+
+// The strings of a ClickHouse Array(String) field as SplitTsv gives it,
+// before TsvUnescape: "['1.0','it\'s']" -> {"1.0", "it's"}. ClickHouse
+// quotes each string of the array with TabSeparated's escapes (\\, \', \t,
+// \n...) and does not escape the field again, so the array is read from the
+// raw field: once unescaped, a quote inside a string and the quote that ends
+// it look the same.
+std::vector<std::string> ParseStringArray(absl::string_view field);
 
 }  // namespace matrix::report
 

@@ -13,7 +13,13 @@
 // how far each file was sent (by inode, so a rotated file keeps its place),
 // and is written only after the server acknowledged the rows: a push that
 // stops anywhere sends again at most what was not acknowledged, and the table
-// collapses what a lost acknowledgement made it send twice.
+// collapses what a lost acknowledgement made it send twice. A batch counts as
+// acknowledged only when ClickHouse says its rows were written. Report
+// directories may belong to other users: a checkpoint is read only when it is
+// a regular file of the pushing user or the directory's owner, and written
+// through a new temporary file of its own; only regular report files are
+// read, and lines longer than kMaxIssueLineBytes are skipped as malformed
+// (docs/fleet.md).
 //
 // FleetQueries answers the fleet questions in SQL (top, new, fps, show) on
 // the same table, or on a Distributed table over shards (`cluster`).
@@ -21,7 +27,8 @@
 //   ClickHouseClient client({.url = "http://127.0.0.1:8123"});
 //   FleetPusher pusher(client, {.database = "matrix"});
 //   absl::Status status = pusher.EnsureSchema();
-//   absl::StatusOr<PushStats> stats = pusher.Push({"./matrix-reports"});
+//   PushStats stats;
+//   absl::Status pushed = pusher.Push({"./matrix-reports"}, stats);
 //   FleetQueries fleet(client, {.database = "matrix"});
 //   absl::StatusOr<std::vector<FleetKey>> top = fleet.Top({.limit = 20});
 //
@@ -43,6 +50,7 @@
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/issue_record.h"
+#include "matrix/report/text_render.h"
 
 namespace matrix::report {
 
@@ -123,7 +131,8 @@ struct PushStats {
   // Lines skipped because they are not issues; the first of them.
   int64_t malformed = 0;
   std::vector<MalformedLine> first_malformed;  // At most one per file.
-  // Inputs that could not be read.
+  // Inputs and files that could not be read or were refused (not regular
+  // files, refused checkpoints, read errors), each a full message.
   std::vector<std::string> errors;
 };
 
@@ -141,7 +150,21 @@ class FleetPusher {
 
  private:
   struct Pending;
+  // One open report file and its mark.
+  struct Source;
+  // Reads one file beyond its checkpoint into `pending`, flushing full
+  // batches; a file that cannot be read is an error in `stats`.
+  absl::Status PushFile(const std::string& file, Pending& pending, PushStats& stats);
+  // A BlockCanary text file (one block), and a JSON-lines file from its mark.
+  absl::Status PushBlockLog(Source& source, Pending& pending, PushStats& stats);
+  absl::Status PushLines(Source& source, Pending& pending, PushStats& stats);
+  // Whether `pending` holds a whole batch.
+  bool Full(const Pending& pending) const;
+  // Sends the batch and moves its marks into the checkpoints.
   absl::Status Flush(Pending& pending, PushStats& stats);
+  // OK when the server's answer to the batch's INSERT says the rows were
+  // written, or else its first and last rows count back.
+  absl::Status CheckStored(const Pending& pending, const InsertResult& result);
 
   ClickHouseClient& client_;
   PushOptions options_;
@@ -216,7 +239,10 @@ class FleetQueries {
   absl::StatusOr<int64_t> Count();
 
  private:
-  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql);
+  // The rows of `sql`'s TabSeparated answer, fields unescaped (ParseTsv),
+  // or as the server wrote them when `raw` (SplitTsv; for Array columns).
+  absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql,
+                                                             bool raw = false);
 
   ClickHouseClient& client_;
   FleetOptions options_;
@@ -226,6 +252,10 @@ class FleetQueries {
 // Text tables of the answers, for the fleet command.
 std::string RenderFleetKeys(const std::vector<FleetKey>& keys, bool is_new);
 std::string RenderFleetFps(const std::vector<FleetFps>& rows);
+// `fleet show KEY`: the key's issues, hosts and versions, then its worst
+// report as RenderIssue draws it.
+std::string RenderFleetShow(absl::string_view key, const FleetShow& show,
+                            const RenderOptions& options);
 
 }  // namespace matrix::report
 

@@ -62,6 +62,12 @@ namespace matrix::report {
 // The name used for standard input ("-" on the command line).
 inline constexpr char kStdinName[] = "<stdin>";
 
+// The longest line read (a BlockCanary text file counts as one line): a
+// longer one is read to its end in bounded memory, skipped and counted as
+// malformed with the reason kLineTooLong. An issue line is a few KiB.
+inline constexpr int64_t kMaxIssueLineBytes = int64_t{16} << 20;
+inline constexpr char kLineTooLong[] = "longer than 16 MiB, the longest line read";
+
 struct MalformedLine {
   SourceLocation where;
   std::string reason;
@@ -158,8 +164,11 @@ std::vector<std::string> OrderIssueFiles(std::vector<std::string> paths);
 // The files an input names: a directory its *.jsonl files ordered by
 // OrderIssueFiles, then its looper-*.log files (BlockCanary) by name; anything
 // else (a file, a pipe) itself. Errors when the input does not exist or is a
-// directory with neither.
-absl::StatusOr<std::vector<std::string>> ExpandInput(const std::string& path);
+// directory with neither. A directory's entries with those names that are
+// not regular files (FIFOs, devices, dangling links) are left out; with
+// `not_regular`, a message naming each is added to it.
+absl::StatusOr<std::vector<std::string>> ExpandInput(
+    const std::string& path, std::vector<std::string>* not_regular = nullptr);
 
 // Reads `in` from `name`, appending to `result` (records, malformed, lines;
 // `name` is added to `files`) with IssueStreamReader.

@@ -1,0 +1,365 @@
+#include "matrix/report/fleet.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <istream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "internal/bounded_read.h"
+#include "internal/fleet_checkpoint.h"
+#include "matrix/core/app_identity.h"
+
+// FleetPusher: report files into ClickHouse, past their checkpoints
+// (fleet.h, docs/fleet.md). The rows are made in fleet.cc, the checkpoint
+// files handled in fleet_checkpoint.cc.
+
+namespace matrix::report {
+
+using internal::Checkpoint;
+using internal::FileId;
+using internal::HeadHash;
+using internal::kHeadBytes;
+using internal::LoadCheckpoint;
+using internal::Mark;
+using internal::SaveCheckpoint;
+
+namespace {
+
+// The first `kHeadBytes` of the open file.
+std::string ReadHead(int fd) {
+  std::string head(kHeadBytes, '\0');
+  ssize_t n = 0;
+  do {
+    n = ::pread(fd, head.data(), head.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return head;
+}
+
+// Whether the open file's first non-blank character is '*' (a BlockCanary
+// text file). Reads from the start in bounded memory.
+bool IsBlockLog(int fd) {
+  char buffer[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (!std::isspace(static_cast<unsigned char>(buffer[i]))) return buffer[i] == '*';
+    }
+    at += n;
+  }
+}
+
+std::string DirectoryOf(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return file.substr(0, slash);
+}
+
+}  // namespace
+
+struct FleetPusher::Pending {
+  std::string tsv;
+  int64_t rows = 0;
+  // The batch's first and last rows (host_id, issue_id), counted back after
+  // an INSERT whose answer does not say how many rows it wrote.
+  std::pair<std::string, std::string> first_row;
+  std::pair<std::string, std::string> last_row;
+  // Where each file will be once these rows are acknowledged.
+  std::map<std::pair<std::string, FileId>, Mark> advances;
+  // Loaded checkpoints, by checkpoint file.
+  std::map<std::string, Checkpoint> checkpoints;
+  // Checkpoint files refused (internal/fleet_checkpoint.h): their
+  // directories' files are not pushed.
+  std::set<std::string> refused;
+  // Every file of this push, by checkpoint file.
+  std::set<std::pair<std::string, FileId>> seen;
+
+  void Add(const FleetRow& row) {
+    AppendFleetRowTsv(row, tsv);
+    if (rows == 0) first_row = {row.host_id, row.issue_id};
+    last_row = {row.host_id, row.issue_id};
+    ++rows;
+  }
+};
+
+FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      table_(absl::StrCat(options_.fleet.database, ".issues")) {
+  if (options_.fallback_host_id.empty()) {
+    options_.fallback_host_id = CurrentAppIdentity().host_id();
+  }
+}
+
+absl::Status FleetPusher::EnsureSchema() {
+  for (const std::string& sql : FleetSchema(options_.fleet)) {
+    absl::StatusOr<std::string> result = client_.Query(sql);
+    if (!result.ok()) return result.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::CheckStored(const Pending& pending, const InsertResult& result) {
+  if (result.written_rows.has_value() && *result.written_rows >= pending.rows) {
+    return absl::OkStatus();
+  }
+  // No summary (ClickHouse before 19), or one that counts fewer rows (a
+  // server may leave out rows a Distributed table wrote on other shards):
+  // the batch's first and last rows must be there.
+  const auto tuple = [](const std::pair<std::string, std::string>& row) {
+    return absl::StrCat("(", SqlQuote(row.first), ", ", SqlQuote(row.second), ")");
+  };
+  const int64_t expected = pending.first_row == pending.last_row ? 1 : 2;
+  absl::StatusOr<std::string> body = client_.Query(absl::StrCat(
+      "SELECT uniqExact(host_id, issue_id) FROM ", table_, " WHERE (host_id, issue_id) IN (",
+      tuple(pending.first_row), ", ", tuple(pending.last_row), ") FORMAT TabSeparated"));
+  if (!body.ok()) return body.status();
+  int64_t found = -1;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &found) && found == expected) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      client_.options().url, ": ",
+      result.written_rows.has_value()
+          ? absl::StrCat("the server wrote ", *result.written_rows, " of ", pending.rows,
+                         " rows of the batch (X-ClickHouse-Summary), and ")
+          : "",
+      "the batch's rows were not found after the INSERT (",
+      found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
+      " rows counted back); nothing of it is checkpointed"));
+}
+
+absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
+  if (pending.rows > 0) {
+    absl::StatusOr<InsertResult> result = client_.Insert(
+        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT TabSeparated"),
+        pending.tsv);
+    if (!result.ok()) return result.status();
+    if (absl::Status stored = CheckStored(pending, *result); !stored.ok()) return stored;
+    stats.sent += pending.rows;
+    stats.bytes += static_cast<int64_t>(pending.tsv.size());
+    ++stats.batches;
+  }
+  // Acknowledged (or nothing to send: skipped lines only): move the marks.
+  std::set<std::string> touched;
+  for (auto& [where, mark] : pending.advances) {
+    pending.checkpoints[where.first][where.second] = mark;
+    touched.insert(where.first);
+  }
+  for (const std::string& path : touched) {
+    absl::Status status = SaveCheckpoint(path, pending.checkpoints[path]);
+    if (!status.ok()) return status;
+  }
+  pending.tsv.clear();
+  pending.rows = 0;
+  pending.advances.clear();
+  return absl::OkStatus();
+}
+
+struct FleetPusher::Source {
+  const std::string& file;
+  int fd;
+  const struct stat& st;
+  // Its checkpoint file and id there.
+  std::pair<std::string, FileId> where;
+  // How far it was sent, and its first kHeadBytes.
+  Mark mark;
+  std::string head;
+};
+
+absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, PushStats& stats) {
+  // Only regular files are read: a FIFO would block, a device never end.
+  absl::StatusOr<internal::RegularFile> opened =
+      internal::OpenRegularFile(file, /*follow_symlinks=*/true);
+  if (!opened.ok()) {
+    stats.errors.push_back(absl::StrCat(opened.status().message(), "; skipped"));
+    return absl::OkStatus();
+  }
+  const std::string checkpoint_path =
+      CheckpointPath(DirectoryOf(file), client_.options().url, options_.fleet.database);
+  auto [cp, inserted] = pending.checkpoints.try_emplace(checkpoint_path);
+  if (inserted) {
+    absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(checkpoint_path);
+    if (loaded.ok()) {
+      cp->second = *std::move(loaded);
+    } else {
+      pending.refused.insert(checkpoint_path);
+      stats.errors.push_back(absl::StrCat(loaded.status().message(), "; the files of ",
+                                          DirectoryOf(file), " are not pushed"));
+    }
+  }
+  if (pending.refused.count(checkpoint_path) > 0) return absl::OkStatus();
+  ++stats.files;
+  const struct stat& st = opened->st;
+  const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  Source source{.file = file,
+                .fd = opened->fd.get(),
+                .st = st,
+                .where = {checkpoint_path, id},
+                .mark = {},
+                .head = ReadHead(opened->fd.get())};
+  if (auto it = cp->second.find(id);
+      it != cp->second.end() && !options_.ignore_checkpoints && it->second.offset <= st.st_size &&
+      it->second.head == HeadHash(source.head, it->second.offset)) {
+    // Otherwise the file was truncated, or is another file on a reused
+    // inode: from the start.
+    source.mark = it->second;
+  }
+  source.mark.path = file;
+  source.mark.head = HeadHash(source.head, source.mark.offset);
+  pending.seen.insert(source.where);
+  return IsBlockLog(source.fd) ? PushBlockLog(source, pending, stats)
+                               : PushLines(source, pending, stats);
+}
+
+bool FleetPusher::Full(const Pending& pending) const {
+  return pending.rows >= options_.batch_rows ||
+         static_cast<int64_t>(pending.tsv.size()) >= options_.batch_bytes;
+}
+
+absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushStats& stats) {
+  Mark& mark = source.mark;
+  if (mark.offset > 0 && mark.offset >= source.st.st_size) return absl::OkStatus();
+  internal::FdStreamBuf buffer(source.fd);
+  std::istream in(&buffer);
+  ReadStats read;
+  IssueStreamReader reader(in, source.file, {}, &read);
+  IssueRecord record;
+  while (reader.Next(record)) pending.Add(MakeFleetRow(record, "", options_.fallback_host_id));
+  if (buffer.error() != 0) {
+    stats.errors.push_back(absl::StrCat(source.file, ": read error: ",
+                                        std::strerror(buffer.error()), "; skipped"));
+    return absl::OkStatus();
+  }
+  if (read.malformed_lines > 0) {
+    stats.malformed += read.malformed_lines;
+    stats.first_malformed.push_back(read.malformed_files.front().first);
+  }
+  mark.offset = source.st.st_size;
+  mark.head = HeadHash(source.head, mark.offset);
+  pending.advances[source.where] = mark;
+  return Full(pending) ? Flush(pending, stats) : absl::OkStatus();
+}
+
+absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats& stats) {
+  const std::string& file = source.file;
+  Mark& mark = source.mark;
+  if (::lseek(source.fd, static_cast<off_t>(mark.offset), SEEK_SET) < 0) {
+    stats.errors.push_back(absl::StrCat("cannot read ", file, ": ", std::strerror(errno)));
+    return absl::OkStatus();
+  }
+  internal::FdStreamBuf buffer(source.fd);
+  std::istream in(&buffer);
+  std::string line;
+  bool file_malformed = false;
+  auto malformed = [&](int64_t line_number, absl::string_view reason) {
+    ++stats.malformed;
+    if (file_malformed) return;
+    file_malformed = true;
+    stats.first_malformed.push_back({{file, line_number}, std::string(reason)});
+  };
+  while (true) {
+    const internal::LineRead got =
+        internal::ReadLineBounded(in, static_cast<size_t>(kMaxIssueLineBytes), line);
+    if (!got.got) break;
+    if (!got.terminated && !options_.take_unterminated_tail) break;
+    const int64_t line_number = mark.line + 1;
+    const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
+    // A torn last line (without its newline) that is not an issue: the
+    // writer may still finish it. Not sent, not passed.
+    bool advance = true;
+    if (got.too_long) {
+      malformed(line_number, kLineTooLong);
+      advance = got.terminated;
+    } else if (!trimmed.empty()) {
+      std::istringstream one{std::string(trimmed)};
+      ReadStats read;
+      IssueStreamReader reader(one, file, {}, &read);
+      IssueRecord record;
+      int records = 0;
+      while (reader.Next(record)) {
+        record.source = {file, line_number};
+        ++records;
+        // A clean line is stored as written; a glued one as parsed.
+        pending.Add(MakeFleetRow(record,
+                                 read.malformed_lines == 0 ? trimmed : absl::string_view(),
+                                 options_.fallback_host_id));
+      }
+      if (read.malformed_lines > 0 || records == 0) {
+        advance = got.terminated;
+        malformed(line_number, read.malformed_files.empty()
+                                   ? absl::string_view("not an issue")
+                                   : absl::string_view(read.malformed_files.front().first.reason));
+      }
+    }
+    if (!advance) break;
+    mark.offset += got.bytes;
+    mark.line = line_number;
+    if (source.head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
+      source.head = ReadHead(source.fd);  // It was shorter when first read.
+    }
+    mark.head = HeadHash(source.head, mark.offset);
+    pending.advances[source.where] = mark;
+    if (Full(pending)) {
+      if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+    }
+    if (!got.terminated) break;
+  }
+  if (buffer.error() != 0) {
+    // What was read before the error is pushed; the rest is not.
+    stats.errors.push_back(absl::StrCat(file, ": read error after line ", mark.line, ": ",
+                                        std::strerror(buffer.error()),
+                                        "; the rest of the file is skipped"));
+  }
+  if (pending.advances.find(source.where) == pending.advances.end()) {
+    // Nothing new: keep its mark (and drop marks of files gone).
+    pending.advances[source.where] = mark;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats& stats) {
+  Pending pending;
+  for (const std::string& input : inputs) {
+    std::vector<std::string> not_regular;
+    absl::StatusOr<std::vector<std::string>> files = ExpandInput(input, &not_regular);
+    for (const std::string& skipped : not_regular) stats.errors.push_back(skipped);
+    if (!files.ok()) {
+      if (not_regular.empty()) stats.errors.push_back(std::string(files.status().message()));
+      continue;
+    }
+    for (const std::string& file : *files) {
+      if (absl::Status s = PushFile(file, pending, stats); !s.ok()) return s;
+    }
+  }
+  // Marks of files no longer there are dropped when a checkpoint is saved:
+  // keep only the files seen now.
+  for (auto& [path, checkpoint] : pending.checkpoints) {
+    for (auto it = checkpoint.begin(); it != checkpoint.end();) {
+      if (pending.seen.count({path, it->first}) == 0) {
+        it = checkpoint.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return Flush(pending, stats);
+}
+
+}  // namespace matrix::report
