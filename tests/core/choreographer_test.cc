@@ -18,7 +18,7 @@
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
 #include "matrix/testing/test_environment.h"
-#include "spdlog/sinks/ostream_sink.h"
+#include "matrix/testing/log_capture.h"
 #include "spdlog/spdlog.h"
 
 namespace matrix {
@@ -431,20 +431,7 @@ TEST_F(ChoreographerTest, InsertCallbackAtHead_FromAnEarlierQueue_RunsInTheSameF
   EXPECT_FALSE(env_.vsync()->vsync_requested());
 }
 
-// Captures matrix's log lines for the duration of a test.
-class ScopedLogCapture {
- public:
-  ScopedLogCapture() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    sink->set_pattern("%v");
-    SetLogger(std::make_shared<spdlog::logger>("matrix-test", std::move(sink)));
-  }
-  ~ScopedLogCapture() { SetLogger(nullptr); }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-};
+using ::matrix::testing::ScopedLogCapture;
 
 TEST_F(ChoreographerTest, DoFrame_SkippingAtLeastTheLimit_LogsSkippedFrames) {
   ScopedLogCapture logs;

@@ -23,7 +23,7 @@
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
 #include "matrix/testing/test_environment.h"
-#include "spdlog/sinks/ostream_sink.h"
+#include "matrix/testing/log_capture.h"
 
 namespace {
 
@@ -336,28 +336,7 @@ TEST_F(PluginIssueTest, PluginDestroyedBeforeDelivery_DropsTheIssue) {
 
 // --- Throwing listeners ---------------------------------------------------------
 
-// Captures matrix's log lines for the duration of a test.
-class ScopedLogCapture {
- public:
-  ScopedLogCapture() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    sink->set_pattern("%v");
-    matrix::SetLogger(std::make_shared<spdlog::logger>("matrix-test", std::move(sink)));
-  }
-  ~ScopedLogCapture() { matrix::SetLogger(nullptr); }
-  std::string text() const { return out_.str(); }
-  int Count(const std::string& needle) const {
-    std::istringstream lines(out_.str());
-    int n = 0;
-    for (std::string line; std::getline(lines, line);) {
-      if (line.find(needle) != std::string::npos) ++n;
-    }
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-};
+using ::matrix::testing::ScopedLogCapture;
 
 // Throws from every callback: a std::exception, or (with `non_standard`) an int.
 class ThrowingListener : public PluginListener {

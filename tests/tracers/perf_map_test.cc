@@ -20,34 +20,12 @@
 #include "gtest/gtest.h"
 #include "matrix/core/logging.h"
 #include "matrix/trace/symbolizer.h"
-#include "spdlog/sinks/ostream_sink.h"
+#include "matrix/testing/log_capture.h"
 
 namespace matrix {
 namespace {
 
-// Captures matrix's log lines for the duration of a test.
-class ScopedLogCapture {
- public:
-  ScopedLogCapture() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    sink->set_pattern("%v");
-    SetLogger(std::make_shared<spdlog::logger>("matrix-test", std::move(sink)));
-  }
-  ~ScopedLogCapture() { SetLogger(nullptr); }
-  std::string text() const { return out_.str(); }
-  // Lines containing `needle`.
-  int Count(const std::string& needle) const {
-    std::istringstream lines(out_.str());
-    int n = 0;
-    for (std::string line; std::getline(lines, line);) {
-      if (line.find(needle) != std::string::npos) ++n;
-    }
-    return n;
-  }
-
- private:
-  std::ostringstream out_;
-};
+using ::matrix::testing::ScopedLogCapture;
 
 class PerfMapTest : public ::testing::Test {
  protected:
