@@ -99,13 +99,11 @@ __attribute__((noinline)) void EvilMethodTracer::OnSlowDispatch(const DispatchDa
   if (slow->is_frame) slow->frame = options_.monitor->current_frame();
   slow->scene = options_.app_state->visible_scene_id();
   slow->foreground = options_.app_state->is_foreground();
-  pending_.fetch_add(1);
   worker_handler_->Post([this, slow] { Analyze(*slow); });
 }
 
 void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   if (cancelled_.load()) {
-    pending_.fetch_sub(1);
     dropped_.fetch_add(1);
     return;
   }
@@ -134,7 +132,6 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   }
   const absl::Duration stopped = monitor->stopped_time().Within(d.begin, d.end);
   Conclude(slow, d.end - d.begin - stopped, stopped);
-  pending_.fetch_sub(1);
 }
 
 void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,

@@ -802,21 +802,23 @@ void StopMonitoring(ProcessEnd end) {
   const int saved_errno = errno;
   if (s.in_dispatch) s.looper->DispatchEnd(s.looper->clock()->NowTicks());
   s.in_dispatch = false;
-  if (s.config.frames) {
-    if (FrameTracer* frames = s.plugin->GetFrameTracer()) frames->FlushReports();
-  }
   if (end == ProcessEnd::kExit) {
+    if (s.config.frames) {
+      if (FrameTracer* frames = s.plugin->GetFrameTracer()) frames->FlushReports();
+    }
     if (s.draws) s.ui->RemoveFrameSource();
     // Drains the reports in flight (within the drain timeout) before it stops.
     Matrix::Shutdown();
   } else {
     // The process image ends here (and the monitors belong to the main
-    // thread, which waits in the hook): deliver, but free nothing.
+    // thread, which waits in the hook): deliver (FPS included), but free
+    // nothing.
     s.plugin->FlushReportsFor(kShutdownDrainTimeout);
   }
   Log(absl::StrCat(s.dispatches, " dispatches, ", s.frames, " frames; reports in ",
                    s.report_path, "; loop wait sites learned: ", s.wait_sites.LoopWaitCount(),
-                   end == ProcessEnd::kExit ? "" : absl::StrCat(" (at ", ProcessEndName(end), ")")));
+                   end == ProcessEnd::kExit ? ""
+                                            : absl::StrCat(" (at ", ProcessEndName(end), ")")));
   errno = saved_errno;
 }
 

@@ -80,9 +80,6 @@ class EvilMethodTracer : public Tracer {
   // stopped (UIThreadMonitor::stopped_time()), they were under the threshold.
   int64_t suppressed_as_stopped() const { return stopped_suppressed_.load(); }
 
-  // Slow dispatches seen but not yet analysed (reported or suppressed).
-  // Any thread.
-  int64_t pending_analyses() const { return pending_.load(); }
   // Slow dispatches dropped unanalysed by CancelPendingAnalyses(). Any
   // thread.
   int64_t dropped_analyses() const { return dropped_.load(); }
@@ -114,7 +111,6 @@ class EvilMethodTracer : public Tracer {
   std::atomic<int64_t> evil_count_{0};
   std::atomic<int64_t> debugger_suppressed_{0};
   std::atomic<int64_t> stopped_suppressed_{0};
-  std::atomic<int64_t> pending_{0};
   std::atomic<int64_t> dropped_{0};
   // Set by StopWaitingForStopDetector(), cleared by OnAlive().
   std::atomic<bool> closing_{false};
