@@ -86,6 +86,15 @@ absl::Status TraceConfig::Validate() const {
                               absl::FormatDuration(c.cpu_sample_period)));
   }
 
+  if (c.evil_method_stacks && (c.evil_method_sample_interval < kMinEvilMethodSampleInterval ||
+                               c.evil_method_sample_interval > c.evil_threshold)) {
+    problems.Add(absl::StrCat("evil_method_sample_interval must be at least ",
+                              absl::FormatDuration(kMinEvilMethodSampleInterval),
+                              " and at most evil_threshold (",
+                              absl::FormatDuration(c.evil_threshold), "), got ",
+                              absl::FormatDuration(c.evil_method_sample_interval)));
+  }
+
   const DropThresholds& t = c.drop_thresholds;
   if (!(0 < t.normal && t.normal < t.middle && t.middle < t.high && t.high < t.frozen)) {
     problems.Add(absl::StrCat(

@@ -124,6 +124,10 @@ void TracePlugin::CreateMonitors() {
     evil_options.report_with_debugger = config_.anr_with_debugger;
     evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
     evil_options.timeline = TimelineAttachmentFor();
+    if (config_.evil_method_stacks) {
+      evil_options.sampling.watchdog_looper = context().watchdog_looper;
+      evil_options.sampling.interval = config_.evil_method_sample_interval;
+    }
     evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
   }
   auto report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };

@@ -25,6 +25,7 @@ namespace app {
 MATRIX_TEST_APP_FUNCTION(OnClick)
 MATRIX_TEST_APP_FUNCTION(DecodeImage)
 MATRIX_TEST_APP_FUNCTION(LogClick)
+MATRIX_TEST_APP_FUNCTION(LoadThumbnails)
 }  // namespace app
 
 namespace matrix {
@@ -42,6 +43,8 @@ struct StartOptions {
   bool with_anr_tracer = false;
   bool cpu_sampler = false;
   bool report_with_debugger = false;
+  bool stack_sampling = false;
+  int max_samples = 32;
 };
 
 class EvilMethodTracerTest : public ::testing::Test, protected trace_test::TracerRig {
@@ -81,8 +84,20 @@ class EvilMethodTracerTest : public ::testing::Test, protected trace_test::Trace
     Wire(&options, monitor_.get());
     options.anr_tracer = anr_.get();
     options.report_with_debugger = start.report_with_debugger;
+    if (start.stack_sampling) {
+      options.sampling.watchdog_looper = watchdog_;
+      options.sampling.max_samples = start.max_samples;
+      options.sampling.capture = capture_.AsFunction();
+    }
     evil_ = std::make_unique<EvilMethodTracer>(std::move(options));
     evil_->OnStartTrace();
+    env_.RunUntilIdle();
+  }
+
+  // Runs a message on the main looper that keeps the thread busy for `cost`
+  // while the watchdog runs.
+  void RunWatchedMessage(absl::Duration cost) {
+    handler_.Post([this, cost] { RunLoopersFor(&env_, {watchdog_}, cost); });
     env_.RunUntilIdle();
   }
 
@@ -362,6 +377,104 @@ TEST_F(EvilMethodTracerTest, WithMethodTracing_NoTracedCall_KeyFallsBackToThePos
   EXPECT_EQ(report.stack_key(), from.ToString());
   ASSERT_EQ(report.stack_size(), 1);
   EXPECT_EQ(report.stack(0).name(), "dispatch");
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_CrossingStackThenSamplesUntilTheEnd) {
+  Start({.stack_sampling = true});
+  capture_.SetFrames({ReturnAddressIn(&app::DecodeImage), ReturnAddressIn(&app::OnClick)});
+  const TimeTicks begin = env_.Now();
+  RunWatchedMessage(absl::Milliseconds(1200));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  // The crossing at 700 ms, then every 50 ms up to the end.
+  ASSERT_THAT(capture_.times(), SizeIs(11));
+  for (size_t i = 0; i < capture_.times().size(); ++i) {
+    EXPECT_EQ(capture_.times()[i] - begin, absl::Milliseconds(700 + 50 * static_cast<int>(i)));
+  }
+  EXPECT_EQ(report.sample_count(), 11);
+  EXPECT_EQ(evil_->stack_samples(), 11);
+  EXPECT_DOUBLE_EQ(report.thread_stack().captured_at_ms(), 700);
+  EXPECT_DOUBLE_EQ(report.detection_delay_ms(), 0);
+  ASSERT_GE(report.thread_stack().frames_size(), 2);
+  EXPECT_EQ(report.thread_stack().frames(0).function(), "app::DecodeImage()");
+  EXPECT_EQ(report.stack_key(), "app::DecodeImage()");
+  EXPECT_EQ(issues_.all()[0].key(), "app::DecodeImage()");
+  // The samples' tree: from the crossing to the end, 500 ms.
+  EXPECT_EQ(report.stack_text(), "0,app::OnClick(),11,500.000\n1,app::DecodeImage(),11,500.000\n");
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_KeyIsWhatHeldTheThreadMost_NotWhereTheCrossingFell) {
+  Start({.stack_sampling = true});
+  // The crossing and the next sample fall in LogClick (100 ms); the rest of
+  // the dispatch (400 ms) is LoadThumbnails.
+  capture_.QueueFrames({ReturnAddressIn(&app::LogClick), ReturnAddressIn(&app::OnClick)});
+  capture_.QueueFrames({ReturnAddressIn(&app::LogClick), ReturnAddressIn(&app::OnClick)});
+  capture_.SetFrames({ReturnAddressIn(&app::LoadThumbnails), ReturnAddressIn(&app::OnClick)});
+  RunWatchedMessage(absl::Milliseconds(1200));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_EQ(report.thread_stack().frames(0).function(), "app::LogClick()");
+  EXPECT_EQ(report.stack_key(), "app::LoadThumbnails()");
+  EXPECT_EQ(report.stack_text(),
+            "0,app::OnClick(),11,500.000\n"
+            "1,app::LogClick(),2,100.000\n"
+            "1,app::LoadThumbnails(),9,400.000\n");
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_DispatchesUnderTheThresholdAreNeverCaptured) {
+  Start({.stack_sampling = true});
+  for (int i = 0; i < 5; ++i) RunWatchedMessage(absl::Milliseconds(699));
+  env_.FastForwardBy(absl::Seconds(10));  // Idle.
+  EXPECT_THAT(capture_.times(), IsEmpty());
+  EXPECT_THAT(issues_.all(), IsEmpty());
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_ALongDispatchKeepsEveryOtherSample_AndStillSpansIt) {
+  Start({.stack_sampling = true, .max_samples = 4});
+  const TimeTicks begin = env_.Now();
+  RunWatchedMessage(absl::Milliseconds(1300));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  std::vector<int64_t> at;
+  for (TimeTicks t : capture_.times()) at.push_back(absl::ToInt64Milliseconds(t - begin));
+  // Full at 850: thinned to 700, 800 and sampled every 100 ms, then every 200.
+  EXPECT_THAT(at, ::testing::ElementsAre(700, 750, 800, 850, 900, 1000, 1100, 1300));
+  EXPECT_EQ(issues_.all()[0].proto().evil_method().sample_count(), 4);  // 700 900 1100 1300.
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_StopsWhenTheAnrTracerTakesTheDispatch) {
+  Start({.with_anr_tracer = true, .stack_sampling = true});
+  const TimeTicks begin = env_.Now();
+  RunWatchedMessage(absl::Milliseconds(3000));
+  // Every 50 ms from 700 ms until the LAG took it at 2000 ms (the sampler's
+  // check at 2000 ms may run before or after the AnrTracer's), none after.
+  EXPECT_GE(evil_->stack_samples(), 26);
+  EXPECT_LE(evil_->stack_samples(), 27);
+  for (TimeTicks t : capture_.times()) EXPECT_LE(t - begin, absl::Milliseconds(2000));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().anr().detail(), proto::LAG);
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_DebuggerAttached_NothingIsCaptured) {
+  Start({.stack_sampling = true});
+  proc_.SetTracerPid(4321);
+  RunWatchedMessage(absl::Seconds(1));
+  EXPECT_THAT(capture_.times(), IsEmpty());
+  proc_.SetTracerPid(0);
+  RunWatchedMessage(absl::Seconds(1));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  EXPECT_EQ(issues_.all()[0].proto().evil_method().sample_count(), 7);  // 700..1000.
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_AFailedCrossingCapture_SaysWhy) {
+  Start({.stack_sampling = true});
+  capture_.SetStatus(absl::DeadlineExceededError("the looper thread did not answer"));
+  RunWatchedMessage(absl::Milliseconds(800));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_THAT(report.thread_stack().error(), ::testing::HasSubstr("did not answer"));
+  EXPECT_EQ(report.sample_count(), 0);
+  // No stack names it: keyed by where the message was posted from.
+  EXPECT_THAT(report.stack_key(), ::testing::HasSubstr("evil_method_tracer_test.cc"));
 }
 
 TEST_F(EvilMethodTracerTest, Closed_ReportsNothing) {

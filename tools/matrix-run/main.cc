@@ -1,6 +1,7 @@
 // matrix-run: watches an unmodified program with matrix-cpp (docs/matrix-run.md).
 //
-//   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-frames]
+//   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-slow-stacks]
+//              [--no-frames]
 //              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
 //              [--key-skip M]... [--key-program M]... [--perf-map]
 //              [--app-version V] [--hostname] -- PROGRAM [ARGS...]
@@ -43,6 +44,8 @@ constexpr char kUsage[] =
     "  --anr MS           ANR threshold (default 5000)\n"
     "  --lag MS           LAG threshold (default 2000, at most the ANR threshold)\n"
     "  --evil MS          slow dispatch threshold (default 700)\n"
+    "  --no-slow-stacks   slow dispatches without stacks (by default the main thread's\n"
+    "                     stack is sampled from the threshold to the dispatch's end)\n"
     "  --no-frames        no frame (FPS) reports from buffer swaps\n"
     "  --fps-slice MS     wall time covered by one FPS report (default 10000)\n"
     "  --timeline-window MS  how far a hang's timeline reaches back before the hang\n"
@@ -187,6 +190,8 @@ int main(int argc, char** argv) {
       }
       (arg == "--key-skip" ? key_skip : key_program).emplace_back(pattern);
       ++i;
+    } else if (arg == "--no-slow-stacks") {
+      env.emplace_back("MATRIX_SLOW_STACKS", "0");
     } else if (arg == "--no-frames") {
       env.emplace_back("MATRIX_FRAMES", "0");
     } else if (arg == "--follow-exec") {

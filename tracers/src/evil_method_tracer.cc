@@ -10,7 +10,9 @@
 #include "matrix/trace/method_tracer.h"
 #include "matrix/trace/proc_stats.h"
 #include "matrix/trace/report_context.h"
+#include "matrix/trace/sampled_stacks.h"
 #include "matrix/trace/symbolizer.h"
+#include "slow_dispatch_sampler.h"
 
 namespace matrix {
 
@@ -37,11 +39,33 @@ EvilMethodTracer::EvilMethodTracer(Options options)
   MATRIX_CHECK(options_.threshold > absl::ZeroDuration(), "the evil threshold must be positive");
   worker_handler_ =
       std::make_unique<Handler>(options_.worker_looper, "matrix::EvilMethodTracer");
+  if (const Sampling& sampling = options_.sampling; sampling.watchdog_looper != nullptr) {
+    SlowDispatchSampler::Options sampler;
+    sampler.monitor = options_.monitor;
+    sampler.watchdog_looper = sampling.watchdog_looper;
+    sampler.interval = sampling.interval;
+    sampler.max_samples = sampling.max_samples;
+    sampler.threshold = [this] { return evil_threshold(); };
+    sampler.stop_sampling = [this](uint64_t number) {
+      // Reported as LAG or ANR, with the hang's own evidence.
+      return options_.anr_tracer != nullptr &&
+             options_.anr_tracer->last_claimed_dispatch() == number;
+    };
+    sampler.sample_with_debugger = options_.report_with_debugger;
+    sampler.proc_root = options_.proc_root;
+    sampler.capture = sampling.capture;
+    sampler_ = std::make_unique<SlowDispatchSampler>(std::move(sampler));
+  }
 }
 
 EvilMethodTracer::~EvilMethodTracer() {
   OnCloseTrace();
+  sampler_.reset();  // No capture runs after this.
   worker_handler_.reset();
+}
+
+int64_t EvilMethodTracer::stack_samples() const {
+  return sampler_ != nullptr ? sampler_->captures() : 0;
 }
 
 void EvilMethodTracer::ModifyEvilThreshold(absl::Duration threshold) {
@@ -53,10 +77,12 @@ void EvilMethodTracer::OnAlive() {
   closing_.store(false);
   cancelled_.store(false);
   monitor_registration_ = options_.monitor->AddObserver(this);
+  if (sampler_ != nullptr) sampler_->Start();
 }
 
 void EvilMethodTracer::OnDead() {
   monitor_registration_.Reset();
+  if (sampler_ != nullptr) sampler_->Stop();
   // The stop detector stops with the monitor.
   StopWaitingForStopDetector();
 }
@@ -174,6 +200,7 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
     FillCallTree(traced.tree, report.mutable_stack(), report.mutable_stack_text());
     report.set_stack_truncated(copy.truncated());
   }
+  if (sampler_ != nullptr) AddSamples(d, &report, &key);
   if (key.empty()) {
     // No traced call explains it: name the message instead.
     key = slow.message.posted_from.has_source_info() ? slow.message.posted_from.ToString()
@@ -192,6 +219,45 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
                            options_.monitor->looper_thread().tid(), issue.mutable_proto());
   }
   if (options_.report) options_.report(std::move(issue));
+}
+
+void EvilMethodTracer::AddSamples(const DispatchData& d, proto::EvilMethodReport* report,
+                                  std::string* key) {
+  std::optional<SlowDispatchSampler::Samples> samples = sampler_->Take(d.dispatch_number, d.end);
+  if (!samples.has_value()) return;  // Ended before the sampler saw it cross.
+  const UIThreadMonitor* monitor = options_.monitor;
+  const pid_t tid = monitor->looper_thread().tid();
+  proto::ThreadStack* crossing = report->mutable_thread_stack();
+  if (!samples->crossing_status.ok()) {
+    crossing->set_tid(tid);
+    crossing->set_error(samples->crossing_status.ToString());
+  }
+  std::vector<SymbolizedStack> stacks;
+  stacks.reserve(samples->stacks.size());
+  for (const RawStack& raw : samples->stacks) stacks.push_back(SymbolizeStack(raw));
+  if (samples->crossing_status.ok() && !stacks.empty()) FillThreadStack(stacks[0], crossing);
+  if (!samples->captured_at.is_null()) {
+    crossing->set_captured_at_ms(absl::ToDoubleMilliseconds(samples->captured_at - d.begin));
+    report->set_detection_delay_ms(
+        absl::ToDoubleMilliseconds(samples->captured_at - samples->crossing));
+  }
+  report->set_sample_count(static_cast<int32_t>(stacks.size()));
+  if (stacks.empty()) return;
+  // Each sample stands for the time until the next one (the last: until the
+  // end), less the time the process was stopped.
+  std::vector<WeightedStack> weighted;
+  weighted.reserve(stacks.size());
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const TimeTicks from = samples->times[i];
+    const TimeTicks to = i + 1 < stacks.size() ? samples->times[i + 1] : d.end;
+    weighted.push_back({&stacks[i], std::max(absl::ZeroDuration(),
+                                             to - from - monitor->stopped_time().Within(from, to))});
+  }
+  if (report->stack().empty()) {
+    FillSampledCallTree(weighted, CallTree::kDefaultTargetCount, report->mutable_stack(),
+                        report->mutable_stack_text());
+  }
+  if (key->empty()) *key = SampledStackKey(weighted);
 }
 
 }  // namespace matrix

@@ -63,6 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -272,6 +273,11 @@ bool StartSession(bool from_swap) {
           .SetLagThreshold(c.lag_threshold)
           .EnableEvilMethodTrace(true)
           .SetEvilThreshold(c.evil_threshold)
+          // Sampled every 50 ms, or once per threshold when that is shorter
+          // (TraceConfig's smallest interval is 10 ms).
+          .EnableEvilMethodStacks(c.slow_stacks &&
+                                  c.evil_threshold >= TraceConfig::kMinEvilMethodSampleInterval)
+          .SetEvilMethodSampleInterval(std::min(absl::Milliseconds(50), c.evil_threshold))
           .EnableStartup(true)
           .SetStackKeyRule({.skip_modules = c.key_skip_modules,
                             .program_modules = c.key_program_modules})

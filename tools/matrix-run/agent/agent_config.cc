@@ -62,6 +62,9 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   if (const char* v = get_env("MATRIX_EVIL_MS")) {
     if (absl::Status s = ParseMs("MATRIX_EVIL_MS", v, &c.evil_threshold); !s.ok()) return s;
   }
+  if (const char* v = get_env("MATRIX_SLOW_STACKS")) {
+    if (absl::Status s = ParseBool("MATRIX_SLOW_STACKS", v, &c.slow_stacks); !s.ok()) return s;
+  }
   if (const char* v = get_env("MATRIX_FRAMES")) {
     if (absl::Status s = ParseBool("MATRIX_FRAMES", v, &c.frames); !s.ok()) return s;
   }

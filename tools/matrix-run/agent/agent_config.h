@@ -13,6 +13,7 @@
 //   MATRIX_ANR_MS              ANR threshold (5000)
 //   MATRIX_LAG_MS              LAG threshold (2000, capped to the ANR threshold)
 //   MATRIX_EVIL_MS             slow-dispatch (evil method) threshold (700)
+//   MATRIX_SLOW_STACKS         1: stacks sampled across slow dispatches, 0: none (1)
 //   MATRIX_FRAMES              1: frames from buffer swaps, 0: none (1)
 //   MATRIX_FPS_SLICE_MS        frame time per FPS report (10000)
 //   MATRIX_REFRESH_HZ          display refresh rate for dropped frames (60)
@@ -47,6 +48,7 @@ struct AgentConfig {
   absl::Duration anr_threshold = absl::Seconds(5);
   absl::Duration lag_threshold = absl::Seconds(2);
   absl::Duration evil_threshold = absl::Milliseconds(700);
+  bool slow_stacks = true;
   bool frames = true;
   absl::Duration fps_time_slice = absl::Seconds(10);
   double refresh_hz = 60;

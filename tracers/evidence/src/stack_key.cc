@@ -7,10 +7,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "internal/frame_id.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
 namespace {
+
+using internal::IdOf;
 
 // NativeStackKey()'s rule over any frame type: the innermost named frame that
 // is not a system or runtime frame, else the innermost named one.
@@ -123,21 +126,6 @@ struct RuleHolder {
 RuleHolder& Holder() {
   static RuleHolder* const holder = new RuleHolder;  // Never destroyed.
   return *holder;
-}
-
-// A frame's identity for comparing captures: the function of a module.
-struct FrameId {
-  std::string_view module;
-  std::string_view function;
-  std::string_view file;  // Interpreted code: functions of different files.
-  uintptr_t pc;           // Unnamed frames only.
-  bool operator==(const FrameId&) const = default;
-};
-
-FrameId IdOf(const StackFrame& frame) {
-  const SymbolInfo& s = frame.symbol;
-  if (s.function.empty()) return {s.module, {}, {}, frame.pc};
-  return {s.module, s.function, IsBracketed(s.module) ? std::string_view(s.file) : "", 0};
 }
 
 }  // namespace

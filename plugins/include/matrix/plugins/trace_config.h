@@ -72,6 +72,16 @@ struct TraceConfig {
   // In [kMinMethodTraceBufferBytes, kMaxMethodTraceBufferBytes] when method
   // tracing is on.
   size_t method_trace_buffer_bytes = size_t{8} << 20;
+  // Stacks of slow dispatches (EvilMethodTracer::Options::sampling): the
+  // watchdog captures the looper thread's stack when a dispatch crosses
+  // evil_threshold and every `evil_method_sample_interval` after it, so a
+  // slow dispatch of code that is not method-traced still says what held
+  // the thread. Dispatches under the threshold are never sampled. Off by
+  // default; matrix-run turns it on. The interval is in
+  // [kMinEvilMethodSampleInterval, evil_threshold].
+  bool evil_method_stacks = false;
+  absl::Duration evil_method_sample_interval = absl::Milliseconds(50);
+  static constexpr absl::Duration kMinEvilMethodSampleInterval = absl::Milliseconds(10);
   // How often the watchdog samples the looper thread's CPU clock. At least
   // kMinCpuSamplePeriod.
   absl::Duration cpu_sample_period = absl::Milliseconds(50);
@@ -143,6 +153,11 @@ class TraceConfig::Builder {
   Builder& EnableTouchEventTrace(bool on) { c_.touch_event = on; return *this; }
   Builder& EnableSignalAnrTrace(bool on) { c_.signal_anr = on; return *this; }
   Builder& SetEvilThreshold(absl::Duration d) { c_.evil_threshold = d; return *this; }
+  Builder& EnableEvilMethodStacks(bool on) { c_.evil_method_stacks = on; return *this; }
+  Builder& SetEvilMethodSampleInterval(absl::Duration d) {
+    c_.evil_method_sample_interval = d;
+    return *this;
+  }
   Builder& SetAnrThreshold(absl::Duration d) { c_.anr_threshold = d; return *this; }
   Builder& SetLagThreshold(absl::Duration d) { c_.lag_threshold = d; return *this; }
   Builder& SetIdleHandlerThreshold(absl::Duration d) { c_.idle_handler_threshold = d; return *this; }

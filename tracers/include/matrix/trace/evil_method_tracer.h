@@ -17,6 +17,13 @@
 //
 // Without method tracing the report still carries cost, CPU, queue costs and
 // the message, and the key falls back to where the message was posted from.
+// With stack sampling (Options::sampling, off by default; on in matrix-run)
+// the watchdog captures the looper thread's stack when a dispatch crosses
+// the threshold and every `interval` after it until the dispatch ends; the
+// report then carries the crossing's stack, the samples' call tree (when
+// method tracing gave none) and their key (SampledStackKey: the function
+// that held the thread for most of the sampled time). A dispatch under the
+// threshold is never sampled and costs the looper thread nothing more.
 // With a debugger attached nothing is reported (a breakpoint makes any
 // dispatch slow) unless `report_with_debugger`.
 //
@@ -29,11 +36,16 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
+#include "matrix/core/thread_handle.h"
+#include "matrix/proto/evil_method.pb.h"
+#include "matrix/trace/stack_capture.h"
 #include "matrix/trace/timeline.h"
 #include "matrix/trace/tracer.h"
 
@@ -42,9 +54,22 @@ namespace matrix {
 class AnrTracer;
 class Handler;
 class Looper;
+class SlowDispatchSampler;
 
 class EvilMethodTracer : public Tracer {
  public:
+  using CaptureFn = std::function<absl::Status(const ThreadHandle& thread, RawStack* out)>;
+
+  // Stacks of slow dispatches, taken on the watchdog looper.
+  struct Sampling {
+    Looper* watchdog_looper = nullptr;  // Null: no sampling.
+    absl::Duration interval = absl::Milliseconds(50);
+    // Per dispatch (even, at least 4): a longer one keeps every other
+    // sample and halves the rate, so the samples still span it.
+    int max_samples = 32;
+    CaptureFn capture;  // Default: StackCapturer::Get().
+  };
+
   struct Options {
     UIThreadMonitor* monitor = nullptr;  // Required.
     Looper* worker_looper = nullptr;     // Required.
@@ -62,6 +87,7 @@ class EvilMethodTracer : public Tracer {
     // window before it, detected at the dispatch's end, attached as
     // Issue.timeline.
     TimelineAttachment timeline;
+    Sampling sampling;
   };
 
   explicit EvilMethodTracer(Options options);
@@ -83,6 +109,8 @@ class EvilMethodTracer : public Tracer {
   // Slow dispatches dropped unanalysed by CancelPendingAnalyses(). Any
   // thread.
   int64_t dropped_analyses() const { return dropped_.load(); }
+  // Stacks captured by the sampler so far (0 without sampling). Any thread.
+  int64_t stack_samples() const;
   // From now until the next start, an analysis no longer waits for the
   // stop detector's next poll (the ones waiting run now): used when the
   // tracer closes or the process is about to end. Any thread.
@@ -106,6 +134,9 @@ class EvilMethodTracer : public Tracer {
   // detector has seen past the dispatch's end, then Conclude()s.
   void Analyze(const SlowDispatch& slow);
   void Conclude(const SlowDispatch& slow, absl::Duration cost, absl::Duration stopped);
+  // The sampler's stacks of the dispatch: the crossing's stack, the
+  // samples' tree (when the report has none) and key (when `key` is empty).
+  void AddSamples(const DispatchData& d, proto::EvilMethodReport* report, std::string* key);
 
   Options options_;
   std::atomic<int64_t> evil_count_{0};
@@ -118,6 +149,7 @@ class EvilMethodTracer : public Tracer {
   // Analyses waiting for the stop detector's next poll (worker thread only).
   std::vector<std::shared_ptr<SlowDispatch>> deferred_;
   ObserverRegistration monitor_registration_;
+  std::unique_ptr<SlowDispatchSampler> sampler_;  // With Options::sampling.
   std::unique_ptr<Handler> worker_handler_;
 };
 
