@@ -76,6 +76,47 @@ TEST(MatrixRunTest, AnrStackNamesTheStallingFunction) {
   EXPECT_THAT(run.err, HasSubstr("Trace_EvilMethod/ANR"));
 }
 
+// A slow dispatch (no LAG or ANR: 5 s) carries the main thread's stack at the
+// crossing of the 300 ms threshold and samples until its end, and is keyed
+// by the stalling function; --no-slow-stacks turns the sampling off.
+TEST(MatrixRunTest, SlowDispatchCarriesTheStallingFunctionsStack) {
+  for (const bool stacks : {true, false}) {
+    SCOPED_TRACE(stacks ? "sampled" : "--no-slow-stacks");
+    const std::string dir = agent_test::NewReportDir("slow-stack");
+    std::vector<std::string> args = {kRun, "--report-dir", dir, "--anr", "5000", "--lag",
+                                     "4000", "--evil", "300"};
+    if (!stacks) args.push_back("--no-slow-stacks");
+    args.insert(args.end(), {"--", kTarget, "stall", "1200"});
+    const RunResult run = agent_test::Run(args);
+    ASSERT_EQ(run.exit_code(), 0) << run.err;
+    std::vector<matrix::report::IssueRecord> slow;
+    for (auto& record : ReadIssues(dir)) {
+      if (record.kind == "evil_method") slow.push_back(std::move(record));
+    }
+    ASSERT_EQ(slow.size(), 1u) << run.err;
+    const auto& report = slow[0].issue.evil_method();
+    EXPECT_GE(report.cost_ms(), 1190) << run.err;
+    if (!stacks) {
+      EXPECT_EQ(report.thread_stack().frames_size(), 0);
+      EXPECT_EQ(report.sample_count(), 0);
+      EXPECT_EQ(report.stack_key(), "dispatch");
+      continue;
+    }
+    std::string frames;
+    for (const auto& frame : report.thread_stack().frames()) frames += frame.function() + "\n";
+    EXPECT_THAT(frames, HasSubstr("StallInKnownFunction")) << frames;
+    EXPECT_EQ(report.thread_stack().tid(), slow[0].pid());  // The main thread.
+    EXPECT_THAT(report.stack_key(), HasSubstr("StallInKnownFunction"));
+    EXPECT_EQ(slow[0].issue.key(), report.stack_key());
+    // The crossing at 300 ms (generous margins for a loaded machine), then
+    // samples every 50 ms over the remaining 900 ms.
+    EXPECT_GE(report.thread_stack().captured_at_ms(), 299);
+    EXPECT_LE(report.thread_stack().captured_at_ms(), 800);
+    EXPECT_GE(report.sample_count(), 5);
+    EXPECT_THAT(report.stack_text(), HasSubstr("StallInKnownFunction")) << report.stack_text();
+  }
+}
+
 // The cold start of a program that does not draw lasts from process start to
 // its first blocking wait: agent_target sleeps 800 ms before its first poll.
 // Tolerance: process start is read in clock ticks (10 ms) and the launch

@@ -1,7 +1,9 @@
 // The cost of monitoring per dispatched message and per drawn frame: the same
 // loop with monitoring off (the runtime alone) and with TracePlugin running
-// every tracer, in one run, so the difference is what matrix-cpp adds. Two more
-// rows give context: FrameTracer alone (TracePlugin with only FPS on), and the
+// every tracer, in one run, so the difference is what matrix-cpp adds. The
+// same with slow-dispatch stack sampling (matrix-run's default) shows what
+// sampling costs a healthy program: nothing is sampled under the threshold.
+// Two more rows give context: FrameTracer alone (TracePlugin with only FPS on), and the
 // baseline Matrix and BlockCanary stand on in Android, a Printer that receives
 // Android's ">>>>> Dispatching to ..." text lines for every message. Each
 // benchmark iteration is one message dispatched by Looper::Loop() (the
@@ -36,6 +38,7 @@ enum Mode : int64_t {
   kAllTracers = 1,   // TracePlugin, every tracer on
   kFrameTracer = 2,  // TracePlugin, FrameTracer only
   kPrinterText = 3,  // no Matrix; a Printer receiving Android's text lines
+  kAllSampled = 4,   // every tracer on, slow dispatches' stacks sampled
 };
 
 const char* ModeLabel(int64_t mode) {
@@ -46,6 +49,8 @@ const char* ModeLabel(int64_t mode) {
       return "FrameTracer only";
     case kPrinterText:
       return "Printer text lines";
+    case kAllSampled:
+      return "all tracers, slow-dispatch stacks";
     default:
       return "monitoring off";
   }
@@ -81,8 +86,8 @@ class Program {
       looper_->SetMessageLogging(&printer_);
       return;
     }
-    if (mode != kAllTracers && mode != kFrameTracer) return;
-    const bool all = mode == kAllTracers;
+    if (mode != kAllTracers && mode != kFrameTracer && mode != kAllSampled) return;
+    const bool all = mode == kAllTracers || mode == kAllSampled;
     auto config = matrix::TraceConfig::Builder()
                       .EnableFps(true)
                       .EnableEvilMethodTrace(all)
@@ -90,6 +95,7 @@ class Program {
                       .EnableStartup(all)
                       .EnableIdleHandlerTrace(all)
                       .EnableTouchEventTrace(all)
+                      .EnableEvilMethodStacks(mode == kAllSampled)
                       .Build();
     auto trace = std::make_unique<matrix::TracePlugin>(*config);
     matrix::TracePlugin* plugin = trace.get();
@@ -169,6 +175,7 @@ BENCHMARK(BM_DispatchMessage)
     ->Arg(kAllTracers)
     ->Arg(kFrameTracer)
     ->Arg(kPrinterText)
+    ->Arg(kAllSampled)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true);
 

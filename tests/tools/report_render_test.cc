@@ -159,6 +159,25 @@ TEST(RenderIssueTest, SlowMethodShowsItsCallTreeAndCpuUsage) {
                              }));
 }
 
+TEST(RenderIssueTest, SampledSlowMethodShowsTheStackAtTheThresholdAndTheSamples) {
+  proto::Issue issue = EvilMethodIssue("app::DecodeImage()", 1200, kBaseTimeMs);
+  proto::EvilMethodReport* e = issue.mutable_evil_method();
+  e->set_sample_count(11);
+  e->set_detection_delay_ms(1.5);
+  proto::ThreadStack* stack = e->mutable_thread_stack();
+  stack->set_tid(4242);
+  stack->set_captured_at_ms(701.5);
+  proto::StackFrame* frame = stack->add_frames();
+  frame->set_function("app::DecodeImage()");
+  frame->set_module("/opt/gallery/bin/gallery");
+  const std::string text = RenderIssue(Parsed(issue), {});
+  EXPECT_THAT(text, HasSubstr("detected     1.5 ms after the threshold\n"));
+  EXPECT_THAT(text, HasSubstr("samples      11 stacks from the threshold to the end, weighted "
+                              "by the time each stands for\n"));
+  EXPECT_TRUE(HasLines(text, {"native stack at the threshold of tid 4242, captured at 701.5 ms:",
+                              "  #0  app::DecodeImage()  (gallery)"}));
+}
+
 TEST(RenderIssueTest, SlowMethodWithNegativeCpuUsageSaysNotSampled) {
   proto::Issue issue = EvilMethodIssue("k", 600, kBaseTimeMs);
   issue.mutable_evil_method()->set_cpu_usage(-1);

@@ -253,11 +253,14 @@ void EvilMethodTracer::AddSamples(const DispatchData& d, proto::EvilMethodReport
     weighted.push_back({&stacks[i], std::max(absl::ZeroDuration(),
                                              to - from - monitor->stopped_time().Within(from, to))});
   }
-  if (report->stack().empty()) {
-    FillSampledCallTree(weighted, CallTree::kDefaultTargetCount, report->mutable_stack(),
-                        report->mutable_stack_text());
-  }
-  if (key->empty()) *key = SampledStackKey(weighted);
+  if (!key->empty()) return;  // The method trace explains the dispatch.
+  // It does not (no tracing, or no traced call): the samples do.
+  report->clear_stack();
+  report->clear_stack_text();
+  report->set_stack_truncated(false);
+  FillSampledCallTree(weighted, CallTree::kDefaultTargetCount, report->mutable_stack(),
+                      report->mutable_stack_text());
+  *key = SampledStackKey(weighted);
 }
 
 }  // namespace matrix

@@ -120,14 +120,15 @@ std::string EvidenceHtml(const IssueRecord& r, const HtmlReportOptions& options)
                     truncated ? "; the trace buffer had wrapped" : "", ")</summary>",
                     CallTreeHtml(calls), "</details>");
   };
+  const auto stack = [&](const proto::ThreadStack& t) {
+    absl::StrAppend(&out, "<details class=\"evidence\" open><summary>native stack of tid ",
+                    t.tid(), " ", H(t.thread_name()), ", captured at ",
+                    FormatFixed(t.captured_at_ms(), 1), " ms</summary>",
+                    StackHtml(t.frames(), options), "</details>");
+  };
   if (r.issue.has_anr()) {
     const proto::AnrReport& a = r.issue.anr();
-    if (a.has_thread_stack()) {
-      absl::StrAppend(&out, "<details class=\"evidence\" open><summary>native stack of tid ",
-                      a.thread_stack().tid(), " ", H(a.thread_stack().thread_name()),
-                      ", captured at ", FormatFixed(a.thread_stack().captured_at_ms(), 1),
-                      " ms</summary>", StackHtml(a.thread_stack().frames(), options), "</details>");
-    }
+    if (a.has_thread_stack()) stack(a.thread_stack());
     tree(a.stack(), a.stack_truncated());
     for (const proto::ThreadStack& t : a.all_threads()) {
       absl::StrAppend(&out, "<details class=\"evidence\"><summary>thread ", t.tid(), " ",
@@ -135,7 +136,9 @@ std::string EvidenceHtml(const IssueRecord& r, const HtmlReportOptions& options)
                       "</details>");
     }
   } else if (r.issue.has_evil_method()) {
-    tree(r.issue.evil_method().stack(), r.issue.evil_method().stack_truncated());
+    const proto::EvilMethodReport& e = r.issue.evil_method();
+    if (e.has_thread_stack()) stack(e.thread_stack());
+    tree(e.stack(), e.stack_truncated());
   } else if (r.issue.has_block()) {
     // Samples with the same frames merged, most frequent first.
     const proto::BlockReport& b = r.issue.block();

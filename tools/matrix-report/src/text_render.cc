@@ -282,7 +282,7 @@ std::string RenderIssue(const IssueRecord& record, const RenderOptions& options)
       RenderAnr(out, issue.anr(), options);
       break;
     case proto::Issue::kEvilMethod:
-      RenderEvilMethod(out, issue.evil_method());
+      RenderEvilMethod(out, issue.evil_method(), options);
       break;
     case proto::Issue::kFrame:
       RenderFrame(out, issue.frame());

@@ -117,7 +117,8 @@ void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions&
   }
 }
 
-void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e) {
+void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e,
+                      const RenderOptions& options) {
   if (e.detail() == proto::STARTUP && e.sub_type() != 0) {
     AddField(out, "startup",
              e.sub_type() == 1   ? "cold"
@@ -130,6 +131,17 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e) {
   AddField(out, "foreground", YesNo(e.is_process_foreground()));
   if (e.stopped_ms() > 0) {
     AddField(out, "stopped", absl::StrCat(Ms(e.stopped_ms()), " (process stopped; not in the cost)"));
+  }
+  if (e.detection_delay_ms() != 0) {
+    AddField(out, "detected", absl::StrCat(Ms(e.detection_delay_ms()), " after the threshold"));
+  }
+  if (e.sample_count() > 0) {
+    AddField(out, "samples",
+             absl::StrCat(e.sample_count(), " stacks from the threshold to the end, weighted by "
+                                            "the time each stands for"));
+  }
+  if (e.has_thread_stack()) {
+    AddThreadStack(out, "native stack at the threshold of", e.thread_stack(), 0, options);
   }
   if (e.stack().empty()) {
     AddField(out, "call tree", "(none: method tracing was off or saw no calls)");

@@ -140,7 +140,8 @@ std::string CallTreeText(const Calls& calls, int indent) {
 // One section per report kind (text_render_reports.cc).
 void RenderHeader(std::string& out, const IssueRecord& r, const RenderOptions& options);
 void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions& options);
-void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e);
+void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e,
+                      const RenderOptions& options);
 void RenderFrame(std::string& out, const proto::FrameReport& f);
 void RenderStartup(std::string& out, const proto::StartupReport& s);
 void RenderBlock(std::string& out, const proto::BlockReport& b, const RenderOptions& options);

@@ -20,8 +20,8 @@
 // With stack sampling (Options::sampling, off by default; on in matrix-run)
 // the watchdog captures the looper thread's stack when a dispatch crosses
 // the threshold and every `interval` after it until the dispatch ends; the
-// report then carries the crossing's stack, the samples' call tree (when
-// method tracing gave none) and their key (SampledStackKey: the function
+// report then carries the crossing's stack, and, when the method trace
+// names no call, the samples' call tree and their key (SampledStackKey: the function
 // that held the thread for most of the sampled time). A dispatch under the
 // threshold is never sampled and costs the looper thread nothing more.
 // With a debugger attached nothing is reported (a breakpoint makes any
@@ -134,8 +134,9 @@ class EvilMethodTracer : public Tracer {
   // detector has seen past the dispatch's end, then Conclude()s.
   void Analyze(const SlowDispatch& slow);
   void Conclude(const SlowDispatch& slow, absl::Duration cost, absl::Duration stopped);
-  // The sampler's stacks of the dispatch: the crossing's stack, the
-  // samples' tree (when the report has none) and key (when `key` is empty).
+  // The sampler's stacks of the dispatch: the crossing's stack, and when
+  // the method trace gave no key (no tracing, or no traced call), the
+  // samples' tree and key instead.
   void AddSamples(const DispatchData& d, proto::EvilMethodReport* report, std::string* key);
 
   Options options_;
