@@ -233,6 +233,8 @@ struct Session {
   // The loop's own waits among the other waits (condition variables, ...),
   // learned from their call sites; used from the constructor on (armed too).
   LoopWaitSites wait_sites;
+  // The call site of the last blocking poll & co.: the loop's own poll.
+  LoopWaitSites::CallSite loop_poll;
   int64_t dispatches = 0;
   int64_t frames = 0;
   // GTK: found at start; hooked once GDK has a display (gtk_init ran),
@@ -628,12 +630,31 @@ inline auto BoundaryWait(uintptr_t frame, Call&& real) {
   return result;
 }
 
-// Runs `real` (poll & co.) as a blocking wait of the main thread when
-// `blocking`: always a dispatch boundary.
+// Runs `real` (poll & co.) from call site `site` on the main thread. A
+// blocking call is a dispatch boundary, and its site becomes the loop's poll
+// site. A call with a zero timeout is a boundary too when it comes from that
+// same site (return address and stack depth): the loop polling without
+// sleeping because it has more work (GLib with idle sources pending, libuv
+// with idle handles), one iteration per poll. From anywhere else it is work
+// inside the dispatch.
 template <typename Call>
-inline auto TimedWait(bool blocking, uintptr_t frame, Call&& real) {
-  if (!blocking || !MainThreadMonitoring()) return real();
-  return BoundaryWait(frame, real);
+inline auto TimedWait(bool blocking, const LoopWaitSites::CallSite& site, Call&& real) {
+  if (blocking) {
+    if (!MainThreadMonitoring()) return real();
+    Session& s = *g_session;
+    if (!s.in_swap) s.loop_poll = site;
+    return BoundaryWait(site.frame, real);
+  }
+  if (g_state.load(std::memory_order_relaxed) != kRunning ||
+      !pthread_equal(pthread_self(), g_main_thread)) {
+    return real();
+  }
+  const Session& s = *g_session;
+  if (s.in_swap || site.return_address != s.loop_poll.return_address ||
+      site.frame != s.loop_poll.frame) {
+    return real();
+  }
+  return BoundaryWait(site.frame, real);
 }
 
 // True when the call is the main thread's and the agent watches it: running,
@@ -851,7 +872,7 @@ namespace ma = matrix::agent;
 
 MATRIX_AGENT_EXPORT int poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   const ma::PollFn real = ma::Resolve(ma::g_poll, "poll");
-  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_CALL_SITE(-1),
                        [&] { return real(fds, nfds, timeout); });
 }
 
@@ -862,7 +883,7 @@ MATRIX_AGENT_EXPORT int __poll_chk(struct pollfd* fds, nfds_t nfds, int timeout,
 MATRIX_AGENT_EXPORT int ppoll(struct pollfd* fds, nfds_t nfds, const struct timespec* timeout,
                               const sigset_t* sigmask) {
   const ma::PpollFn real = ma::Resolve(ma::g_ppoll, "ppoll");
-  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(),
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_CALL_SITE(-1),
                        [&] { return real(fds, nfds, timeout, sigmask); });
 }
 
@@ -875,28 +896,28 @@ MATRIX_AGENT_EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t nfds,
 MATRIX_AGENT_EXPORT int epoll_wait(int epfd, struct epoll_event* events, int maxevents,
                                    int timeout) {
   const ma::EpollWaitFn real = ma::Resolve(ma::g_epoll_wait, "epoll_wait");
-  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_CALL_SITE(-1),
                        [&] { return real(epfd, events, maxevents, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int maxevents,
                                     int timeout, const sigset_t* sigmask) {
   const ma::EpollPwaitFn real = ma::Resolve(ma::g_epoll_pwait, "epoll_pwait");
-  return ma::TimedWait(timeout != 0, MATRIX_AGENT_FRAME(),
+  return ma::TimedWait(timeout != 0, MATRIX_AGENT_CALL_SITE(-1),
                        [&] { return real(epfd, events, maxevents, timeout, sigmask); });
 }
 
 MATRIX_AGENT_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
                                struct timeval* timeout) {
   const ma::SelectFn real = ma::Resolve(ma::g_select, "select");
-  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(),
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_CALL_SITE(-1),
                        [&] { return real(nfds, readfds, writefds, exceptfds, timeout); });
 }
 
 MATRIX_AGENT_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds,
                                 const struct timespec* timeout, const sigset_t* sigmask) {
   const ma::PselectFn real = ma::Resolve(ma::g_pselect, "pselect");
-  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_FRAME(), [&] {
+  return ma::TimedWait(ma::Blocking(timeout), MATRIX_AGENT_CALL_SITE(-1), [&] {
     return real(nfds, readfds, writefds, exceptfds, timeout, sigmask);
   });
 }
