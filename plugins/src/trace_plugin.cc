@@ -77,6 +77,9 @@ void TracePlugin::CreateMonitors() {
   monitor_options.cpu_sample_period = config_.cpu_sample_period;
   monitor_options.app_state = context().app_state;
   monitor_options.method_tracer = method_tracer_;
+  // On the looper thread: a late watchdog tells a stop from a CPU quota or
+  // a busy machine by the looper thread's and its cgroup's counters.
+  monitor_options.wait_to_run = StoppedTime::SystemReader(ThreadHandle::Current().tid());
   // The flight recorder's dispatches are the heartbeat's records.
   if (config_.timeline_capacity > 0) monitor_options.dispatch_history = config_.timeline_capacity;
   ui_thread_monitor_ =

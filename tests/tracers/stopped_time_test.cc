@@ -4,6 +4,13 @@
 
 #include "matrix/trace/stopped_time.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace {
@@ -26,18 +33,19 @@ TEST(StoppedTimeTest, OnTimeAndSlightlyLateWakeupsAreNotStops) {
 TEST(StoppedTimeTest, ALateWakeupIsAStopAndOverlapsAreCountedOnce) {
   StoppedTime stopped;
   // The sampler's poll due at 50 ms and an ANR check due at 2 s both run at
-  // 7 s: one stop, [50 ms, 7 s].
+  // 7 s: one stop, [50 ms, 7 s] (the second is late from the first's wake-up
+  // on: the process ran then).
   EXPECT_TRUE(stopped.OnWakeup(At(50), At(7000)));
   stopped.OnWakeup(At(2000), At(7001));
-  EXPECT_EQ(stopped.total(), absl::Milliseconds(6951));
-  EXPECT_EQ(stopped.Within(At(0), At(8000)), absl::Milliseconds(6951));
+  EXPECT_EQ(stopped.total(), absl::Milliseconds(6950));
+  EXPECT_EQ(stopped.Within(At(0), At(8000)), absl::Milliseconds(6950));
   // Partial overlaps.
   EXPECT_EQ(stopped.Within(At(1000), At(2000)), absl::Seconds(1));
   EXPECT_EQ(stopped.Within(At(0), At(50)), absl::ZeroDuration());
   EXPECT_EQ(stopped.Within(At(7001), At(9000)), absl::ZeroDuration());
   // A second stop later.
   stopped.OnWakeup(At(10'000), At(12'000));
-  EXPECT_EQ(stopped.Within(At(0), At(20'000)), absl::Milliseconds(6951 + 2000));
+  EXPECT_EQ(stopped.Within(At(0), At(20'000)), absl::Milliseconds(6950 + 2000));
   EXPECT_EQ(stopped.Within(At(11'000), At(20'000)), absl::Seconds(1));
 }
 
@@ -48,12 +56,13 @@ TEST(StoppedTimeTest, LateBecauseTheWatchdogWasBusy_IsNotAStop) {
   stopped.OnBusyUntil(At(300));
   EXPECT_FALSE(stopped.OnWakeup(At(50), At(320)));
   EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::ZeroDuration());
-  // A real stop after the busy spell counts from its end, not from the due time.
+  // A real stop after the busy spell counts from the last wake-up (320 ms),
+  // not from the due time.
   EXPECT_TRUE(stopped.OnWakeup(At(100), At(900)));
-  EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::Milliseconds(600));
+  EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::Milliseconds(580));
   // An earlier busy mark never moves the reference back.
   stopped.OnBusyUntil(At(200));
-  EXPECT_TRUE(stopped.OnWakeup(At(250), At(500)));
+  EXPECT_TRUE(stopped.OnWakeup(At(1000), At(1250)));
 }
 
 TEST(StoppedTimeTest, KeepsTheLastCapacityStops) {
@@ -66,6 +75,116 @@ TEST(StoppedTimeTest, KeepsTheLastCapacityStops) {
   // Older than the ring: forgotten.
   EXPECT_EQ(stopped.Within(At(0), At(5000)), absl::ZeroDuration());
   EXPECT_EQ(stopped.total(), absl::Milliseconds(500) * (StoppedTime::kCapacity + 10));
+}
+
+// The kernel's counters, as a test moves them.
+struct FakeCounters {
+  StoppedTime::WaitToRun now;
+  StoppedTime::WaitToRunReader Reader() {
+    return [this] { return std::optional<StoppedTime::WaitToRun>(now); };
+  }
+};
+
+TEST(StoppedTimeTest, ALateWakeupExplainedByACpuQuota_IsThrottledTimeNotAStop) {
+  StoppedTime stopped;
+  FakeCounters counters;
+  stopped.SetWaitToRunReader(counters.Reader());
+  stopped.OnWakeup(At(0), At(0));
+  // Due at 50 ms, run at 1050: the cgroup was throttled 900 ms meanwhile.
+  counters.now.throttled += absl::Milliseconds(900);
+  counters.now.ran += absl::Milliseconds(100);
+  EXPECT_FALSE(stopped.OnWakeup(At(50), At(1050)));
+  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
+  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(2000)), absl::Milliseconds(900));
+  EXPECT_EQ(stopped.throttled_total(), absl::Milliseconds(900));
+}
+
+TEST(StoppedTimeTest, ALateWakeupWhileTheLooperRanOrWaitedOnARunQueue_IsNotAStop) {
+  // A busy machine: the watchdog waited, the looper thread ran or waited to.
+  StoppedTime stopped;
+  FakeCounters counters;
+  stopped.SetWaitToRunReader(counters.Reader());
+  stopped.OnWakeup(At(0), At(0));
+  counters.now.ran += absl::Milliseconds(200);
+  counters.now.runnable += absl::Milliseconds(280);
+  EXPECT_FALSE(stopped.OnWakeup(At(50), At(550)));
+  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
+  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(280));
+}
+
+TEST(StoppedTimeTest, WhatTheCountersDoNotExplain_IsAStop) {
+  StoppedTime stopped;
+  FakeCounters counters;
+  stopped.SetWaitToRunReader(counters.Reader());
+  stopped.OnWakeup(At(0), At(0));
+  // SIGSTOP for 7 s, with 200 ms of throttling before it.
+  counters.now.throttled += absl::Milliseconds(200);
+  EXPECT_TRUE(stopped.OnWakeup(At(50), At(7250)));
+  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(8000)), absl::Milliseconds(200));
+  EXPECT_EQ(stopped.Within(At(0), At(8000)), absl::Milliseconds(7000));
+  EXPECT_EQ(stopped.Within(At(0), At(250)), absl::ZeroDuration());  // The throttled part.
+  // No counter moved at all: all of it.
+  EXPECT_TRUE(stopped.OnWakeup(At(10'000), At(12'000)));
+  EXPECT_EQ(stopped.Within(At(9000), At(13'000)), absl::Seconds(2));
+  // Counters the reader cannot read: as without a reader.
+  stopped.SetWaitToRunReader([] { return std::optional<StoppedTime::WaitToRun>(); });
+  EXPECT_TRUE(stopped.OnWakeup(At(20'000), At(21'000)));
+}
+
+// A fake /proc and cgroup file system.
+class SystemReaderTest : public ::testing::Test {
+ protected:
+  SystemReaderTest()
+      : root_(std::filesystem::temp_directory_path() /
+              ("matrix-stopped-" + std::to_string(getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    std::filesystem::remove_all(root_);
+    Write("proc/self/task/42/schedstat", "1500000000 250000000 77\n");
+  }
+  ~SystemReaderTest() override { std::filesystem::remove_all(root_); }
+
+  void Write(const std::string& path, const std::string& text) {
+    const std::filesystem::path file = root_ / path;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  }
+  std::optional<StoppedTime::WaitToRun> Read() {
+    return StoppedTime::SystemReader(42, (root_ / "proc").string(), (root_ / "cg").string())();
+  }
+
+  std::filesystem::path root_;
+};
+
+TEST_F(SystemReaderTest, CgroupV2_TheLargestThrottledTimeOfTheCgroupAndItsAncestors) {
+  Write("proc/self/cgroup", "0::/app.slice/game.scope\n");
+  Write("cg/cgroup.controllers", "cpu memory\n");
+  Write("cg/app.slice/cpu.stat", "usage_usec 9\nthrottled_usec 3000000\n");
+  Write("cg/app.slice/game.scope/cpu.stat",
+        "usage_usec 5\nnr_throttled 12\nthrottled_usec 1200000\n");
+  const auto reading = Read();
+  ASSERT_TRUE(reading.has_value());
+  EXPECT_EQ(reading->ran, absl::Milliseconds(1500));
+  EXPECT_EQ(reading->runnable, absl::Milliseconds(250));
+  EXPECT_EQ(reading->throttled, absl::Seconds(3));  // The slice's quota.
+}
+
+TEST_F(SystemReaderTest, CgroupV1_TheCpuControllersThrottledTimeInNanoseconds) {
+  Write("proc/self/cgroup", "5:memory:/\n4:cpu,cpuacct:/matrix-quota\n0::/\n");
+  Write("cg/cpu,cpuacct/cpu.stat", "nr_periods 0\nthrottled_time 0\n");
+  Write("cg/cpu,cpuacct/matrix-quota/cpu.stat",
+        "nr_periods 21\nnr_throttled 21\nthrottled_time 1849067548\n");
+  const auto reading = Read();
+  ASSERT_TRUE(reading.has_value());
+  EXPECT_EQ(reading->throttled, absl::Nanoseconds(1849067548));
+}
+
+TEST_F(SystemReaderTest, NoCgroupFiles_NoThrottling_NoSchedstat_NoReading) {
+  Write("proc/self/cgroup", "0::/\n");
+  auto reading = Read();
+  ASSERT_TRUE(reading.has_value());
+  EXPECT_EQ(reading->throttled, absl::ZeroDuration());
+  std::filesystem::remove(root_ / "proc/self/task/42/schedstat");
+  EXPECT_FALSE(Read().has_value());
 }
 
 }  // namespace

@@ -322,6 +322,8 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   const absl::Duration cost = until - c->snapshot.begin - stopped;
   anr.set_cost_ms(absl::ToDoubleMilliseconds(cost));
   anr.set_stopped_ms(absl::ToDoubleMilliseconds(stopped));
+  anr.set_throttled_ms(absl::ToDoubleMilliseconds(
+      options_.monitor->stopped_time().ThrottledWithin(c->snapshot.begin, until)));
   anr.set_scene(std::string(options_.app_state->SceneName(c->scene)));
   anr.set_is_process_foreground(c->foreground);
   anr.set_detection_delay_ms(absl::ToDoubleMilliseconds(c->captured_at - c->threshold_at));

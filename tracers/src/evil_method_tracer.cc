@@ -180,6 +180,8 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
   report.set_detail(proto::NORMAL);
   report.set_cost_ms(absl::ToDoubleMilliseconds(cost));
   report.set_stopped_ms(absl::ToDoubleMilliseconds(stopped));
+  report.set_throttled_ms(absl::ToDoubleMilliseconds(
+      options_.monitor->stopped_time().ThrottledWithin(d.begin, d.end)));
   report.set_scene(std::string(options_.app_state->SceneName(slow.scene)));
   report.set_is_process_foreground(slow.foreground);
   report.set_cpu_usage(d.CpuUsagePercent());
@@ -250,8 +252,8 @@ void EvilMethodTracer::AddSamples(const DispatchData& d, proto::EvilMethodReport
   for (size_t i = 0; i < stacks.size(); ++i) {
     const TimeTicks from = samples->times[i];
     const TimeTicks to = i + 1 < stacks.size() ? samples->times[i + 1] : d.end;
-    weighted.push_back({&stacks[i], std::max(absl::ZeroDuration(),
-                                             to - from - monitor->stopped_time().Within(from, to))});
+    const absl::Duration stopped = monitor->stopped_time().Within(from, to);
+    weighted.push_back({&stacks[i], std::max(absl::ZeroDuration(), to - from - stopped)});
   }
   if (!key->empty()) return;  // The method trace explains the dispatch.
   // It does not (no tracing, or no traced call): the samples do.

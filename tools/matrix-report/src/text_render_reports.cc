@@ -93,7 +93,13 @@ void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions&
     AddField(out, "detected", absl::StrCat(Ms(a.detection_delay_ms()), " after the threshold"));
   }
   if (a.stopped_ms() > 0) {
-    AddField(out, "stopped", absl::StrCat(Ms(a.stopped_ms()), " (process stopped; not in the cost)"));
+    AddField(out, "stopped",
+             absl::StrCat(Ms(a.stopped_ms()), " (process stopped; not in the cost)"));
+  }
+  if (a.throttled_ms() > 0) {
+    AddField(out, "throttled",
+             absl::StrCat(Ms(a.throttled_ms()),
+                          " (waited to run: CPU quota or busy machine; in the cost)"));
   }
   if (!a.idle_handler().empty()) AddField(out, "idle handler", TextEscape(a.idle_handler()));
   if (!a.input_event().empty()) AddField(out, "input event", TextEscape(a.input_event()));
@@ -130,7 +136,13 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e,
   AddField(out, "cpu usage", CpuUsageText(e.cpu_usage()));
   AddField(out, "foreground", YesNo(e.is_process_foreground()));
   if (e.stopped_ms() > 0) {
-    AddField(out, "stopped", absl::StrCat(Ms(e.stopped_ms()), " (process stopped; not in the cost)"));
+    AddField(out, "stopped",
+             absl::StrCat(Ms(e.stopped_ms()), " (process stopped; not in the cost)"));
+  }
+  if (e.throttled_ms() > 0) {
+    AddField(out, "throttled",
+             absl::StrCat(Ms(e.throttled_ms()),
+                          " (waited to run: CPU quota or busy machine; in the cost)"));
   }
   if (e.detection_delay_ms() != 0) {
     AddField(out, "detected", absl::StrCat(Ms(e.detection_delay_ms()), " after the threshold"));

@@ -88,6 +88,7 @@ UIThreadMonitor::UIThreadMonitor(LooperMonitor* looper_monitor, Choreographer* c
       heartbeat_(options.dispatch_history) {
   MATRIX_CHECK(looper_monitor_ != nullptr, "UIThreadMonitor needs a LooperMonitor");
   MATRIX_CHECK(options_.app_state != nullptr, "UIThreadMonitor needs an AppState");
+  stopped_time_.SetWaitToRunReader(options_.wait_to_run);
 }
 
 UIThreadMonitor::~UIThreadMonitor() { Stop(); }

@@ -30,11 +30,15 @@
 //     one: one report. Its stack is taken live; its call tree only once the
 //     dispatch is reported (a LAG), none for an ANR taken before.
 //   - When the watchdog itself wakes more than StoppedTime::kTolerance after
-//     it asked to (the process was stopped, the machine starved or suspended), it
-//     did not watch the gap: it restarts the running dispatch's clock from
-//     now instead of reporting a hang it did not witness. A real hang is then
-//     reported one threshold later. (CLOCK_MONOTONIC does not advance during
-//     system suspend, so a suspend never looks like a hang either.)
+//     it asked to, it did not watch the gap. If the kernel's counters say the
+//     looper thread ran or waited to run meanwhile (a CPU quota throttled the
+//     process, the machine was busy), the gap is hang time, reported as
+//     throttled_ms within the cost: the user waited. Otherwise the process
+//     was stopped (SIGSTOP, a debugger, a frozen cgroup): that time is left
+//     out, reported as stopped_ms, and the deadlines move by it, so a real
+//     hang is reported once it has run the threshold. (CLOCK_MONOTONIC does
+//     not advance during system suspend, so a suspend never looks like a
+//     hang either.)
 //   - With a debugger attached (TracerPid in /proc) nothing is reported unless
 //     `report_with_debugger` is set.
 //
@@ -118,8 +122,8 @@ class AnrTracer : public Tracer {
   // Counters. Any thread.
   int64_t anr_count() const { return anr_count_.load(); }
   int64_t lag_count() const { return lag_count_.load(); }
-  // Wake-ups that came later than StoppedTime::kTolerance (their gap was not
-  // watched; StoppedTime counted it as stopped time).
+  // Checks that saw a stop: later than StoppedTime::kTolerance after the
+  // watchdog's last wake-up, and not explained by a wait to run.
   int64_t late_wakeups() const { return late_wakeups_.load(); }
   int64_t suppressed_by_debugger() const { return debugger_suppressed_.load(); }
   // The last dispatch this tracer took evidence for (a LAG or an ANR), so

@@ -1,33 +1,46 @@
 // File: matrix/trace/stopped_time.h
 //
 // StoppedTime: when the process was not running (SIGSTOP, a debugger
-// breakpoint, a suspended VM or laptop). The watchdog thread's timed tasks
-// tell: a task scheduled for T that runs at T + L, with L over the tolerance
-// (100 ms), saw the whole process stopped over [T, T + L]. Hang and slow-
-// method costs leave that time out (it is reported in its own field), so a
-// dispatch held at a breakpoint is not reported as slow.
+// breakpoint, a frozen cgroup), and when it waited to run (its cgroup's CPU
+// quota throttled it, or the machine was too busy to run it). The watchdog
+// thread's timed tasks tell: a task scheduled for T that runs at T + L, with
+// L over the tolerance (100 ms), saw the process not running over
+// [T, T + L]. Why, the kernel's counters say (WaitToRun): time the looper
+// thread ran or waited on a run queue, and time its cgroup was throttled,
+// over the gap. That much of L was a wait to run, which the user sat
+// through: it stays in hang and slow-method costs, and is reported apart as
+// throttled time. The rest was a stop, left out of the costs (in its own
+// field), so a dispatch held at a breakpoint is not reported as slow. A
+// suspended machine never looks late: CLOCK_MONOTONIC stops with it.
 //
+//   // Set up (TracePlugin does it for the looper thread):
+//   stopped.SetWaitToRunReader(matrix::StoppedTime::SystemReader(looper_tid));
 //   // Watchdog thread, in every timed task (the CPU sampler's 50 ms poll, the
 //   // ANR checks):
 //   stopped.OnWakeup(scheduled_for, clock->NowTicks());
 //   // Any thread:
 //   absl::Duration stopped_in_dispatch = stopped.Within(begin, end);
+//   absl::Duration throttled_in_dispatch = stopped.ThrottledWithin(begin, end);
 //
-// Intervals that overlap are merged, so two tasks late for the same stop count
-// it once. The last kCapacity intervals are kept (older ones are forgotten).
-// A task late because the machine was overloaded (every thread starved, not
-// stopped) is also counted when it is over the tolerance.
+// A task is late from the last wake-up on when that came after it was due
+// (the process ran then), so two tasks late for the same stop count it once. The last kCapacity intervals of each kind are kept (older ones are
+// forgotten). Without a reader every late task counts as stopped.
 //
-// Thread safety: OnWakeup() from one thread at a time (the watchdog); the
-// readers from any thread, lock-free (a sequence counter; a reader racing a
-// write retries).
+// Thread safety: SetWaitToRunReader() before the first OnWakeup();
+// OnWakeup() from one thread at a time (the watchdog); the readers from any
+// thread, lock-free (a sequence counter; a reader racing a write retries).
 
 #ifndef MATRIX_TRACE_STOPPED_TIME_H_
 #define MATRIX_TRACE_STOPPED_TIME_H_
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
 
 #include "absl/time/time.h"
 #include "matrix/core/tick_clock.h"
@@ -39,8 +52,30 @@ class StoppedTime {
   static constexpr absl::Duration kTolerance = absl::Milliseconds(100);
   static constexpr int kCapacity = 64;
 
+  // Cumulative counters of time the process did not run because it waited
+  // to, not because it was stopped.
+  struct WaitToRun {
+    // The looper thread's CPU time and its time waiting on a run queue
+    // (/proc/self/task/TID/schedstat): a stopped thread has neither.
+    absl::Duration ran;
+    absl::Duration runnable;
+    // The process's cgroup's CPU-bandwidth throttled time (cpu.stat:
+    // throttled_usec in cgroup v2, throttled_time in v1), the largest of
+    // its cgroup and every ancestor's (a quota may be set higher up).
+    absl::Duration throttled;
+  };
+  using WaitToRunReader = std::function<std::optional<WaitToRun>()>;
+
+  // The reader of the real counters for thread `tid` of this process, under
+  // `proc_root` and `cgroup_root`. The cgroup's files are found once, here.
+  static WaitToRunReader SystemReader(pid_t tid, std::string proc_root = "/proc",
+                                      std::string cgroup_root = "/sys/fs/cgroup");
+
+  void SetWaitToRunReader(WaitToRunReader reader) { reader_ = std::move(reader); }
+
   // Watchdog thread: a task scheduled for `scheduled` runs at `now`. Returns
-  // whether it came more than kTolerance late (recorded as stopped time).
+  // whether it saw a stop (a late task whose lateness the counters do not
+  // explain, over kTolerance).
   bool OnWakeup(TimeTicks scheduled, TimeTicks now);
 
   // Watchdog thread: a task kept the watchdog itself busy until `until` (a
@@ -55,7 +90,14 @@ class StoppedTime {
   }
 
   // Any thread: the stopped time within [begin, end].
-  absl::Duration Within(TimeTicks begin, TimeTicks end) const;
+  absl::Duration Within(TimeTicks begin, TimeTicks end) const {
+    return stopped_.Within(begin, end);
+  }
+  // Any thread: the time within [begin, end] that late tasks saw the process
+  // wait to run (throttled or starved). Part of the costs, not of Within().
+  absl::Duration ThrottledWithin(TimeTicks begin, TimeTicks end) const {
+    return throttled_.Within(begin, end);
+  }
 
   // Any thread: the latest wake-up seen; a stop that ended before it is
   // known, one still going on is not.
@@ -63,22 +105,39 @@ class StoppedTime {
     return TimeTicks::FromNanoseconds(observed_ns_.load(std::memory_order_acquire));
   }
 
-  // Any thread: the stopped time seen so far.
-  absl::Duration total() const {
-    return absl::Nanoseconds(total_ns_.load(std::memory_order_relaxed));
-  }
+  // Any thread: the stopped and throttled time seen so far.
+  absl::Duration total() const { return stopped_.total(); }
+  absl::Duration throttled_total() const { return throttled_.total(); }
 
  private:
-  struct Interval {
-    std::atomic<int64_t> begin_ns{0};
-    std::atomic<int64_t> end_ns{0};
+  // Time intervals in order, the last kCapacity kept; one writer, lock-free
+  // readers.
+  class IntervalLog {
+   public:
+    void Add(int64_t begin_ns, int64_t end_ns);
+    absl::Duration Within(TimeTicks begin, TimeTicks end) const;
+    absl::Duration total() const {
+      return absl::Nanoseconds(total_ns_.load(std::memory_order_relaxed));
+    }
+
+   private:
+    struct Interval {
+      std::atomic<int64_t> begin_ns{0};
+      std::atomic<int64_t> end_ns{0};
+    };
+    std::array<Interval, kCapacity> intervals_;
+    std::atomic<uint64_t> count_{0};     // Intervals written (the last is count_ - 1).
+    std::atomic<uint64_t> sequence_{0};  // Odd while the writer changes an interval.
+    std::atomic<int64_t> total_ns_{0};
   };
-  std::array<Interval, kCapacity> intervals_;
-  std::atomic<uint64_t> count_{0};     // Intervals written (the last is count_ - 1).
-  std::atomic<uint64_t> sequence_{0};  // Odd while the writer changes an interval.
+
+  IntervalLog stopped_;
+  IntervalLog throttled_;
   std::atomic<int64_t> observed_ns_{0};
-  std::atomic<int64_t> total_ns_{0};
   std::atomic<int64_t> busy_until_ns_{0};
+  // Watchdog thread only.
+  WaitToRunReader reader_;
+  std::optional<WaitToRun> last_reading_;
 };
 
 }  // namespace matrix

@@ -216,6 +216,11 @@ class UIThreadMonitor : public LooperDispatchListener {
     // Dispatches the heartbeat's ring keeps (see DispatchHeartbeat): the
     // watchdogs need only the last; a Timeline reads its dispatches there.
     size_t dispatch_history = DispatchHeartbeat::kMinCapacity;
+    // Tells the watchdog's late wake-ups caused by a stop from those caused
+    // by a wait to run (a CPU quota, a busy machine): see StoppedTime. Null:
+    // every late wake-up is a stop. TracePlugin passes
+    // StoppedTime::SystemReader() for the looper thread.
+    StoppedTime::WaitToRunReader wait_to_run;
   };
 
   // `looper_monitor` and `choreographer` (null for a foreign render loop) are
