@@ -5,8 +5,12 @@
 // bad flags). Real processes and real time: the stalls (1200 ms) are 3x the
 // ANR threshold (400 ms).
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -115,6 +119,92 @@ TEST(MatrixRunTest, SlowDispatchCarriesTheStallingFunctionsStack) {
     EXPECT_GE(report.sample_count(), 5);
     EXPECT_THAT(report.stack_text(), HasSubstr("StallInKnownFunction")) << report.stack_text();
   }
+}
+
+// A CPU cgroup limited to `percent` of one CPU, for the test's children
+// (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us); empty `procs` with `why`
+// set when the machine does not let the test create one.
+struct CpuQuotaCgroup {
+  explicit CpuQuotaCgroup(int percent) {
+    const std::string name = absl::StrCat("matrix-quota-", getpid());
+    auto write = [](const std::string& path, const std::string& text) {
+      std::ofstream out(path);
+      out << text;
+      out.flush();
+      return static_cast<bool>(out);
+    };
+    const std::string quota = std::to_string(percent * 1000);
+    if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {
+      write("/sys/fs/cgroup/cgroup.subtree_control", "+cpu");
+      dir = "/sys/fs/cgroup/" + name;
+      if (mkdir(dir.c_str(), 0755) == 0 && write(dir + "/cpu.max", quota + " 100000")) {
+        procs = dir + "/cgroup.procs";
+        return;
+      }
+    } else {
+      for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+        dir = std::string(mount) + "/" + name;
+        if (mkdir(dir.c_str(), 0755) == 0 && write(dir + "/cpu.cfs_period_us", "100000") &&
+            write(dir + "/cpu.cfs_quota_us", quota)) {
+          procs = dir + "/cgroup.procs";
+          return;
+        }
+      }
+    }
+    why = absl::StrCat("cannot create a CPU cgroup with a quota (", dir, ": ",
+                       std::strerror(errno), "): the cpu controller is not writable here");
+    if (!dir.empty()) rmdir(dir.c_str());
+  }
+  ~CpuQuotaCgroup() {
+    if (!procs.empty()) rmdir(dir.c_str());  // Its processes have exited.
+  }
+  std::string dir;
+  std::string procs;
+  std::string why;
+};
+
+// A busy 6 s hang in a process limited to 10 % of a CPU is an ANR: the
+// watchdog wakes late because the whole cgroup is throttled, and the
+// cgroup's throttled time says that was a wait to run, not a stop.
+TEST(MatrixRunTest, BusyHangUnderACpuQuota_IsAnAnr) {
+  CpuQuotaCgroup cgroup(10);
+  if (cgroup.procs.empty()) GTEST_SKIP() << cgroup.why;
+  const std::string dir = agent_test::NewReportDir("quota");
+  const std::string command = absl::StrCat(
+      "echo $$ > ", cgroup.procs, " && exec ", kRun, " --report-dir ", dir,
+      " --anr 5000 --lag 4000 -- ", kTarget, " stall 6000");
+  const RunResult run = agent_test::Run({"/bin/sh", "-c", command});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  const auto anrs = Anrs(dir);
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  const auto& anr = anrs[0].issue.anr();
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("StallInKnownFunction"));
+  EXPECT_GE(anr.cost_ms(), 4900);
+  EXPECT_GT(anr.throttled_ms(), 1000) << "the quota throttled the hang";
+  EXPECT_LT(anr.stopped_ms(), 500);
+}
+
+// A SIGSTOP of 4 s in the middle of a busy dispatch is no hang: no LAG
+// (2.5 s) or ANR, and the slow dispatch's cost (300 ms threshold) leaves the
+// stop out. (The stall ends by the wall clock: it runs about 0.5 s before the
+// stop and ends at the continue.)
+TEST(MatrixRunTest, ASigstopIsNoHang) {
+  const std::string dir = agent_test::NewReportDir("sigstop");
+  const std::string command = absl::StrCat(
+      kRun, " --report-dir ", dir, " --anr 3000 --lag 2500 --evil 300 -- ", kTarget,
+      " stall 2000 & run=$!; sleep 0.8; target=$(cat /proc/$run/task/$run/children); "
+      "kill -STOP $target; sleep 4; kill -CONT $target; wait $run");
+  const RunResult run = agent_test::Run({"/bin/sh", "-c", command});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  std::vector<std::string> kinds;
+  for (const auto& record : ReadIssues(dir)) {
+    if (record.kind == "startup") continue;
+    kinds.push_back(record.TagDetail());
+    if (record.kind != "evil_method") continue;
+    EXPECT_GE(record.issue.evil_method().stopped_ms(), 3500) << run.err;
+    EXPECT_LT(record.issue.evil_method().cost_ms(), 2000) << run.err;
+  }
+  EXPECT_THAT(kinds, ::testing::ElementsAre("Trace_EvilMethod/NORMAL")) << run.err;
 }
 
 // The cold start of a program that does not draw lasts from process start to

@@ -112,17 +112,38 @@ TEST(StoppedTimeTest, ALateWakeupWhileTheLooperRanOrWaitedOnARunQueue_IsNotAStop
   EXPECT_EQ(stopped.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(280));
 }
 
+TEST(StoppedTimeTest, ThrottlingIsCountedAtEveryWakeup_NotOnlyLateOnes) {
+  // A 10 % quota: every 100 ms period the process waits 90 ms, so the
+  // watchdog's 50 ms polls are late by less than the tolerance, and the
+  // throttled time still adds up.
+  StoppedTime stopped;
+  FakeCounters counters;
+  stopped.SetWaitToRunReader(counters.Reader());
+  stopped.OnWakeup(At(0), At(0));
+  for (int i = 1; i <= 10; ++i) {
+    counters.now.throttled += absl::Milliseconds(90);
+    counters.now.ran += absl::Milliseconds(10);
+    EXPECT_FALSE(stopped.OnWakeup(At(i * 100 - 50), At(i * 100)));
+  }
+  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(900));
+  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
+  // More throttled time than the gap (summed over CPUs): capped at the gap.
+  counters.now.throttled += absl::Milliseconds(500);
+  stopped.OnWakeup(At(1050), At(1100));
+  EXPECT_EQ(stopped.ThrottledWithin(At(1000), At(1100)), absl::Milliseconds(100));
+}
+
 TEST(StoppedTimeTest, WhatTheCountersDoNotExplain_IsAStop) {
   StoppedTime stopped;
   FakeCounters counters;
   stopped.SetWaitToRunReader(counters.Reader());
   stopped.OnWakeup(At(0), At(0));
-  // SIGSTOP for 7 s, with 200 ms of throttling before it.
+  // SIGSTOP for 7 s, with 200 ms of throttling besides.
   counters.now.throttled += absl::Milliseconds(200);
   EXPECT_TRUE(stopped.OnWakeup(At(50), At(7250)));
   EXPECT_EQ(stopped.ThrottledWithin(At(0), At(8000)), absl::Milliseconds(200));
   EXPECT_EQ(stopped.Within(At(0), At(8000)), absl::Milliseconds(7000));
-  EXPECT_EQ(stopped.Within(At(0), At(250)), absl::ZeroDuration());  // The throttled part.
+  EXPECT_EQ(stopped.Within(At(7050), At(7250)), absl::ZeroDuration());  // The throttled part.
   // No counter moved at all: all of it.
   EXPECT_TRUE(stopped.OnWakeup(At(10'000), At(12'000)));
   EXPECT_EQ(stopped.Within(At(9000), At(13'000)), absl::Seconds(2));

@@ -151,30 +151,35 @@ bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   const bool late = !from.is_null() && now - from > kTolerance;
   std::optional<WaitToRun> reading;
   if (reader_) reading = reader_();
+  // What the counters say of the time since the last wake-up: the looper
+  // thread waited to run (throttled, or on a run queue) for `waited` of it,
+  // and ran or waited for `explained` of it. Running and waiting do not
+  // overlap, but a kernel may count throttled time as run-queue wait too, and
+  // a cgroup's throttled time adds up over CPUs: both are capped at the gap.
+  const int64_t last_ns = observed_ns_.load(std::memory_order_relaxed);
+  absl::Duration waited;
+  absl::Duration explained;
+  if (reading && last_reading_ && last_ns > 0 && now_ns > last_ns) {
+    const absl::Duration gap = absl::Nanoseconds(now_ns - last_ns);
+    waited = std::clamp((reading->runnable - last_reading_->runnable) +
+                            (reading->throttled - last_reading_->throttled),
+                        absl::ZeroDuration(), gap);
+    explained = std::clamp(waited + (reading->ran - last_reading_->ran), absl::ZeroDuration(),
+                           gap);
+    // Throttled time, placed at the end of the gap (where a late wake-up's
+    // wait is).
+    if (waited > absl::ZeroDuration()) {
+      throttled_.Add(now_ns - absl::ToInt64Nanoseconds(waited), now_ns);
+    }
+  }
   bool stopped = false;
   if (late) {
-    // What the counters explain of the lateness (they were last read at the
-    // last wake-up, at most `from`): the looper thread ran or waited to run
-    // (throttled, or on a run queue), so the process was not stopped. These
-    // do not overlap, but a kernel may count throttled time as run-queue
-    // wait too: the sums are capped at the lateness.
-    const absl::Duration lateness = now - from;
-    absl::Duration waited;  // Runnable, not running: the throttled time.
-    absl::Duration explained;
-    if (reading && last_reading_) {
-      waited = (reading->runnable - last_reading_->runnable) +
-               (reading->throttled - last_reading_->throttled);
-      waited = std::clamp(waited, absl::ZeroDuration(), lateness);
-      explained = std::clamp(waited + (reading->ran - last_reading_->ran), absl::ZeroDuration(),
-                             lateness);
-    }
-    if (waited > absl::ZeroDuration()) {
-      throttled_.Add(from.ToNanoseconds(), from.ToNanoseconds() + absl::ToInt64Nanoseconds(waited));
-    }
-    const int64_t explained_until_ns =
-        from.ToNanoseconds() + absl::ToInt64Nanoseconds(explained);
-    if (lateness - explained > kTolerance) {
-      stopped_.Add(explained_until_ns, now_ns);
+    // The lateness the counters do not explain was a stop.
+    const absl::Duration unexplained =
+        std::max(absl::ZeroDuration(), now - from - explained);
+    if (unexplained > kTolerance) {
+      const int64_t from_ns = from.ToNanoseconds();
+      stopped_.Add(from_ns, from_ns + absl::ToInt64Nanoseconds(unexplained));
       stopped = true;
     }
   }
