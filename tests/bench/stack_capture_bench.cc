@@ -22,6 +22,7 @@
 #include "matrix/core/thread_handle.h"
 #include "matrix/trace/proc_stats.h"
 #include "matrix/trace/stack_capture.h"
+#include "matrix/trace/stopped_time.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
@@ -232,6 +233,13 @@ void BM_ReadProcessMemory(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(proc.ReadProcessMemory());
 }
 BENCHMARK(BM_ReadProcessMemory)->Unit(benchmark::kMicrosecond);
+
+// What the watchdog reads at each wake-up to tell a stop from a wait to run.
+void BM_ReadWaitToRun(benchmark::State& state) {
+  StoppedTime::WaitToRunReader reader = StoppedTime::SystemReader(ThreadHandle::Current().tid());
+  for (auto _ : state) benchmark::DoNotOptimize(reader());
+}
+BENCHMARK(BM_ReadWaitToRun)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace matrix
