@@ -640,6 +640,22 @@ TEST_F(AnrTracerTest, StoppedProcess_ShortHangAroundTheStop_GivesNoAnr) {
   EXPECT_THAT(capture_.times(), IsEmpty());
 }
 
+TEST_F(AnrTracerTest, SlowCapture_TheDelayIsWhenTheStackWasTaken) {
+  // The looper thread takes the capture's signal 30 ms after the watchdog
+  // asked (a loaded machine): the report's delay and stack time say so.
+  Start();
+  Begin();
+  capture_.RunDuringNextCapture([this] { env_.AdvanceClock(absl::Milliseconds(30)); });
+  env_.FastForwardBy(kLag + absl::Milliseconds(500));
+  End();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::AnrReport& lag = issues_.all()[0].proto().anr();
+  EXPECT_EQ(lag.detail(), proto::LAG);
+  EXPECT_DOUBLE_EQ(lag.detection_delay_ms(), 30);
+  EXPECT_DOUBLE_EQ(lag.thread_stack().captured_at_ms(), 2030);
+  EXPECT_DOUBLE_EQ(lag.cost_ms(), 2500);  // A LAG's cost runs to the dispatch's end.
+}
+
 TEST_F(AnrTracerTest, LateWatchdog_WithinTolerance_IsNotLate) {
   Start();
   Begin();

@@ -20,7 +20,7 @@ struct AnrTracer::Crossing {
   // Taken while the dispatch runs: the snapshot points into the message's
   // Handler, which may be gone by the time the worker builds the report.
   proto::MessageInfo message;
-  TimeTicks captured_at;   // When the watchdog took the evidence.
+  TimeTicks captured_at;   // When the stack was taken (else when the watchdog asked).
   TimeTicks threshold_at;  // When the threshold was crossed.
   TimeTicks end;           // LAG: when the dispatch ended.
   RawStack stack;
@@ -117,6 +117,14 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   crossing->threshold_at = threshold_at;
   const ThreadHandle& looper_thread = options_.monitor->looper_thread();
   crossing->stack_status = options_.capture(looper_thread, &crossing->stack);
+  // The stack's own instant (the looper thread ran the capture's handler
+  // then; a loaded machine may run it well after the watchdog asked), on the
+  // same monotonic clock: the report's detection delay and cost are the
+  // truth, not when the watchdog decided.
+  if (crossing->stack_status.ok() && !crossing->stack.captured_at.is_null() &&
+      crossing->stack.captured_at > now) {
+    crossing->captured_at = crossing->stack.captured_at;
+  }
   if (key_captures_.dispatch_number == s.dispatch_number && key_captures_.for_anr == for_anr) {
     crossing->key_stacks.assign(key_captures_.stacks.begin(),
                                 key_captures_.stacks.begin() + key_captures_.count);

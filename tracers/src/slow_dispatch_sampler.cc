@@ -55,7 +55,12 @@ void SlowDispatchSampler::CaptureSample(bool crossing) {
   // stored under it.
   UIThreadMonitor* monitor = options_.monitor;
   const absl::Status status = options_.capture(monitor->looper_thread(), &scratch_);
-  const TimeTicks at = monitor->clock()->NowTicks();
+  // The stack's own instant when it has one (the looper thread may run the
+  // capture's handler well after it was asked, on a loaded machine).
+  TimeTicks at = monitor->clock()->NowTicks();
+  if (status.ok() && !scratch_.captured_at.is_null() && scratch_.captured_at < at) {
+    at = scratch_.captured_at;
+  }
   captures_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   Slot& slot = slots_[static_cast<size_t>(current_)];
