@@ -23,6 +23,8 @@ PACKAGES += nodejs
 PACKAGES += libdw-dev
 # tests/agent tk_program_e2e_test: a tkinter program (Tcl/Tk waits without poll).
 PACKAGES += python3-tk
+# tests/agent pcmanfm_e2e_test: a file manager loading a big folder (GLib idle work).
+PACKAGES += pcmanfm
 # Python frames (docs/stacks.md): CPython 3.11's headers and libpython for
 # tracers_python311_layout_check and tracers_python_frames_embedded_test.
 PACKAGES += python3.11-dev
