@@ -62,4 +62,26 @@ TEST(PresentHooksTest, RenderThreadPresentsBecomeMainThreadFrames) {
   EXPECT_LE(counts.frames, 100);
 }
 
+// A program pacing itself to 30 fps (sleeping until its next frame) reads
+// 30 fps, not the 60 of its frames' own vsync intervals: the sleep between
+// frames is drawing time. 1 s slices at 60 Hz. (Its dropped frames are
+// still counted against every vsync, not against its own cadence.)
+TEST(PresentHooksTest, AProgramPacedTo30FpsReads30) {
+  const std::string dir = agent_test::NewReportDir("present-paced");
+  const agent_test::RunResult run =
+      agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--fps-slice", "1000",
+                       "--refresh-hz", "60", "--", PRESENT_TARGET_PATH, "paced", FAKE_GL_PATH});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  int full_slices = 0;
+  for (const auto& record : agent_test::ReadIssues(dir)) {
+    if (record.kind != "frame") continue;
+    const auto& frame = record.issue.frame();
+    if (frame.frames() < 25) continue;  // The last, partial slice.
+    ++full_slices;
+    EXPECT_NEAR(frame.fps(), 30.0, 1.5) << frame.frames() << " frames in " << frame.window_ms()
+                                        << " ms\n" << run.err;
+  }
+  EXPECT_GE(full_slices, 2) << run.err;
+}
+
 }  // namespace

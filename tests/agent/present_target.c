@@ -10,6 +10,9 @@
 //            dlsym) after a 12 ms wait, 30 times; then busy 3 s in a
 //            dispatch of its own, waits 1 ms, and presents 30 more frames
 //            (frozen_frame_e2e_test)
+//   paced    a game capped at 30 fps: 120 frames, each drawn (2 ms busy)
+//            and presented (eglSwapBuffers by dlsym), then a sleep until
+//            the next 1/30 s (clock_nanosleep, TIMER_ABSTIME): 4 s
 // and prints "presents N" (the library's own count) before exiting.
 #include <dlfcn.h>
 #include <poll.h>
@@ -61,6 +64,26 @@ int main(int argc, char** argv) {
         poll(NULL, 0, 12);
       }
       egl(NULL, NULL);
+    }
+    poll(NULL, 0, 2);
+  } else if (strcmp(argv[1], "paced") == 0) {
+    EglSwap egl = (EglSwap)dlsym(gl, "eglSwapBuffers");
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (int i = 0; i < 120; ++i) {
+      struct timespec start, now;
+      clock_gettime(CLOCK_MONOTONIC, &start);
+      do {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+      } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
+               2000000L);
+      egl(NULL, NULL);
+      next.tv_nsec += 1000000000L / 30;
+      if (next.tv_nsec >= 1000000000L) {
+        next.tv_nsec -= 1000000000L;
+        ++next.tv_sec;
+      }
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
     }
     poll(NULL, 0, 2);
   } else if (strcmp(argv[1], "thread") == 0) {

@@ -529,6 +529,37 @@ TEST(FrameStatsCollectorTest, VsyncedBurstsWithIdleGaps_ReportTheRateWhileDrawin
   EXPECT_EQ(report->dropped_frames(), 0);
 }
 
+TEST(FrameStatsCollectorTest, AProgramPacingItselfTo30Fps_Reads30) {
+  // A game capped at 30 fps (or a 30 fps video) at 60 Hz: a frame every
+  // other vsync, the program sleeping in between. The sleep is drawing time
+  // (kPacingGap): 30 fps, not 60, and nothing dropped.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_FALSE(collector.Add(maker.Next(), "Game").has_value());
+    maker.Skip(1);
+  }
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_EQ(reports[0].frames(), 300);
+  EXPECT_NEAR(reports[0].fps(), 30.0, 0.1);  // 300 frames over 299 gaps and one interval.
+  EXPECT_EQ(reports[0].dropped_frames(), 0);
+}
+
+TEST(FrameStatsCollectorTest, AGapLongerThanPacing_IsIdleNotDrawing) {
+  // Frames 8 vsyncs apart: a 117 ms wait after each frame's vsync, over
+  // kPacingGap: idle, not drawing.
+  FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+  FrameMaker maker(RefreshRate::FromHz(60));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_FALSE(collector.Add(maker.Next(), "Editor").has_value());
+    maker.Skip(7);
+  }
+  std::vector<FrameReport> reports = collector.Flush();
+  ASSERT_THAT(reports, SizeIs(1));
+  EXPECT_NEAR(reports[0].fps(), 60.0, 1e-6);
+}
+
 TEST(FrameStatsCollectorTest, UncappedBurstsWithIdleGaps_ReportTheRateWhileDrawing) {
   // One second of drawing at 1,800 fps, then one second idle, five times:
   // ~1,800 fps (each burst's first frame stands for one whole interval, the

@@ -45,6 +45,9 @@ std::optional<proto::FrameReport> FrameStatsCollector::Add(const FrameData& fram
   s.dropped += dropped;
   ++s.level_count[level];
   s.level_sum[level] += dropped;
+  // The first frame of a slice stands for no gap before it: the slice
+  // begins at its vsync.
+  if (s.frames > 1) s.partial_frame_time += frame_time.paced_gap;
   if (frame_time.partial.has_value()) {
     s.partial_frame_time += *frame_time.partial;
   } else {
@@ -97,8 +100,14 @@ FrameStatsCollector::FrameTimeParts FrameStatsCollector::TakeFrameTime(const Fra
   FrameTimeParts parts;
   if (previous_shown_on_ <= could_start) {
     // Nothing shared with the previous frame (every frame of a vsync'd loop;
-    // the first frame after an idle gap, which leaves the gap out).
+    // the first frame after an idle gap, which leaves the gap out, unless
+    // the gap is short enough to be the program pacing itself).
     parts.whole_intervals = dropped + 1;
+    // (Nanoseconds of vsync rounding are no gap.)
+    const absl::Duration gap = could_start - previous_shown_on_;
+    if (!previous_shown_on_.is_null() && gap >= absl::Microseconds(100) && gap <= kPacingGap) {
+      parts.paced_gap = gap;
+    }
   } else {
     // Shown on or after the vsync the previous frame was shown on: it stands
     // only for the intervals after that one (none when both share a vsync).

@@ -15,13 +15,19 @@
 //   frame time  what a frame stands for: the time from when it could start
 //             to the vsync it is shown on ((dropped + 1) intervals), less the
 //             part the previous frame already stood for (frames drawn faster
-//             than the refresh rate share a vsync interval). Time when no
-//             frame was waiting to be drawn is nobody's.
-//   fps       frames / the sum of their frame times: the rate frames were
-//             drawn at. An uncapped renderer drawing 1,800 frames a second
-//             reports ~1,800, a vsync'd loop at most its refresh rate, a
-//             frozen frame counts its full length, and idle time between
-//             bursts of drawing does not lower it. (Matrix's fps, frames /
+//             than the refresh rate share a vsync interval). A gap of at
+//             most kPacingGap between the vsync the previous frame was shown
+//             on and when this one could start is the program pacing itself
+//             (sleeping until its next frame: a game capped at 30 fps, a
+//             video at its own rate) and belongs to this frame too. A longer
+//             gap, when no frame was waiting to be drawn, is nobody's.
+//   fps       frames / the sum of their frame times: the frames presented
+//             per second of wall time while the program was drawing. An
+//             uncapped renderer drawing 1,800 frames a second reports
+//             ~1,800, a vsync'd loop at most its refresh rate, a program
+//             pacing itself to 30 fps 30, a frozen frame counts its full
+//             length, and idle time between bursts of drawing does not
+//             lower it. (Matrix's fps, frames /
 //             sum of (dropped + 1) intervals, assumes at most one frame per
 //             vsync; both agree when that holds.)
 //   slice     a scene's slice begins at its first frame's vsync and lasts
@@ -76,6 +82,10 @@ DropLevel ClassifyDroppedFrames(int64_t dropped, RefreshRate rate, const DropThr
 
 class FrameStatsCollector {
  public:
+  // The longest wait between frames that still counts as drawing: a
+  // program pacing itself to 10 fps or more (see "frame time" above).
+  static constexpr absl::Duration kPacingGap = absl::Milliseconds(100);
+
   struct Options {
     DropThresholds thresholds;
     absl::Duration time_slice = absl::Seconds(10);
@@ -133,6 +143,7 @@ class FrameStatsCollector {
   struct FrameTimeParts {
     int64_t whole_intervals = 0;  // Used when `partial` is not set.
     std::optional<absl::Duration> partial;
+    absl::Duration paced_gap;  // Added in either case.
   };
   FrameTimeParts TakeFrameTime(const FrameData& frame, int64_t dropped);
 
