@@ -477,6 +477,14 @@ TEST_F(EvilMethodTracerTest, Sampling_AFailedCrossingCapture_SaysWhy) {
   EXPECT_THAT(report.stack_key(), ::testing::HasSubstr("evil_method_tracer_test.cc"));
 }
 
+TEST_F(EvilMethodTracerTest, Sampling_Closed_CapturesNothing) {
+  Start({.stack_sampling = true});
+  evil_->OnCloseTrace();
+  RunWatchedMessage(absl::Seconds(1));
+  EXPECT_THAT(capture_.times(), IsEmpty());
+  EXPECT_THAT(issues_.all(), IsEmpty());
+}
+
 TEST_F(EvilMethodTracerTest, Closed_ReportsNothing) {
   Start();
   evil_->OnCloseTrace();

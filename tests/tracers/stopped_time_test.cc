@@ -77,79 +77,67 @@ TEST(StoppedTimeTest, KeepsTheLastCapacityStops) {
   EXPECT_EQ(stopped.total(), absl::Milliseconds(500) * (StoppedTime::kCapacity + 10));
 }
 
-// The kernel's counters, as a test moves them.
-struct FakeCounters {
-  StoppedTime::WaitToRun now;
-  StoppedTime::WaitToRunReader Reader() {
-    return [this] { return std::optional<StoppedTime::WaitToRun>(now); };
+// A StoppedTime reading the kernel's counters as the test moves them, first
+// woken at 0 ms.
+class StoppedTimeCountersTest : public ::testing::Test {
+ protected:
+  StoppedTimeCountersTest() {
+    stopped_.SetWaitToRunReader([this] { return std::optional<StoppedTime::WaitToRun>(now_); });
+    stopped_.OnWakeup(At(0), At(0));
   }
+  StoppedTime stopped_;
+  StoppedTime::WaitToRun now_;
 };
 
-TEST(StoppedTimeTest, ALateWakeupExplainedByACpuQuota_IsThrottledTimeNotAStop) {
-  StoppedTime stopped;
-  FakeCounters counters;
-  stopped.SetWaitToRunReader(counters.Reader());
-  stopped.OnWakeup(At(0), At(0));
+TEST_F(StoppedTimeCountersTest, ALateWakeupExplainedByACpuQuota_IsThrottledTimeNotAStop) {
   // Due at 50 ms, run at 1050: the cgroup was throttled 900 ms meanwhile.
-  counters.now.throttled += absl::Milliseconds(900);
-  counters.now.ran += absl::Milliseconds(100);
-  EXPECT_FALSE(stopped.OnWakeup(At(50), At(1050)));
-  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
-  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(2000)), absl::Milliseconds(900));
-  EXPECT_EQ(stopped.throttled_total(), absl::Milliseconds(900));
+  now_.throttled += absl::Milliseconds(900);
+  now_.ran += absl::Milliseconds(100);
+  EXPECT_FALSE(stopped_.OnWakeup(At(50), At(1050)));
+  EXPECT_EQ(stopped_.total(), absl::ZeroDuration());
+  EXPECT_EQ(stopped_.ThrottledWithin(At(0), At(2000)), absl::Milliseconds(900));
+  EXPECT_EQ(stopped_.throttled_total(), absl::Milliseconds(900));
 }
 
-TEST(StoppedTimeTest, ALateWakeupWhileTheLooperRanOrWaitedOnARunQueue_IsNotAStop) {
+TEST_F(StoppedTimeCountersTest, ALateWakeupWhileTheLooperRanOrWaitedOnARunQueue_IsNotAStop) {
   // A busy machine: the watchdog waited, the looper thread ran or waited to.
-  StoppedTime stopped;
-  FakeCounters counters;
-  stopped.SetWaitToRunReader(counters.Reader());
-  stopped.OnWakeup(At(0), At(0));
-  counters.now.ran += absl::Milliseconds(200);
-  counters.now.runnable += absl::Milliseconds(280);
-  EXPECT_FALSE(stopped.OnWakeup(At(50), At(550)));
-  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
-  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(280));
+  now_.ran += absl::Milliseconds(200);
+  now_.runnable += absl::Milliseconds(280);
+  EXPECT_FALSE(stopped_.OnWakeup(At(50), At(550)));
+  EXPECT_EQ(stopped_.total(), absl::ZeroDuration());
+  EXPECT_EQ(stopped_.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(280));
 }
 
-TEST(StoppedTimeTest, ThrottlingIsCountedAtEveryWakeup_NotOnlyLateOnes) {
+TEST_F(StoppedTimeCountersTest, ThrottlingIsCountedAtEveryWakeup_NotOnlyLateOnes) {
   // A 10 % quota: every 100 ms period the process waits 90 ms, so the
   // watchdog's 50 ms polls are late by less than the tolerance, and the
   // throttled time still adds up.
-  StoppedTime stopped;
-  FakeCounters counters;
-  stopped.SetWaitToRunReader(counters.Reader());
-  stopped.OnWakeup(At(0), At(0));
   for (int i = 1; i <= 10; ++i) {
-    counters.now.throttled += absl::Milliseconds(90);
-    counters.now.ran += absl::Milliseconds(10);
-    EXPECT_FALSE(stopped.OnWakeup(At(i * 100 - 50), At(i * 100)));
+    now_.throttled += absl::Milliseconds(90);
+    now_.ran += absl::Milliseconds(10);
+    EXPECT_FALSE(stopped_.OnWakeup(At(i * 100 - 50), At(i * 100)));
   }
-  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(900));
-  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
+  EXPECT_EQ(stopped_.ThrottledWithin(At(0), At(1000)), absl::Milliseconds(900));
+  EXPECT_EQ(stopped_.total(), absl::ZeroDuration());
   // More throttled time than the gap (summed over CPUs): capped at the gap.
-  counters.now.throttled += absl::Milliseconds(500);
-  stopped.OnWakeup(At(1050), At(1100));
-  EXPECT_EQ(stopped.ThrottledWithin(At(1000), At(1100)), absl::Milliseconds(100));
+  now_.throttled += absl::Milliseconds(500);
+  stopped_.OnWakeup(At(1050), At(1100));
+  EXPECT_EQ(stopped_.ThrottledWithin(At(1000), At(1100)), absl::Milliseconds(100));
 }
 
-TEST(StoppedTimeTest, WhatTheCountersDoNotExplain_IsAStop) {
-  StoppedTime stopped;
-  FakeCounters counters;
-  stopped.SetWaitToRunReader(counters.Reader());
-  stopped.OnWakeup(At(0), At(0));
+TEST_F(StoppedTimeCountersTest, WhatTheCountersDoNotExplain_IsAStop) {
   // SIGSTOP for 7 s, with 200 ms of throttling besides.
-  counters.now.throttled += absl::Milliseconds(200);
-  EXPECT_TRUE(stopped.OnWakeup(At(50), At(7250)));
-  EXPECT_EQ(stopped.ThrottledWithin(At(0), At(8000)), absl::Milliseconds(200));
-  EXPECT_EQ(stopped.Within(At(0), At(8000)), absl::Milliseconds(7000));
-  EXPECT_EQ(stopped.Within(At(7050), At(7250)), absl::ZeroDuration());  // The throttled part.
+  now_.throttled += absl::Milliseconds(200);
+  EXPECT_TRUE(stopped_.OnWakeup(At(50), At(7250)));
+  EXPECT_EQ(stopped_.ThrottledWithin(At(0), At(8000)), absl::Milliseconds(200));
+  EXPECT_EQ(stopped_.Within(At(0), At(8000)), absl::Milliseconds(7000));
+  EXPECT_EQ(stopped_.Within(At(7050), At(7250)), absl::ZeroDuration());  // The throttled part.
   // No counter moved at all: all of it.
-  EXPECT_TRUE(stopped.OnWakeup(At(10'000), At(12'000)));
-  EXPECT_EQ(stopped.Within(At(9000), At(13'000)), absl::Seconds(2));
+  EXPECT_TRUE(stopped_.OnWakeup(At(10'000), At(12'000)));
+  EXPECT_EQ(stopped_.Within(At(9000), At(13'000)), absl::Seconds(2));
   // Counters the reader cannot read: as without a reader.
-  stopped.SetWaitToRunReader([] { return std::optional<StoppedTime::WaitToRun>(); });
-  EXPECT_TRUE(stopped.OnWakeup(At(20'000), At(21'000)));
+  stopped_.SetWaitToRunReader([] { return std::optional<StoppedTime::WaitToRun>(); });
+  EXPECT_TRUE(stopped_.OnWakeup(At(20'000), At(21'000)));
 }
 
 // A fake /proc and cgroup file system.

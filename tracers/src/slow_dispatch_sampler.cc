@@ -39,13 +39,18 @@ SlowDispatchSampler::~SlowDispatchSampler() {
 }
 
 void SlowDispatchSampler::Start() {
+  running_.store(true);
   handler_->RemoveCallbacks(this);
   handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
 }
 
-void SlowDispatchSampler::Stop() { handler_->RemoveCallbacks(this); }
+void SlowDispatchSampler::Stop() {
+  running_.store(false);
+  handler_->RemoveCallbacks(this);
+}
 
 void SlowDispatchSampler::ScheduleAt(TimeTicks at) {
+  if (!running_.load()) return;
   handler_->RemoveCallbacks(this);
   handler_->PostAtTime([this] { Check(); }, this, at);
 }
@@ -89,6 +94,7 @@ void SlowDispatchSampler::CaptureSample(bool crossing) {
 }
 
 void SlowDispatchSampler::Check() {
+  if (!running_.load()) return;
   UIThreadMonitor* monitor = options_.monitor;
   const TimeTicks now = monitor->clock()->NowTicks();
   const absl::Duration threshold = options_.threshold();

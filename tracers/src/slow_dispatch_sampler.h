@@ -83,7 +83,9 @@ class SlowDispatchSampler {
   SlowDispatchSampler& operator=(const SlowDispatchSampler&) = delete;
 
   void Start();
-  void Stop();  // No check runs after it returns (when called off the watchdog).
+  // From now on no check captures or reschedules (one running now finishes
+  // its capture).
+  void Stop();
 
   // The samples of dispatch `number` taken up to `end` (the dispatch's end),
   // or nullopt when it was not sampled (or was overwritten). Each dispatch's
@@ -115,6 +117,7 @@ class SlowDispatchSampler {
   ProcReader proc_;
   std::unique_ptr<Handler> handler_;
   std::atomic<int64_t> captures_{0};
+  std::atomic<bool> running_{false};
   // Watchdog thread only.
   uint64_t sampling_number_ = 0;   // The dispatch being sampled (0: none).
   uint64_t skipped_number_ = 0;    // A dispatch not to sample (debugger, stop).

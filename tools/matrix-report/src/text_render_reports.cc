@@ -69,6 +69,27 @@ void RenderHeader(std::string& out, const IssueRecord& r, const RenderOptions& o
                                : TextEscape(r.source.file));
 }
 
+namespace {
+
+// How late the detection was, and the time the process was stopped or
+// waited to run, when there was any.
+void AddTiming(std::string& out, double detection_delay_ms, double stopped_ms,
+               double throttled_ms) {
+  if (detection_delay_ms != 0) {
+    AddField(out, "detected", absl::StrCat(Ms(detection_delay_ms), " after the threshold"));
+  }
+  if (stopped_ms > 0) {
+    AddField(out, "stopped", absl::StrCat(Ms(stopped_ms), " (process stopped; not in the cost)"));
+  }
+  if (throttled_ms > 0) {
+    AddField(out, "throttled", absl::StrCat(Ms(throttled_ms),
+                                            " (waited to run: CPU quota or busy machine; in the "
+                                            "cost)"));
+  }
+}
+
+}  // namespace
+
 void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions& options) {
   if (a.has_thread()) {
     const proto::ThreadInfo& t = a.thread();
@@ -89,18 +110,7 @@ void RenderAnr(std::string& out, const proto::AnrReport& a, const RenderOptions&
   if (a.has_queue_costs()) AddField(out, "queues", QueueCostsText(a.queue_costs()));
   AddField(out, "cpu usage", CpuUsageText(a.cpu_usage()));
   AddField(out, "foreground", YesNo(a.is_process_foreground()));
-  if (a.detection_delay_ms() != 0) {
-    AddField(out, "detected", absl::StrCat(Ms(a.detection_delay_ms()), " after the threshold"));
-  }
-  if (a.stopped_ms() > 0) {
-    AddField(out, "stopped",
-             absl::StrCat(Ms(a.stopped_ms()), " (process stopped; not in the cost)"));
-  }
-  if (a.throttled_ms() > 0) {
-    AddField(out, "throttled",
-             absl::StrCat(Ms(a.throttled_ms()),
-                          " (waited to run: CPU quota or busy machine; in the cost)"));
-  }
+  AddTiming(out, a.detection_delay_ms(), a.stopped_ms(), a.throttled_ms());
   if (!a.idle_handler().empty()) AddField(out, "idle handler", TextEscape(a.idle_handler()));
   if (!a.input_event().empty()) AddField(out, "input event", TextEscape(a.input_event()));
   if (a.signal() != 0) {
@@ -135,18 +145,7 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e,
   if (e.has_queue_costs()) AddField(out, "queues", QueueCostsText(e.queue_costs()));
   AddField(out, "cpu usage", CpuUsageText(e.cpu_usage()));
   AddField(out, "foreground", YesNo(e.is_process_foreground()));
-  if (e.stopped_ms() > 0) {
-    AddField(out, "stopped",
-             absl::StrCat(Ms(e.stopped_ms()), " (process stopped; not in the cost)"));
-  }
-  if (e.throttled_ms() > 0) {
-    AddField(out, "throttled",
-             absl::StrCat(Ms(e.throttled_ms()),
-                          " (waited to run: CPU quota or busy machine; in the cost)"));
-  }
-  if (e.detection_delay_ms() != 0) {
-    AddField(out, "detected", absl::StrCat(Ms(e.detection_delay_ms()), " after the threshold"));
-  }
+  AddTiming(out, e.detection_delay_ms(), e.stopped_ms(), e.throttled_ms());
   if (e.sample_count() > 0) {
     AddField(out, "samples",
              absl::StrCat(e.sample_count(), " stacks from the threshold to the end, weighted by "
