@@ -477,6 +477,24 @@ TEST_F(EvilMethodTracerTest, Sampling_AFailedCrossingCapture_SaysWhy) {
   EXPECT_THAT(report.stack_key(), ::testing::HasSubstr("evil_method_tracer_test.cc"));
 }
 
+TEST_F(EvilMethodTracerTest, Sampling_AStopInsideASampledDispatch_IsStillAStop) {
+  // The sampler's check due in the stop runs first after it and captures
+  // (marking the watchdog busy): it records the stop itself, so the CPU
+  // sampler's late poll does not hide it.
+  Start({.cpu_sampler = true, .stack_sampling = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(800));
+    env_.AdvanceClock(absl::Seconds(4));  // Stopped: nothing runs.
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(200));
+  });
+  env_.FastForwardBy(absl::Seconds(1));
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_GE(report.stopped_ms(), 3900);
+  EXPECT_LE(report.cost_ms(), 1100);
+}
+
 TEST_F(EvilMethodTracerTest, Sampling_Closed_CapturesNothing) {
   Start({.stack_sampling = true});
   evil_->OnCloseTrace();

@@ -41,7 +41,13 @@ SlowDispatchSampler::~SlowDispatchSampler() {
 void SlowDispatchSampler::Start() {
   running_.store(true);
   handler_->RemoveCallbacks(this);
-  handler_->PostDelayed([this] { Check(); }, this, absl::ZeroDuration());
+  // The first check was not scheduled for a time: it cannot be late.
+  handler_->PostDelayed(
+      [this] {
+        scheduled_for_ = TimeTicks();
+        Check();
+      },
+      this, absl::ZeroDuration());
 }
 
 void SlowDispatchSampler::Stop() {
@@ -51,6 +57,7 @@ void SlowDispatchSampler::Stop() {
 
 void SlowDispatchSampler::ScheduleAt(TimeTicks at) {
   if (!running_.load()) return;
+  scheduled_for_ = at;
   handler_->RemoveCallbacks(this);
   handler_->PostAtTime([this] { Check(); }, this, at);
 }
@@ -97,6 +104,10 @@ void SlowDispatchSampler::Check() {
   if (!running_.load()) return;
   UIThreadMonitor* monitor = options_.monitor;
   const TimeTicks now = monitor->clock()->NowTicks();
+  // A check far later than asked saw the process stopped (or waiting to run)
+  // meanwhile: recorded before this check's captures mark the watchdog busy,
+  // which would hide the stop from the other watchdog tasks.
+  monitor->mutable_stopped_time().OnWakeup(scheduled_for_, now);
   const absl::Duration threshold = options_.threshold();
   const DispatchHeartbeat::Snapshot s = monitor->heartbeat().Read();
   if (!s.active) {

@@ -119,6 +119,7 @@ class SlowDispatchSampler {
   std::atomic<int64_t> captures_{0};
   std::atomic<bool> running_{false};
   // Watchdog thread only.
+  TimeTicks scheduled_for_;        // When the next check asked to run.
   uint64_t sampling_number_ = 0;   // The dispatch being sampled (0: none).
   uint64_t skipped_number_ = 0;    // A dispatch not to sample (debugger, stop).
   absl::Duration spacing_;         // The current dispatch's sample spacing.
