@@ -28,11 +28,12 @@ TEST(PcmanfmTest, LoadingABigFolderIsNoHang) {
                        dir, "--", PCMANFM_PATH, folder.string()});
   std::filesystem::remove_all(folder);
   ASSERT_EQ(run.exit_code(), 124) << run.out << run.err;  // Stopped by timeout.
-  // The loop ran many iterations ("N dispatches" in the agent's last line).
+  // The loop ran ("N dispatches" in the agent's last line: 650-2,700 here,
+  // 354 beside two busy loops).
   const size_t at = run.err.find(" dispatches, ");
   ASSERT_NE(at, std::string::npos) << run.err;
   const size_t start = run.err.rfind(' ', at - 1) + 1;
-  EXPECT_GE(std::atoi(run.err.c_str() + start), 500) << run.err;
+  EXPECT_GE(std::atoi(run.err.c_str() + start), 100) << run.err;
   for (const auto& record : agent_test::ReadIssues(dir)) {
     EXPECT_NE(record.kind, "anr") << record.TagDetail() << "\n" << run.err;
     if (record.kind != "evil_method" || record.detail != "NORMAL") continue;
