@@ -495,6 +495,28 @@ TEST_F(EvilMethodTracerTest, Sampling_AStopInsideASampledDispatch_IsStillAStop) 
   EXPECT_LE(report.cost_ms(), 1100);
 }
 
+TEST_F(EvilMethodTracerTest, Sampling_WithAMethodTraceThatNamesTheCall_KeepsItsTreeAndKey) {
+  // The method trace explains the dispatch: its tree and key stay, and the
+  // report adds the crossing's stack (the samples are counted, not drawn).
+  StartMethodTracer();
+  Start({.stack_sampling = true});
+  capture_.SetFrames({ReturnAddressIn(&app::LogClick), ReturnAddressIn(&app::OnClick)});
+  handler_.Post([this] {
+    Enter(&app::DecodeImage);
+    RunLoopersFor(&env_, {watchdog_}, absl::Milliseconds(900));
+    Exit(&app::DecodeImage);
+  });
+  env_.RunUntilIdle();
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  EXPECT_EQ(report.stack_key(), "app::DecodeImage()");
+  EXPECT_THAT(report.stack_text(), ::testing::HasSubstr("app::DecodeImage()"));
+  EXPECT_THAT(report.stack_text(), ::testing::Not(::testing::HasSubstr("app::LogClick()")));
+  EXPECT_EQ(report.sample_count(), 5);  // 700, 750, 800, 850, 900 ms.
+  ASSERT_GE(report.thread_stack().frames_size(), 1);
+  EXPECT_EQ(report.thread_stack().frames(0).function(), "app::LogClick()");
+}
+
 TEST_F(EvilMethodTracerTest, Sampling_Closed_CapturesNothing) {
   Start({.stack_sampling = true});
   evil_->OnCloseTrace();

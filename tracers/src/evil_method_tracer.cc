@@ -234,17 +234,25 @@ void EvilMethodTracer::AddSamples(const DispatchData& d, proto::EvilMethodReport
     crossing->set_tid(tid);
     crossing->set_error(samples->crossing_status.ToString());
   }
-  std::vector<SymbolizedStack> stacks;
-  stacks.reserve(samples->stacks.size());
-  for (const RawStack& raw : samples->stacks) stacks.push_back(SymbolizeStack(raw));
-  if (samples->crossing_status.ok() && !stacks.empty()) FillThreadStack(stacks[0], crossing);
   if (!samples->captured_at.is_null()) {
     crossing->set_captured_at_ms(absl::ToDoubleMilliseconds(samples->captured_at - d.begin));
     report->set_detection_delay_ms(
         absl::ToDoubleMilliseconds(samples->captured_at - samples->crossing));
   }
-  report->set_sample_count(static_cast<int32_t>(stacks.size()));
-  if (stacks.empty()) return;
+  report->set_sample_count(static_cast<int32_t>(samples->stacks.size()));
+  if (samples->stacks.empty()) return;
+  if (!key->empty()) {
+    // The method trace explains the dispatch: only the crossing's stack is
+    // reported.
+    if (samples->crossing_status.ok()) {
+      FillThreadStack(SymbolizeStack(samples->stacks[0]), crossing);
+    }
+    return;
+  }
+  std::vector<SymbolizedStack> stacks;
+  stacks.reserve(samples->stacks.size());
+  for (const RawStack& raw : samples->stacks) stacks.push_back(SymbolizeStack(raw));
+  if (samples->crossing_status.ok()) FillThreadStack(stacks[0], crossing);
   // Each sample stands for the time until the next one (the last: until the
   // end), less the time the process was stopped.
   std::vector<WeightedStack> weighted;
@@ -255,8 +263,7 @@ void EvilMethodTracer::AddSamples(const DispatchData& d, proto::EvilMethodReport
     const absl::Duration stopped = monitor->stopped_time().Within(from, to);
     weighted.push_back({&stacks[i], std::max(absl::ZeroDuration(), to - from - stopped)});
   }
-  if (!key->empty()) return;  // The method trace explains the dispatch.
-  // It does not (no tracing, or no traced call): the samples do.
+  // No traced call explains it (no tracing, or none traced): the samples do.
   report->clear_stack();
   report->clear_stack_text();
   report->set_stack_truncated(false);

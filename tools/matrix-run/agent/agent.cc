@@ -7,8 +7,8 @@
 // one dispatch, and so is each iteration of a loop that polls without
 // sleeping while it has work (a zero-timeout poll from the loop's own poll
 // site: GLib with idle sources pending); a swap ends a frame (and its
-// dispatch) and begins the next iteration. Other threads' calls pass straight to the real function (a swap
-// there is counted, and the main thread's next dispatch end marks the frame;
+// dispatch) and begins the next iteration. Other threads' calls pass
+// straight to the real function (a swap there is counted, and the main thread's next dispatch end marks the frame;
 // swaps looked up at run time, and Vulkan presents, are wrapped too:
 // present_hooks.h). In GTK 3 programs every mapped toplevel's GdkFrameClock
 // marks frames too, and the focused (else newest) window's title names the
