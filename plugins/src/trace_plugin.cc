@@ -11,6 +11,7 @@
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
+#include "matrix/trace/proc_stats.h"
 #include "matrix/trace/report_context.h"
 #include "matrix/trace/stack_capture.h"
 #include "matrix/trace/symbolizer.h"
@@ -79,7 +80,7 @@ void TracePlugin::CreateMonitors() {
   monitor_options.method_tracer = method_tracer_;
   // On the looper thread: a late watchdog tells a stop from a CPU quota or
   // a busy machine by the looper thread's and its cgroup's counters.
-  monitor_options.wait_to_run = StoppedTime::SystemReader(ThreadHandle::Current().tid());
+  monitor_options.wait_to_run = SystemWaitToRunReader(ThreadHandle::Current().tid());
   // The flight recorder's dispatches are the heartbeat's records.
   if (config_.timeline_capacity > 0) monitor_options.dispatch_history = config_.timeline_capacity;
   ui_thread_monitor_ =

@@ -236,7 +236,7 @@ BENCHMARK(BM_ReadProcessMemory)->Unit(benchmark::kMicrosecond);
 
 // What the watchdog reads at each wake-up to tell a stop from a wait to run.
 void BM_ReadWaitToRun(benchmark::State& state) {
-  StoppedTime::WaitToRunReader reader = StoppedTime::SystemReader(ThreadHandle::Current().tid());
+  StoppedTime::WaitToRunReader reader = SystemWaitToRunReader(ThreadHandle::Current().tid());
   for (auto _ : state) benchmark::DoNotOptimize(reader());
 }
 BENCHMARK(BM_ReadWaitToRun)->Unit(benchmark::kMicrosecond);

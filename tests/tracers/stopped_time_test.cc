@@ -12,6 +12,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "matrix/trace/proc_stats.h"
 
 namespace {
 
@@ -158,7 +159,7 @@ class SystemReaderTest : public ::testing::Test {
     std::ofstream(file) << text;
   }
   std::optional<StoppedTime::WaitToRun> Read() {
-    return StoppedTime::SystemReader(42, (root_ / "proc").string(), (root_ / "cg").string())();
+    return matrix::SystemWaitToRunReader(42, (root_ / "proc").string(), (root_ / "cg").string())();
   }
 
   std::filesystem::path root_;

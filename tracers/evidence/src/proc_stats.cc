@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -434,6 +437,116 @@ absl::StatusOr<TimeTicks> ProcReader::ReadProcessStartTime() const {
   return BootTimeToMonotonic(
       stat->start_time, sysconf(_SC_CLK_TCK), absl::DurationFromTimespec(boot),
       TimeTicks::FromNanoseconds(int64_t{mono.tv_sec} * 1'000'000'000 + mono.tv_nsec));
+}
+
+// SystemWaitToRunReader(): the kernel counters StoppedTime tells stops by.
+
+namespace {
+
+// The value after "`key` " on a line of a cpu.stat file, or -1.
+int64_t StatValue(std::string_view text, std::string_view key) {
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') {
+      return std::strtoll(std::string(line.substr(key.size() + 1)).c_str(), nullptr, 10);
+    }
+    at = end + 1;
+  }
+  return -1;
+}
+
+// A cpu.stat file and the unit of its throttled time.
+struct ThrottleFile {
+  std::string path;
+  std::string key;          // "throttled_usec" (v2) or "throttled_time" (v1).
+  int64_t ns_per_unit = 1;  // 1000 for microseconds.
+};
+
+// The cpu.stat files of the process's CPU cgroup and its ancestors, from
+// /proc/self/cgroup: the v2 line "0::/path" (the unified hierarchy at
+// cgroup_root, or cgroup_root/unified in a hybrid set-up) and the v1 line
+// whose controllers include "cpu" (mounted at cgroup_root/<controllers> or
+// cgroup_root/cpu).
+std::vector<ThrottleFile> FindThrottleFiles(const std::string& proc_root,
+                                            const std::string& cgroup_root) {
+  std::vector<ThrottleFile> files;
+  const absl::StatusOr<std::string> cgroups = internal::ReadFileToString(proc_root + "/self/cgroup");
+  if (!cgroups.ok()) return files;
+  auto add_levels = [&](const std::string& mount, std::string path, const char* key,
+                        int64_t ns_per_unit) {
+    if (access((mount + "/cpu.stat").c_str(), R_OK) != 0 &&
+        access((mount + path + "/cpu.stat").c_str(), R_OK) != 0) {
+      return;
+    }
+    for (;;) {
+      const std::string file = mount + (path == "/" ? "" : path) + "/cpu.stat";
+      if (access(file.c_str(), R_OK) == 0) files.push_back({file, key, ns_per_unit});
+      if (path.empty() || path == "/") break;
+      const size_t slash = path.rfind('/');
+      path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    }
+  };
+  std::string_view text = *cgroups;
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    const size_t first = line.find(':');
+    const size_t second = line.find(':', first + 1);
+    if (first == std::string_view::npos || second == std::string_view::npos) continue;
+    const std::string_view controllers = line.substr(first + 1, second - first - 1);
+    const std::string path(line.substr(second + 1));
+    if (line.substr(0, first) == "0" && controllers.empty()) {
+      const bool unified_root = access((cgroup_root + "/cgroup.controllers").c_str(), R_OK) == 0;
+      add_levels(unified_root ? cgroup_root : cgroup_root + "/unified", path, "throttled_usec",
+                 1000);
+      continue;
+    }
+    bool has_cpu = false;
+    for (size_t at = 0; at <= controllers.size();) {
+      const size_t comma = std::min(controllers.find(',', at), controllers.size());
+      if (controllers.substr(at, comma - at) == "cpu") has_cpu = true;
+      at = comma + 1;
+    }
+    if (!has_cpu) continue;
+    const std::string mount = cgroup_root + "/" + std::string(controllers);
+    add_levels(access(mount.c_str(), R_OK) == 0 ? mount : cgroup_root + "/cpu", path,
+               "throttled_time", 1);
+  }
+  return files;
+}
+
+}  // namespace
+
+StoppedTime::WaitToRunReader SystemWaitToRunReader(pid_t tid, std::string proc_root,
+                                                  std::string cgroup_root) {
+  auto files = std::make_shared<const std::vector<ThrottleFile>>(
+      FindThrottleFiles(proc_root, cgroup_root));
+  const std::string schedstat =
+      proc_root + "/self/task/" + std::to_string(tid) + "/schedstat";
+  return [files, schedstat]() -> std::optional<StoppedTime::WaitToRun> {
+    // "<cpu ns> <run-queue wait ns> <timeslices>".
+    const absl::StatusOr<std::string> sched = internal::ReadFileToString(schedstat);
+    if (!sched.ok()) return std::nullopt;
+    char* end = nullptr;
+    const int64_t cpu = std::strtoll(sched->c_str(), &end, 10);
+    const int64_t wait = std::strtoll(end, nullptr, 10);
+    StoppedTime::WaitToRun reading;
+    reading.ran = absl::Nanoseconds(cpu);
+    reading.runnable = absl::Nanoseconds(wait);
+    for (const ThrottleFile& file : *files) {
+      const absl::StatusOr<std::string> stat = internal::ReadFileToString(file.path);
+      if (!stat.ok()) continue;
+      const int64_t value = StatValue(*stat, file.key);
+      if (value > 0) {
+        reading.throttled =
+            std::max(reading.throttled, absl::Nanoseconds(value * file.ns_per_unit));
+      }
+    }
+    return reading;
+  };
 }
 
 }  // namespace matrix

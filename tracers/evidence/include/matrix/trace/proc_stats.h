@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "matrix/core/time_ticks.h"
+#include "matrix/trace/stopped_time.h"
 
 namespace matrix {
 
@@ -291,6 +292,18 @@ class ProcReader {
   std::string proc_root_;
   pid_t pid_;
 };
+
+// SystemWaitToRunReader()
+//
+// The kernel's counters that tell a stopped process from one waiting to run
+// (StoppedTime::WaitToRun), for thread `tid` of this process: its
+// `task/TID/schedstat` under `proc_root`, and the throttled time in the
+// cpu.stat of the process's CPU cgroup and each ancestor under
+// `cgroup_root` (cgroup v2 throttled_usec or v1 throttled_time; the files
+// are found once, here, from /proc/self/cgroup). The reader returns nullopt
+// when the schedstat cannot be read. Any thread.
+StoppedTime::WaitToRunReader SystemWaitToRunReader(pid_t tid, std::string proc_root = "/proc",
+                                                  std::string cgroup_root = "/sys/fs/cgroup");
 
 namespace internal {
 // Reads a whole file (procfs files report size 0, so it reads until EOF).

@@ -13,8 +13,9 @@
 // field), so a dispatch held at a breakpoint is not reported as slow. A
 // suspended machine never looks late: CLOCK_MONOTONIC stops with it.
 //
-//   // Set up (TracePlugin does it for the looper thread):
-//   stopped.SetWaitToRunReader(matrix::StoppedTime::SystemReader(looper_tid));
+//   // Set up (TracePlugin does it for the looper thread; the reader of the
+//   // real counters is SystemWaitToRunReader(), proc_stats.h):
+//   stopped.SetWaitToRunReader(matrix::SystemWaitToRunReader(looper_tid));
 //   // Watchdog thread, in every timed task (the CPU sampler's 50 ms poll, the
 //   // ANR checks):
 //   stopped.OnWakeup(scheduled_for, clock->NowTicks());
@@ -40,7 +41,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <string>
 
 #include "absl/time/time.h"
 #include "matrix/core/tick_clock.h"
@@ -65,11 +65,6 @@ class StoppedTime {
     absl::Duration throttled;
   };
   using WaitToRunReader = std::function<std::optional<WaitToRun>()>;
-
-  // The reader of the real counters for thread `tid` of this process, under
-  // `proc_root` and `cgroup_root`. The cgroup's files are found once, here.
-  static WaitToRunReader SystemReader(pid_t tid, std::string proc_root = "/proc",
-                                      std::string cgroup_root = "/sys/fs/cgroup");
 
   void SetWaitToRunReader(WaitToRunReader reader) { reader_ = std::move(reader); }
 

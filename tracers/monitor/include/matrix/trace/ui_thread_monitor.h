@@ -219,7 +219,7 @@ class UIThreadMonitor : public LooperDispatchListener {
     // Tells the watchdog's late wake-ups caused by a stop from those caused
     // by a wait to run (a CPU quota, a busy machine): see StoppedTime. Null:
     // every late wake-up is a stop. TracePlugin passes
-    // StoppedTime::SystemReader() for the looper thread.
+    // SystemWaitToRunReader() (proc_stats.h) for the looper thread.
     StoppedTime::WaitToRunReader wait_to_run;
   };
 
