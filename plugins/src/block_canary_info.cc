@@ -13,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "matrix/trace/report_context.h"
+#include "matrix/trace/sampled_stacks.h"
+#include "matrix/trace/stack_capture.h"
 
 namespace matrix {
 namespace {
@@ -451,43 +453,84 @@ const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,
   return nullptr;
 }
 
+namespace {
+
+// The time each sample stands for: from half-way to the previous sample to
+// half-way to the next one; the first reaches back to the block's start and
+// the last forward to its end. A sample outside the block stands for none.
+std::vector<absl::Duration> SampleWeights(const BlockInfo& info) {
+  const std::vector<BlockStackSample>& samples = info.samples;
+  const bool has_bounds = info.time_end > info.time_start;
+  std::vector<absl::Duration> weights(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    absl::Time lo = i == 0 ? (has_bounds ? info.time_start : samples[i].time)
+                           : samples[i - 1].time + (samples[i].time - samples[i - 1].time) / 2;
+    absl::Time hi = i + 1 == samples.size()
+                        ? (has_bounds ? info.time_end : samples[i].time)
+                        : samples[i].time + (samples[i + 1].time - samples[i].time) / 2;
+    if (has_bounds) {
+      lo = std::max(lo, info.time_start);
+      hi = std::min(hi, info.time_end);
+    }
+    weights[i] = std::max(absl::ZeroDuration(), hi - lo);
+  }
+  return weights;
+}
+
+// The block's samples as symbolized stacks, frame for frame.
+std::vector<SymbolizedStack> AsStacks(const BlockInfo& info) {
+  std::vector<SymbolizedStack> stacks(info.samples.size());
+  for (size_t i = 0; i < info.samples.size(); ++i) {
+    for (const BlockFrame& f : info.samples[i].frames) {
+      StackFrame frame;
+      frame.symbol.function = f.function;
+      frame.symbol.module = f.module;
+      // Unnamed frames are told apart by their module offset.
+      if (f.function.empty()) frame.pc = f.offset;
+      stacks[i].frames.push_back(std::move(frame));
+    }
+  }
+  return stacks;
+}
+
+}  // namespace
+
 std::string KeyStackLine(const BlockInfo& info, const std::vector<std::string>& concern_packages,
                          int* count) {
+  const std::vector<absl::Duration> weights = SampleWeights(info);
+  // The dominant call path: the deepest concerned frame that more than half
+  // of the block's sampled time was inside.
+  const std::vector<SymbolizedStack> stacks = AsStacks(info);
+  std::vector<WeightedStack> weighted(stacks.size());
+  for (size_t i = 0; i < stacks.size(); ++i) weighted[i] = {&stacks[i], weights[i]};
+  const std::vector<DominantFrame> path = DominantCallPath(weighted);
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    const BlockFrame& frame = info.samples[it->sample].frames[it->frame];
+    if (!IsConcernedFrame(frame, concern_packages)) continue;
+    if (count != nullptr) *count = static_cast<int>(it->samples_inside);
+    return frame.Name();
+  }
+  // No concerned frame holds the majority: the innermost concerned frame
+  // whose samples stand for the most time; ties go to more samples, then to
+  // the earliest.
   struct Tally {
-    int64_t weight_us = 0;
+    absl::Duration weight;
     int count = 0;
     size_t first = 0;
   };
-  // Each sample stands for the time from half-way to the previous sample to
-  // half-way to the next one; the first reaches back to the block's start and
-  // the last forward to its end when the block's times bound them. Counting
-  // samples instead biases the verdict towards whatever ran while sampling
-  // was dense (the extra capture at the threshold, a rate halved later on).
-  const std::vector<BlockStackSample>& samples = info.samples;
-  const bool bounded = info.time_end > info.time_start && !samples.empty() &&
-                       info.time_start <= samples.front().time &&
-                       samples.back().time <= info.time_end;
-  auto weight_us = [&](size_t i) -> int64_t {
-    const absl::Time lo = i == 0 ? (bounded ? info.time_start : samples[i].time)
-                                 : samples[i - 1].time + (samples[i].time - samples[i - 1].time) / 2;
-    const absl::Time hi = i + 1 == samples.size()
-                              ? (bounded ? info.time_end : samples[i].time)
-                              : samples[i].time + (samples[i + 1].time - samples[i].time) / 2;
-    return std::max<int64_t>(0, absl::ToInt64Microseconds(hi - lo));
-  };
   absl::flat_hash_map<std::string, Tally> tallies;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    const BlockFrame* frame = FirstConcernedFrame(samples[i], concern_packages);
+  for (size_t i = 0; i < info.samples.size(); ++i) {
+    const BlockFrame* frame = FirstConcernedFrame(info.samples[i], concern_packages);
     if (frame == nullptr) continue;
-    auto [it, inserted] = tallies.try_emplace(frame->Name(), Tally{0, 0, i});
-    it->second.weight_us += weight_us(i);
+    auto [it, inserted] = tallies.try_emplace(frame->Name(), Tally{absl::ZeroDuration(), 0, i});
+    it->second.weight += weights[i];
     ++it->second.count;
   }
   const std::string* best = nullptr;
   Tally best_tally;
   for (const auto& [name, tally] : tallies) {
-    if (best == nullptr || tally.weight_us > best_tally.weight_us ||
-        (tally.weight_us == best_tally.weight_us &&
+    if (best == nullptr || tally.weight > best_tally.weight ||
+        (tally.weight == best_tally.weight &&
          (tally.count > best_tally.count ||
           (tally.count == best_tally.count && tally.first < best_tally.first)))) {
       best = &name;

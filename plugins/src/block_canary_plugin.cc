@@ -276,6 +276,9 @@ class BlockCanaryPlugin::Sampler {
     plugin_->stats_.samples.fetch_add(1, std::memory_order_relaxed);
     const absl::Status status = plugin_->hooks_.capture(plugin_->monitor_->thread(), &slot->stack);
     slot->stack_ok = status.ok();
+    // The sample stands for the instant the stack was read, which a loaded
+    // machine can put milliseconds after the tick.
+    if (status.ok() && slot->stack.captured_at > now) slot->at = slot->stack.captured_at;
     if (!status.ok()) {
       plugin_->stats_.capture_failures.fetch_add(1, std::memory_order_relaxed);
       slot->stack.depth = 0;

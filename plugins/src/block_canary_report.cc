@@ -159,7 +159,8 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
           : -1;
 
   for (const BlockCanarySample& s : block.samples) {
-    if (!s.stack_ok) continue;
+    // A capture that came after the block ended shows the next thing.
+    if (!s.stack_ok || s.at > block.end) continue;
     BlockStackSample sample;
     sample.time = FloorToMillis(wall(s.at));
     const SymbolizedStack stack = SymbolizeStack(s.stack);

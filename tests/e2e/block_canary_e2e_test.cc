@@ -125,4 +125,31 @@ TEST(BlockCanaryE2ETest, BlockWithEarlyPhase_FileSamplesNameBothFunctions) {
   std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
 }
 
+TEST(BlockCanaryE2ETest, TheKeyIsTheFunctionThatHeldTheThread_NotItsCallees) {
+  // RenderPage() runs 1 s, its time spread over three helpers by turns;
+  // SaveCache() then waits 700 ms in one callee, WaitForDisk(). Counted by
+  // innermost frame, WaitForDisk (700 ms) beats each helper (about 333 ms).
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/blockcanary_key_e2e_", getpid());
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  absl::StatusOr<matrix::BlockCanaryContext> context =
+      matrix::BlockCanaryContext::Builder().SetQualifier("e2e").SetLogPath(dir).Build();
+  ASSERT_TRUE(context.ok()) << context.status();
+  auto config = matrix::TraceConfig::Builder().Build();
+  ASSERT_TRUE(config.ok());
+  e2e::TracedProgram program(*config, std::make_unique<matrix::BlockCanaryPlugin>(*context));
+  matrix::Handler handler(program.looper());
+  handler.Post([] {
+    e2e::RenderPage(absl::Milliseconds(1000));
+    e2e::SaveCache(absl::Milliseconds(700));
+  });
+  program.RunFor(absl::Milliseconds(1900));
+  ASSERT_TRUE(program.listener().WaitFor(
+      [](const auto& issues) { return FindBlock(issues) != nullptr; }, absl::Seconds(10)));
+  const std::vector<matrix::Issue> issues = program.listener().issues();
+  const matrix::Issue* issue = FindBlock(issues);
+  ASSERT_NE(issue, nullptr);
+  EXPECT_TRUE(absl::StrContains(issue->key(), "e2e::RenderPage(")) << issue->key();
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+}
+
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/time/clock.h"
@@ -61,6 +62,49 @@ __attribute__((noinline)) void LoadDocument(absl::Duration total, absl::Duration
     timespec req = absl::ToTimespec(end - now);
     nanosleep(&req, nullptr);  // Signals (stack captures) interrupt it.
   }
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void Measure(absl::Duration d) {
+  Spin(d);
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void Layout(absl::Duration d) {
+  Spin(d);
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void Paint(absl::Duration d) {
+  Spin(d);
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void RenderPage(absl::Duration d) {
+  const absl::Time end = absl::Now() + d;
+  for (int step = 0; absl::Now() < end; ++step) {
+    const absl::Duration slice = std::min(absl::Milliseconds(7), end - absl::Now());
+    switch (step % 3) {
+      case 0:
+        Measure(slice);
+        break;
+      case 1:
+        Layout(slice);
+        break;
+      default:
+        Paint(slice);
+    }
+  }
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void WaitForDisk(absl::Duration d) {
+  HangInUninstrumentedCode(d);
+  asm volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void SaveCache(absl::Duration d) {
+  WaitForDisk(d);
   asm volatile("" ::: "memory");
 }
 

@@ -16,6 +16,10 @@ void SpinFor(absl::Duration d);
 // sleeps in its own frame until `total` has passed since it was called.
 void LoadDocument(absl::Duration total, absl::Duration early);
 void ParseHeader(absl::Duration d);
+// Spins for `d` in Measure(), Layout() and Paint() by turns, 7 ms each.
+void RenderPage(absl::Duration d);
+// Sleeps for `d` in WaitForDisk(), its callee.
+void SaveCache(absl::Duration d);
 
 }  // namespace e2e
 

@@ -293,13 +293,67 @@ TEST(BlockKeyTest, KeyStackLine_WeighsEachSampleByTheTimeItStandsFor) {
   int count = 0;
   // Outer: 0-500 + 500-780 = 780 ms; Inner: 780-880 + 880-1100 + 1100-1400 = 620 ms.
   EXPECT_EQ(KeyStackLine(info, {}, &count), "app::Outer()");
-  EXPECT_EQ(count, 2);
+  EXPECT_EQ(count, 5);  // Every sample is inside Outer.
   // When Inner runs on to 3400 ms (a last sample at 1390 standing for
   // 1345-3400 ms), it is the key.
   info.samples.push_back(StackAt(1390, inner));
   info.time_end = info.time_start + absl::Milliseconds(3400);
   EXPECT_EQ(KeyStackLine(info, {}, &count), "app::Inner()");
   EXPECT_EQ(count, 4);
+}
+
+TEST(BlockKeyTest, KeyStackLine_ADominantFunctionIsNotSplitAmongItsCallees) {
+  // app::Handle() runs app::Dominant() for 861 ms, which spends its time in
+  // three helpers by turns, then app::Other() -> app::Callee() for 743 ms.
+  // Counted by innermost frame, Callee (743 ms) beats each helper (287 ms);
+  // Dominant held the thread for most of the block.
+  BlockInfo info;
+  info.time_start = absl::FromUnixMillis(1'700'000'000'000);
+  info.time_end = info.time_start + absl::Milliseconds(1604);
+  const BlockFrame handle = Frame("app::Handle()", 9, "app");
+  const BlockFrame loop = Frame("matrix::Looper::Loop()", 1, "app");
+  const std::string helpers[] = {"app::Measure()", "app::Layout()", "app::Paint()"};
+  for (int64_t ms = 50; ms < 1604; ms += 100) {
+    if (ms < 861) {
+      info.samples.push_back(StackAt(ms, {Frame(helpers[(ms / 100) % 3], 2, "app"),
+                                          Frame("app::Dominant()", 3, "app"), handle, loop}));
+    } else {
+      info.samples.push_back(StackAt(ms, {Frame("nanosleep", 1, "libc.so.6"),
+                                          Frame("app::Callee()", 4, "app"),
+                                          Frame("app::Other()", 5, "app"), handle, loop}));
+    }
+  }
+  int count = 0;
+  EXPECT_EQ(KeyStackLine(info, {}, &count), "app::Dominant()");
+  EXPECT_EQ(count, 9);
+  // A concerned frame decides the key on the same path.
+  EXPECT_EQ(KeyStackLine(info, {"app::Handle"}, &count), "app::Handle()");
+  EXPECT_EQ(count, 16);
+  // When the callee's side holds the majority, the callee is the key.
+  info.time_end = info.time_start + absl::Milliseconds(3000);
+  for (int64_t ms = 1650; ms < 3000; ms += 100) {
+    info.samples.push_back(StackAt(ms, {Frame("nanosleep", 1, "libc.so.6"),
+                                        Frame("app::Callee()", 4, "app"),
+                                        Frame("app::Other()", 5, "app"), handle, loop}));
+  }
+  EXPECT_EQ(KeyStackLine(info, {}, &count), "app::Callee()");
+}
+
+TEST(BlockKeyTest, KeyStackLine_ASampleAfterTheBlockEndedStandsForNoTime) {
+  // The sampler read "running", then the block ended before the capture: its
+  // last sample is of the next thing and must not cost the first phase its
+  // time (the weights of the others stay bounded by the block).
+  BlockInfo info;
+  info.time_start = absl::FromUnixMillis(1'700'000'000'000);
+  info.time_end = info.time_start + absl::Milliseconds(1000);
+  const std::vector<BlockFrame> early = {Frame("app::Early()", 1, "app")};
+  const std::vector<BlockFrame> late = {Frame("app::Late()", 2, "app")};
+  // Early: 0-540 ms (sampled at 90, 190, ... 490); Late: 540-1000 ms.
+  for (int64_t ms = 90; ms < 1000; ms += 100) {
+    info.samples.push_back(StackAt(ms, ms < 540 ? early : late));
+  }
+  info.samples.push_back(StackAt(1003, {Frame("app::NextThing()", 3, "app")}));
+  EXPECT_EQ(KeyStackLine(info, {}), "app::Early()");
 }
 
 TEST(BlockKeyTest, KeyStackLine_WithoutConcernedFrame_FallsBack) {

@@ -180,6 +180,7 @@ class BlockCanaryPluginTest : public ::testing::Test {
       out->depth = 0;
       out->exact_top_pc = true;
       for (uintptr_t pc : stack_) out->pcs[out->depth++] = pc;
+      out->captured_at = env_.clock()->NowTicks() + capture_delay_;
       return absl::OkStatus();
     };
     hooks.wall_clock = [this] { return kEpoch + (env_.Now() - t0_); };
@@ -246,6 +247,7 @@ class BlockCanaryPluginTest : public ::testing::Test {
   std::vector<uintptr_t> stack_;
   int captures_ = 0;
   bool fail_captures_ = false;
+  absl::Duration capture_delay_;  // From the tick to the stack's reading.
   std::vector<BlockInfo> interceptor_blocks_;
   std::shared_ptr<CollectingListener> listener_ = std::make_shared<CollectingListener>();
   std::unique_ptr<BlockCanaryPlugin> plugin_;
@@ -342,6 +344,25 @@ TEST_F(BlockCanaryPluginTest, Samples_CoverTheWholeBlockFromNearItsStart) {
   EXPECT_EQ(listener_->issues[0].key(), "blockcanary_test::LatePhase(int)");
   EXPECT_EQ(listener_->issues[0].proto().block().key_sample_count(), 12);
   EXPECT_EQ(plugin_->stats().samples, 16);
+}
+
+TEST_F(BlockCanaryPluginTest, Samples_AreTimedWhenTheStackWasRead) {
+  // On a loaded machine the looper thread answers a capture late: each
+  // sample is timed when its stack was read, and one read after the block
+  // ended (it shows what came next) is not the block's.
+  capture_delay_ = absl::Milliseconds(30);
+  auto b = Builder();
+  StartPlugin(Collect(b, &interceptor_blocks_));
+  RunEarlyLateBlock();
+  ASSERT_THAT(interceptor_blocks_, SizeIs(1));
+  const BlockInfo& block = interceptor_blocks_[0];
+  std::vector<int64_t> offsets;
+  for (const BlockStackSample& s : block.samples) {
+    offsets.push_back(absl::ToInt64Milliseconds(s.time - block.time_start));
+  }
+  EXPECT_THAT(offsets, ElementsAre(80, 180, 280, 380, 480, 580, 680, 780, 880, 980, 1030, 1130,
+                                   1230, 1330, 1430));
+  EXPECT_EQ(block.key, "blockcanary_test::LatePhase(int)");
 }
 
 TEST_F(BlockCanaryPluginTest, LongBlock_SamplesStayBoundedAndSpanTheBlock) {

@@ -50,7 +50,7 @@ std::vector<absl::Duration> Weights(absl::Span<const WeightedStack> samples) {
 
 }  // namespace
 
-std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
+std::vector<DominantFrame> DominantCallPath(absl::Span<const WeightedStack> samples) {
   const std::vector<absl::Duration> weights = Weights(samples);
   absl::Duration total;
   std::vector<size_t> group;  // The samples inside the path so far.
@@ -59,13 +59,12 @@ std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
     total += weights[i];
     group.push_back(i);
   }
-  if (group.empty()) return "";
   // Down the dominant path: at each depth, the frame with the most time.
-  std::vector<const StackFrame*> path;
-  for (size_t depth = 0;; ++depth) {
+  std::vector<DominantFrame> path;
+  for (size_t depth = 0; !group.empty(); ++depth) {
     struct Candidate {
       FrameId id;
-      const StackFrame* frame;
+      size_t sample;
       absl::Duration weight;
     };
     std::vector<Candidate> candidates;
@@ -76,7 +75,7 @@ std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
       auto it = std::find_if(candidates.begin(), candidates.end(),
                              [&](const Candidate& c) { return c.id == id; });
       if (it == candidates.end()) {
-        candidates.push_back({id, frame, weights[i]});
+        candidates.push_back({id, i, weights[i]});
       } else {
         it->weight += weights[i];
       }
@@ -85,23 +84,32 @@ std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
         candidates.begin(), candidates.end(),
         [](const Candidate& a, const Candidate& b) { return a.weight < b.weight; });
     if (best == candidates.end() || best->weight * 2 <= total) break;
-    path.push_back(best->frame);
     std::vector<size_t> inside;
     for (size_t i : group) {
       const StackFrame* frame = FrameAtDepth(*samples[i].stack, depth);
       if (frame != nullptr && IdOf(*frame) == best->id) inside.push_back(i);
     }
+    path.push_back({best->sample, samples[best->sample].stack->frames.size() - 1 - depth,
+                    inside.size(), best->weight});
     group = std::move(inside);
   }
+  return path;
+}
+
+std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
+  const std::vector<DominantFrame> path = DominantCallPath(samples);
   for (auto it = path.rbegin(); it != path.rend(); ++it) {
-    if (IsProgramFrame(**it)) return (*it)->symbol.function;
+    const StackFrame& frame = samples[it->sample].stack->frames[it->frame];
+    if (IsProgramFrame(frame)) return frame.symbol.function;
   }
   // No program frame holds the majority: the heaviest sample's own.
+  const std::vector<absl::Duration> weights = Weights(samples);
   size_t heaviest = samples.size();
   for (size_t i = 0; i < samples.size(); ++i) {
     if (samples[i].stack == nullptr || samples[i].stack->frames.empty()) continue;
     if (heaviest == samples.size() || weights[i] > weights[heaviest]) heaviest = i;
   }
+  if (heaviest == samples.size()) return "";
   const std::vector<StackFrame>& frames = samples[heaviest].stack->frames;
   for (const StackFrame& frame : frames) {
     if (IsProgramFrame(frame)) return frame.symbol.function;

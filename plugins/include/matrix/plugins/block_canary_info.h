@@ -173,17 +173,18 @@ const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,
 
 // KeyStackLine()
 //
-// The block's key: the first (innermost) concerned frame of each sample,
-// taken from as many samples as possible: the name whose samples stand for
-// the most time. Each sample is weighted by the time it stands for (half the
-// gap to each neighbour; the first back to time_start, the last up to
-// time_end when they bound the samples), so neither the extra capture at the
-// threshold nor uneven spacing biases the verdict. Ties go to more samples,
-// then to the earliest. BlockCanary labels a block with the first concerned
-// line of its first sample, which its late sampling makes the blocking code;
-// with samples from the start, the first one may be a short early phase.
-// Without any concerned frame: the innermost named frame of the first
-// sample, else "unknown". `count` receives how many samples share the key.
+// The block's key: the function that held the thread. Each sample stands for
+// the time from half-way to the previous sample to half-way to the next (the
+// first from time_start, the last to time_end). Descending from the
+// outermost frame while one call holds more than half of that time, the key
+// is the deepest concerned frame on the way, so a callee that ran for less
+// than half of the block never takes the key from its caller, and a function
+// whose time is spread over several callees is not split among them.
+// Without a concerned frame on that path: the innermost concerned frame
+// whose samples stand for the most time (ties: more samples, then the
+// earliest); without any concerned frame, the innermost named frame of the
+// first sample, else "unknown". `count` receives how many samples hold the
+// key.
 std::string KeyStackLine(const BlockInfo& info, const std::vector<std::string>& concern_packages,
                          int* count = nullptr);
 

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -32,6 +33,23 @@ struct WeightedStack {
   const SymbolizedStack* stack = nullptr;
   absl::Duration weight;
 };
+
+// One frame of the dominant call path: `samples[sample].stack->frames[frame]`
+// (the first sample inside it), and the samples and time inside it.
+struct DominantFrame {
+  size_t sample = 0;
+  size_t frame = 0;
+  size_t samples_inside = 0;
+  absl::Duration time_inside;
+};
+
+// DominantCallPath()
+//
+// Descending from the outermost frame, each frame that more than half of the
+// sampled time was inside, outermost first; each is inside the one before.
+// Empty when no outermost frame holds the majority (samples of different
+// threads or truncated stacks). BlockCanary's key takes its frame from it.
+std::vector<DominantFrame> DominantCallPath(absl::Span<const WeightedStack> samples);
 
 // SampledStackKey()
 //
