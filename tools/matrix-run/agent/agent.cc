@@ -89,6 +89,7 @@
 #include "matrix/trace/ui_thread_monitor.h"
 #include "exit_hooks.h"
 #include "present_hooks.h"
+#include "window_hooks.h"
 
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -230,6 +231,11 @@ struct Session {
   bool in_swap = false;
   bool frame_marked = false;  // This dispatch already reported its frame.
   bool draws = false;         // Registered as a frame source.
+  // The first top-level window map (window_hooks.h): seen, and whether the
+  // frame source was registered only because the program might draw.
+  bool window_mapped = false;
+  bool draws_if_presenting = false;
+  TimeTicks last_paint;  // GTK 2: when the last frame's dispatch began.
   bool glx_rate_read = false;  // ReadGlxRefreshRate() ran.
   TimeTicks dispatch_begin;
   // The loop's own waits among the other waits (condition variables, ...),
@@ -259,6 +265,8 @@ void Log(const std::string& line) {
   ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }
+
+bool HookGtk2Paint();
 
 // Starts Matrix on the main thread. Returns false (and logs why) on failure.
 // `from_swap`: the first call is a buffer swap (the program draws).
@@ -361,12 +369,60 @@ bool StartSession(bool from_swap) {
   // a loaded library) registers as a frame source, so the startup ends at its
   // first frame; any other program's startup ends here, at its first blocking
   // wait. The scene is the program's name (GTK: renamed from its windows).
-  s.draws = c.frames && (from_swap || s.gtk || g_glx_swap.load(std::memory_order_relaxed) ||
-                         g_egl_swap.load(std::memory_order_relaxed) || RendererLoaded());
+  const bool gtk2 = c.frames && !s.gtk && HookGtk2Paint();
+  const bool presents = from_swap || s.gtk || gtk2 ||
+                        g_glx_swap.load(std::memory_order_relaxed) ||
+                        g_egl_swap.load(std::memory_order_relaxed) || RendererLoaded();
+  // A display client with no window on screen yet may load its renderer
+  // later (glmark2 loads libGL after its first poll): it waits for its first
+  // frame too, unless its first top-level map shows it does not present.
+  s.draws_if_presenting = c.frames && !presents && !s.window_mapped && DisplayClientLoaded();
+  s.draws = (c.frames && presents) || s.draws_if_presenting;
   if (s.draws) s.ui->AddFrameSource();
   AppState::Get()->OnSceneCreated(ProgramName());
   AppState::Get()->OnSceneShown(ProgramName());
   return true;
+}
+
+// GTK 2 paints in "expose-event" handlers (there is no frame clock): the
+// first expose of a dispatch makes it a frame. Main thread.
+int OnGtk2Expose(void*, unsigned, const void*, void*) {
+  if (g_state.load(std::memory_order_relaxed) != kRunning) return 1;
+  if (!pthread_equal(pthread_self(), g_main_thread)) return 1;
+  Session& s = *g_session;
+  if (!s.in_dispatch || s.frame_marked) return 1;
+  // A paint within 3/4 of a refresh interval of the last frame's is part of
+  // it: the screen shows one image per refresh, so the X Expose events of
+  // each window after a map, or a burst of redraws, are one update; a timer
+  // animation at the refresh rate keeps every frame despite its jitter.
+  if (s.frames > 0 && s.rate.IntervalsIn(4 * (s.dispatch_begin - s.last_paint)) < 3) return 1;
+  s.last_paint = s.dispatch_begin;
+  s.frame_marked = true;
+  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
+  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.looper->clock()->NowTicks());
+  return 1;  // Stay installed.
+}
+
+// GTK 2 in the process: installs the "expose-event" emission hook on
+// GtkWidget. Returns whether it did. Main thread, at the session's start.
+bool HookGtk2Paint() {
+  void* gtk = dlopen("libgtk-x11-2.0.so.0", RTLD_NOW | RTLD_NOLOAD);
+  if (gtk == nullptr) return false;
+  GtkFns f;
+  f.widget_type = reinterpret_cast<decltype(f.widget_type)>(dlsym(gtk, "gtk_widget_get_type"));
+  f.class_ref = reinterpret_cast<decltype(f.class_ref)>(dlsym(gtk, "g_type_class_ref"));
+  f.signal_lookup = reinterpret_cast<decltype(f.signal_lookup)>(dlsym(gtk, "g_signal_lookup"));
+  f.add_emission_hook =
+      reinterpret_cast<decltype(f.add_emission_hook)>(dlsym(gtk, "g_signal_add_emission_hook"));
+  bool hooked = false;
+  if (f.widget_type != nullptr && f.class_ref != nullptr && f.signal_lookup != nullptr &&
+      f.add_emission_hook != nullptr) {
+    f.class_ref(f.widget_type());  // g_signal_lookup needs the class; the reference is kept.
+    const unsigned expose = f.signal_lookup("expose-event", f.widget_type());
+    if (expose != 0) hooked = f.add_emission_hook(expose, 0, &OnGtk2Expose, nullptr, nullptr) != 0;
+  }
+  dlclose(gtk);  // RTLD_NOLOAD took a reference; the program keeps its own.
+  return hooked;
 }
 
 // "before-paint": this dispatch draws a frame; "after-paint": its commit.
@@ -854,6 +910,28 @@ void StopMonitoring(ProcessEnd end) {
 bool FlushReportsFor(absl::Duration timeout) {
   if (!MonitoringThisProcess()) return true;
   return g_session->plugin->FlushReportsFor(timeout);
+}
+
+// Window hooks (window_hooks.h).
+bool WaitingForFirstWindowMap() {
+  const int state = g_state.load(std::memory_order_relaxed);
+  if (state != kRunning && state != kArmed) return false;
+  return pthread_equal(pthread_self(), g_main_thread) && !g_session->window_mapped;
+}
+
+void OnFirstWindowMapped() {
+  Session& s = *g_session;
+  s.window_mapped = true;
+  if (g_state.load(std::memory_order_relaxed) != kRunning || !s.draws_if_presenting) return;
+  s.draws_if_presenting = false;
+  // A program that presents has its swap (or its renderer) by the time its
+  // window is on screen; any other's startup ends with this dispatch.
+  if (g_glx_swap.load(std::memory_order_relaxed) != nullptr ||
+      g_egl_swap.load(std::memory_order_relaxed) != nullptr || RendererLoaded()) {
+    return;
+  }
+  s.draws = false;
+  s.ui->RemoveFrameSource();
 }
 
 // Present hooks (present_hooks.h).
