@@ -14,6 +14,8 @@
 #include "matrix/core/logging.h"
 #include "file_util.h"
 
+#include "matrix/trace/frame_stats.h"
+
 namespace matrix {
 namespace {
 
@@ -32,9 +34,11 @@ std::string SummarizeIssue(const Issue& issue) {
     case proto::Issue::kFrame: {
       const proto::FrameReport& f = p.frame();
       absl::StrAppendFormat(&out,
-                            " scene=%s fps=%.1f frames=%d dropped=%d levels(best/normal/middle/"
+                            " scene=%s fps=%s frames=%d dropped=%d levels(best/normal/middle/"
                             "high/frozen)=%d/%d/%d/%d/%d worst1s=%.1f%%",
-                            f.scene(), f.fps(), f.frames(), f.dropped_frames(),
+                            f.scene(),
+                            HasFrameRate(f) ? absl::StrFormat("%.1f", f.fps()) : "too-short",
+                            f.frames(), f.dropped_frames(),
                             f.drop_level().best(), f.drop_level().normal(),
                             f.drop_level().middle(), f.drop_level().high(),
                             f.drop_level().frozen(), f.worst_dropped_percent());

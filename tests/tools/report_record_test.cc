@@ -119,6 +119,23 @@ TEST(ParseIssueLineTest, EmptyKeyFallsBackToStackKeyThenScene) {
   EXPECT_EQ(test_util::Parsed(frame).key, "Settings");
 }
 
+TEST(ParseIssueLineTest, AFrameReportTooShortForARateHasNoMetric) {
+  // Three frames read "60.0 fps" before the collector marked such slices:
+  // old and new reports alike stay out of worst and median.
+  proto::Issue old_report = FrameIssue("Menu", 60.0, kBaseTimeMs);
+  old_report.mutable_frame()->set_frames(3);
+  old_report.mutable_frame()->set_window_ms(50);
+  absl::StatusOr<IssueRecord> record = ParseIssueLine(Line(old_report), {});
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->kind, "frame");
+  EXPECT_FALSE(record->metric.present());
+  proto::Issue new_report = FrameIssue("Menu", 0, kBaseTimeMs);
+  new_report.mutable_frame()->set_too_short_for_rate(true);
+  record = ParseIssueLine(Line(new_report), {});
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_FALSE(record->metric.present());
+}
+
 TEST(ParseIssueLineTest, IssueWithoutReportHasNoKindAndNoMetric) {
   proto::Issue issue = test_util::Envelope("Custom", "k", kBaseTimeMs);
   IssueRecord record = test_util::Parsed(issue);

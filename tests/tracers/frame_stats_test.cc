@@ -24,6 +24,7 @@ using ::matrix::DropLevel;
 using ::matrix::DropThresholds;
 using ::matrix::FrameData;
 using ::matrix::FrameStatsCollector;
+using ::matrix::HasFrameRate;
 using ::matrix::RefreshRate;
 using ::matrix::SceneId;
 using ::matrix::TimeTicks;
@@ -312,19 +313,22 @@ TEST(FrameStatsCollectorTest, TimeSliceAt144Hz_HoldsTheSlicesFrames) {
 }
 
 TEST(FrameStatsCollectorTest, DroppedFrames_CountAsIntervalsOfFrameTime) {
-  // 5 frames on time and one that dropped 2: 6 frames over 8 intervals.
+  // Five times 5 frames on time and one that dropped 2: 30 frames over 40
+  // intervals.
   FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
   FrameMaker maker(RefreshRate::FromHz(60));
-  for (int64_t d : {0, 0, 0, 0, 0, 2}) {
-    ASSERT_FALSE(collector.Add(maker.Next(d), "Home").has_value());
+  for (int round = 0; round < 5; ++round) {
+    for (int64_t d : {0, 0, 0, 0, 0, 2}) {
+      ASSERT_FALSE(collector.Add(maker.Next(d), "Home").has_value());
+    }
   }
   std::vector<FrameReport> reports = collector.Flush();
   ASSERT_THAT(reports, SizeIs(1));
   const FrameReport& r = reports[0];
-  EXPECT_EQ(r.frames(), 6);
-  EXPECT_EQ(r.dropped_frames(), 2);
-  EXPECT_NEAR(r.fps(), 6.0 / (8.0 / 60.0), 1e-6);  // 45 fps.
-  EXPECT_NEAR(r.window_ms(), 8000.0 / 60.0, 1e-6);
+  EXPECT_EQ(r.frames(), 30);
+  EXPECT_EQ(r.dropped_frames(), 10);
+  EXPECT_NEAR(r.fps(), 30.0 / (40.0 / 60.0), 1e-6);  // 45 fps.
+  EXPECT_NEAR(r.window_ms(), 40000.0 / 60.0, 1e-6);
 }
 
 TEST(FrameStatsCollectorTest, DropLevels_CountFramesAndSumDropsPerLevel) {
@@ -365,8 +369,8 @@ TEST(FrameStatsCollectorTest, DropLevelsAt120Hz_UseScaledThresholds) {
 TEST(FrameStatsCollectorTest, InterleavedScenes_AreCountedSeparately) {
   FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
   FrameMaker maker(RefreshRate::FromHz(60));
-  // Interleave A, B, A, B, ...: six frames each; one of A's drops 3.
-  for (int i = 0; i < 12; ++i) {
+  // Interleave A, B, A, B, ...: 18 frames each; one of A's drops 3.
+  for (int i = 0; i < 36; ++i) {
     maker.set_scene(i % 2 == 0 ? 1 : 2);
     ASSERT_FALSE(collector.Add(maker.Next(i == 4 ? 3 : 0), i % 2 == 0 ? "A" : "B").has_value());
   }
@@ -376,14 +380,14 @@ TEST(FrameStatsCollectorTest, InterleavedScenes_AreCountedSeparately) {
   const FrameReport& b = reports[0].scene() == "A" ? reports[1] : reports[0];
   EXPECT_EQ(a.scene(), "A");
   EXPECT_EQ(b.scene(), "B");
-  EXPECT_EQ(a.frames(), 6);
+  EXPECT_EQ(a.frames(), 18);
   EXPECT_EQ(a.dropped_frames(), 3);
   EXPECT_EQ(a.drop_level().normal(), 1);
-  EXPECT_EQ(b.frames(), 6);
+  EXPECT_EQ(b.frames(), 18);
   EXPECT_EQ(b.dropped_frames(), 0);
   EXPECT_EQ(b.drop_level().normal(), 0);
   EXPECT_DOUBLE_EQ(b.fps(), 60.0);
-  EXPECT_NEAR(a.fps(), 6.0 / (9.0 / 60.0), 1e-6);  // 40 fps.
+  EXPECT_NEAR(a.fps(), 18.0 / (21.0 / 60.0), 1e-6);  // 51.4 fps.
 }
 
 TEST(FrameStatsCollectorTest, TimeSlice_IsCountedPerScene) {
@@ -546,6 +550,44 @@ TEST(FrameStatsCollectorTest, AProgramPacingItselfTo30Fps_Reads30) {
   EXPECT_EQ(reports[0].dropped_frames(), 0);
 }
 
+TEST(FrameStatsCollectorTest, ASliceTooShortForARate_SaysSoAndGivesNoFps) {
+  // Each frame stands for at least a vsync interval, so a slice of a few
+  // frames would read as the refresh rate whatever the program did.
+  auto slice_of = [](int frames) {
+    FrameStatsCollector collector(SliceOf(absl::Seconds(10)));
+    FrameMaker maker(RefreshRate::FromHz(60));
+    for (int i = 0; i < frames; ++i) EXPECT_FALSE(collector.Add(maker.Next(), "Menu").has_value());
+    std::vector<FrameReport> reports = collector.Flush();
+    EXPECT_THAT(reports, SizeIs(1));
+    return reports.empty() ? FrameReport() : reports[0];
+  };
+  const FrameReport three = slice_of(3);
+  EXPECT_EQ(three.frames(), 3);
+  EXPECT_TRUE(three.too_short_for_rate());
+  EXPECT_EQ(three.fps(), 0);
+  EXPECT_FALSE(HasFrameRate(three));
+  // 12 frames: enough frames, but 200 ms of frame time is under 250 ms.
+  EXPECT_TRUE(slice_of(12).too_short_for_rate());
+  // 15 frames over 250 ms: a rate.
+  const FrameReport fifteen = slice_of(15);
+  EXPECT_FALSE(fifteen.too_short_for_rate());
+  EXPECT_NEAR(fifteen.fps(), 60.0, 1e-6);
+  EXPECT_TRUE(HasFrameRate(fifteen));
+}
+
+TEST(HasFrameRateTest, ReportsWrittenBeforeTheFlagAreJudgedByTheirFramesAndTime) {
+  FrameReport r;
+  r.set_fps(60);
+  r.set_frames(2);
+  r.set_window_ms(33.3);
+  EXPECT_FALSE(HasFrameRate(r));
+  r.set_frames(600);
+  r.set_window_ms(10000);
+  EXPECT_TRUE(HasFrameRate(r));
+  r.set_too_short_for_rate(true);
+  EXPECT_FALSE(HasFrameRate(r));
+}
+
 TEST(FrameStatsCollectorTest, AGapLongerThanPacing_IsIdleNotDrawing) {
   // Frames 8 vsyncs apart: a 117 ms wait after each frame's vsync, over
   // kPacingGap: idle, not drawing.
@@ -618,11 +660,12 @@ TEST(FrameStatsCollectorTest, FrameAfterALongIdleGap_BeginsANewSlice) {
   std::optional<FrameReport> report = collector.Add(maker.Next(), "Home");
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->frames(), 3);
-  EXPECT_DOUBLE_EQ(report->fps(), 60.0);
+  EXPECT_NEAR(report->window_ms(), 3000.0 / 60, 1e-6);
   std::vector<FrameReport> rest = collector.Flush();
   ASSERT_THAT(rest, SizeIs(1));
   EXPECT_EQ(rest[0].frames(), 1);
-  EXPECT_NEAR(rest[0].fps(), 60.0, 1e-4);  // One interval: the gap is left out.
+  EXPECT_NEAR(rest[0].window_ms(), 1000.0 / 60, 1e-6);  // One interval: the gap is left out.
+  EXPECT_TRUE(rest[0].too_short_for_rate());
 }
 
 TEST(FrameStatsCollectorTest, PhaseCosts_AreAveragedPerFrame) {
@@ -656,7 +699,7 @@ TEST(FrameStatsCollectorTest, RefreshRate_IsTheFrameWeightedAverage) {
   ASSERT_THAT(reports, SizeIs(1));
   EXPECT_DOUBLE_EQ(reports[0].refresh_rate(), 105.0);
   // 1/60 + 3/120 s = 41.67 ms for 4 frames.
-  EXPECT_NEAR(reports[0].fps(), 4.0 / (1.0 / 60 + 3.0 / 120), 1e-5);
+  EXPECT_NEAR(reports[0].window_ms(), 1000.0 / 60 + 3000.0 / 120, 1e-6);
 }
 
 TEST(FrameStatsCollectorTest, Smoothness_GivesTheWorstAndP95OfTheSlidingWindow) {

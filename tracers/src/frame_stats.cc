@@ -150,6 +150,13 @@ std::vector<proto::FrameReport> FrameStatsCollector::Flush() {
   return reports;
 }
 
+bool HasFrameRate(const proto::FrameReport& report) {
+  return !report.too_short_for_rate() &&
+         report.frames() >= FrameStatsCollector::kMinFramesForRate &&
+         report.window_ms() >=
+             absl::ToDoubleMilliseconds(FrameStatsCollector::kMinWindowForRate);
+}
+
 absl::Duration FrameStatsCollector::SceneStats::TotalFrameTime() const {
   absl::Duration total = partial_frame_time;
   for (const auto& [mhz, intervals] : intervals_by_rate) {
@@ -165,8 +172,10 @@ proto::FrameReport FrameStatsCollector::Report(SceneStats& s) {
   r.set_scene(s.name);
   r.set_frames(s.frames);
   r.set_dropped_frames(s.dropped);
-  if (s.frames > 0 && frame_time > absl::ZeroDuration()) {
+  if (s.frames >= kMinFramesForRate && frame_time >= kMinWindowForRate) {
     r.set_fps(n / absl::ToDoubleSeconds(frame_time));
+  } else {
+    r.set_too_short_for_rate(true);
   }
   auto fill = [](proto::DropLevels* levels, const int64_t (&v)[5]) {
     levels->set_best(v[0]);

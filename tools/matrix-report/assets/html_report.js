@@ -91,8 +91,10 @@
     var margin = (t1 - t0) * 0.05;
     t0 -= margin; t1 += margin;
     var maxFps = 0, maxDrop = 0;
+    // Reports too short to measure a rate (fps null) have bars, no point.
+    var rated = reports.filter(function (r) { return r.fps !== null; });
     reports.forEach(function (r) {
-      maxFps = Math.max(maxFps, r.fps, r.refresh);
+      maxFps = Math.max(maxFps, r.fps === null ? 0 : r.fps, r.refresh);
       maxDrop = Math.max(maxDrop, r.dropped);
     });
     maxFps = Math.max(10, maxFps * 1.1);
@@ -128,9 +130,9 @@
       tooltip(bar, r.dropped + ' dropped frames of ' + r.frames + ' (report at ' + clockMs(r.t) + ')');
     });
     var path = '';
-    reports.forEach(function (r, i) { path += (i ? 'L' : 'M') + x(r.t) + ' ' + y(r.fps); });
-    el('path', { 'class': 'fps-line', d: path }, svg);
-    reports.forEach(function (r) {
+    rated.forEach(function (r, i) { path += (i ? 'L' : 'M') + x(r.t) + ' ' + y(r.fps); });
+    if (path) el('path', { 'class': 'fps-line', d: path }, svg);
+    rated.forEach(function (r) {
       var dot = el('circle', { 'class': 'fps-point', cx: x(r.t), cy: y(r.fps), r: 4 }, svg);
       tooltip(dot, clockMs(r.t) + ': ' + round(r.fps, 1) + ' fps, ' + r.frames + ' frames, ' +
               r.dropped + ' dropped, over ' + round(r.window_ms, 1) + ' ms at ' + round(r.refresh, 1) + ' Hz');

@@ -341,7 +341,9 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
 
 absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filter) {
   absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
-      "SELECT scene, version, count(), uniqExact(host_id), quantilesExact(0.5, 0.1)(fps), "
+      "SELECT scene, version, count(), uniqExact(host_id), "
+      // Reports too short to measure a rate carry fps 0: not a rate.
+      "quantilesExactIf(0.5, 0.1)(fps, fps > 0 AND frames >= 10), "
       // Sums and products of report numbers in Float64: ClickHouse's Int64
       // arithmetic wraps around; ToInt saturates the sums.
       "quantilesExact(0.5, 0.9)(toFloat64(dropped_frames) * 100 / frames), "

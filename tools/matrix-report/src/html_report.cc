@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "matrix/proto/issue.pb.h"
 #include "matrix/report/format_util.h"
+#include "matrix/trace/frame_stats.h"
 #include "matrix/report/html_report_assets.h"  // Generated: kHtmlReportCss, kHtmlReportJs.
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/text_render.h"
@@ -463,7 +464,7 @@ std::string RenderHtmlReport(const ReadResult& read,
     for (size_t i = 0; i < reports.size(); ++i) {
       const proto::FrameReport& f = reports[i]->issue.frame();
       absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
-                      ",\"fps\":", JsonNumber(f.fps()), ",\"frames\":", f.frames(),
+                      ",\"fps\":", HasFrameRate(f) ? JsonNumber(f.fps()) : "null", ",\"frames\":", f.frames(),
                       ",\"dropped\":", f.dropped_frames(),
                       ",\"window_ms\":", JsonNumber(f.window_ms()),
                       ",\"refresh\":", JsonNumber(f.refresh_rate()),

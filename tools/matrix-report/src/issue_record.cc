@@ -13,6 +13,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "matrix/report/format_util.h"
+#include "matrix/trace/frame_stats.h"
 
 namespace matrix::report {
 namespace {
@@ -30,12 +31,14 @@ struct MetricSpec {
   absl::string_view field;
   absl::string_view unit;
   bool higher_is_worse;
-  // When set, the metric exists only if this field is not zero: a frame
-  // report over no frames has no FPS.
-  absl::string_view requires_nonzero = "";
+  // When set, the metric exists only if this field is at least
+  // `requires_at_least`: a frame report over too few frames has no FPS.
+  absl::string_view requires_field = "";
+  double requires_at_least = 0;
 };
 constexpr MetricSpec kMetricSpecs[] = {
-    {"frame", "fps", "fps", false, "frames"},
+    {"frame", "fps", "fps", false, "frames",
+     static_cast<double>(FrameStatsCollector::kMinFramesForRate)},
     {"startup", "startup_duration_ms", "ms", true},
 };
 constexpr MetricSpec kDefaultMetric = {"", "cost_ms", "ms", true};
@@ -191,8 +194,10 @@ void DeriveFields(IssueRecord& record) {
     stack_key = StringField(*report, "stack_key");
     const MetricSpec& spec = MetricSpecFor(record.kind);
     double count = 0;
-    const bool counted = spec.requires_nonzero.empty() ||
-                         (NumberField(*report, spec.requires_nonzero, &count) && count != 0);
+    bool counted = spec.requires_field.empty() ||
+                   (NumberField(*report, spec.requires_field, &count) &&
+                    count >= spec.requires_at_least);
+    if (record.kind == "frame" && counted) counted = HasFrameRate(record.issue.frame());
     if (double value = 0;
         counted && NumberField(*report, spec.field, &value) && std::isfinite(value)) {
       record.metric = {std::string(spec.field), std::string(spec.unit), value,
@@ -211,8 +216,9 @@ void DeriveFields(IssueRecord& record) {
       stack_key = StructString(value, "stack_key");
       const MetricSpec& spec = MetricSpecFor(record.kind);
       double count = 0;
-      const bool counted = spec.requires_nonzero.empty() ||
-                           (StructNumber(value, spec.requires_nonzero, &count) && count != 0);
+      const bool counted = spec.requires_field.empty() ||
+                           (StructNumber(value, spec.requires_field, &count) &&
+                            count >= spec.requires_at_least);
       if (double number = 0;
           counted && StructNumber(value, spec.field, &number) && std::isfinite(number)) {
         record.metric = {std::string(spec.field), std::string(spec.unit), number,

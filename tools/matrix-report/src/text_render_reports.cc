@@ -22,6 +22,8 @@
 #include "matrix/proto/issue.pb.h"
 #include "matrix/report/format_util.h"
 
+#include "matrix/trace/frame_stats.h"
+
 namespace matrix::report::internal {
 
 using google::protobuf::Descriptor;
@@ -162,9 +164,11 @@ void RenderEvilMethod(std::string& out, const proto::EvilMethodReport& e,
 
 void RenderFrame(std::string& out, const proto::FrameReport& f) {
   AddField(out, "frames",
-           absl::StrFormat("%d at %s Hz, %d dropped, over %s of frame time: %s fps", f.frames(),
+           absl::StrFormat("%d at %s Hz, %d dropped, over %s of frame time: %s", f.frames(),
                            FormatFixed(f.refresh_rate(), 1), f.dropped_frames(),
-                           Ms(f.window_ms()), FormatFixed(f.fps(), 1)));
+                           Ms(f.window_ms()),
+                           HasFrameRate(f) ? absl::StrCat(FormatFixed(f.fps(), 1), " fps")
+                                           : "too short to measure a rate"));
   const std::pair<const char*, std::pair<int64_t, int64_t>> levels[] = {
       {"BEST", {f.drop_level().best(), f.drop_sum().best()}},
       {"NORMAL", {f.drop_level().normal(), f.drop_sum().normal()}},

@@ -80,11 +80,23 @@ enum class DropLevel { kBest = 0, kNormal = 1, kMiddle = 2, kHigh = 3, kFrozen =
 // The level of a frame that dropped `dropped` frames at `rate`.
 DropLevel ClassifyDroppedFrames(int64_t dropped, RefreshRate rate, const DropThresholds& t);
 
+// Whether a Trace_FPS report measured a rate (FrameStatsCollector's rule:
+// at least kMinFramesForRate frames over kMinWindowForRate of frame time).
+// Reports written before `too_short_for_rate` existed are judged by the
+// same numbers. Viewers leave the others out of rates, worst and median.
+bool HasFrameRate(const proto::FrameReport& report);
+
 class FrameStatsCollector {
  public:
   // The longest wait between frames that still counts as drawing: a
   // program pacing itself to 10 fps or more (see "frame time" above).
   static constexpr absl::Duration kPacingGap = absl::Milliseconds(100);
+  // The least a slice must hold to measure a rate (fps): frames, and frame
+  // time. Below either, a report says too_short_for_rate and gives no fps:
+  // one or two frames each "stand for" a vsync interval and would read as
+  // the refresh rate whatever the program did.
+  static constexpr int64_t kMinFramesForRate = 10;
+  static constexpr absl::Duration kMinWindowForRate = absl::Milliseconds(250);
 
   struct Options {
     DropThresholds thresholds;
