@@ -77,6 +77,24 @@ TEST(AgentConfigTest, FollowExecAndDisable) {
   EXPECT_FALSE(Parse({{"MATRIX_AGENT_DISABLE", "1"}})->ShouldMonitor(43));
 }
 
+TEST(AgentConfigTest, AFollowedChildWritesItsOwnFile) {
+  // matrix-run names the launched program's file; a child it execs (with
+  // --follow-exec) inherits the variable but not the name.
+  absl::StatusOr<AgentConfig> c = Parse({{"MATRIX_AGENT_PID", "42"},
+                                         {"MATRIX_AGENT_FOLLOW_EXEC", "1"},
+                                         {"MATRIX_REPORT_NAME", "surf-42"},
+                                         {"MATRIX_RUN_PROCESSES", "/r/.surf-42.processes"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ReportName(42, "surf"), "surf-42");
+  EXPECT_EQ(c->ReportName(57, "WebKitWebProcess"), "WebKitWebProcess-57");
+  EXPECT_EQ(c->process_list, "/r/.surf-42.processes");
+  // Without matrix-run (no target pid), the name is the user's.
+  c = Parse({{"MATRIX_REPORT_NAME", "mine"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ReportName(7, "app"), "mine");
+  EXPECT_EQ(Parse({})->ReportName(7, "app"), "app-7");
+}
+
 TEST(AgentConfigTest, LagDefaultsBelowAShortAnr) {
   absl::StatusOr<AgentConfig> c = Parse({{"MATRIX_ANR_MS", "400"}});
   ASSERT_TRUE(c.ok()) << c.status();

@@ -336,6 +336,31 @@ TEST(MatrixRunTest, ExecedChildIsDormantUnlessAsked) {
   EXPECT_EQ(anrs[0].pid(), child);
 }
 
+// A followed child reports in its own name: its own file, its own line in
+// matrix-run's exit summary (it used to write into the parent's file, and
+// the summary, which counts the parent's pid only, left it out).
+TEST(MatrixRunTest, FollowedChildReportsInItsOwnName) {
+  const std::string dir = agent_test::NewReportDir("exec-own");
+  const RunResult run = agent_test::Run(MatrixRun(dir, {"exec", "1200"}, {"--follow-exec"}));
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  const int child = std::atoi(run.out.substr(run.out.find("exec child ") + 11).c_str());
+  ASSERT_GT(child, 0) << run.out;
+  const std::string name = absl::StrCat("agent_target-", child);
+  const auto anrs = Anrs(dir);
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  EXPECT_EQ(anrs[0].pid(), child);
+  EXPECT_TRUE(absl::EndsWith(anrs[0].source.file, absl::StrCat("/", name, ".jsonl")))
+      << anrs[0].source.file;
+  // Its ANR and its startup.
+  EXPECT_THAT(run.err, HasSubstr(absl::StrCat("matrix-run: child ", name, ": 2 issue(s) in ", dir,
+                                              "/", name, ".jsonl")));
+  EXPECT_THAT(run.err, HasSubstr("Trace_EvilMethod/ANR"));
+  // The run's process list is gone.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_FALSE(absl::EndsWith(entry.path().string(), ".processes")) << entry.path();
+  }
+}
+
 // The program's own SIGQUIT and SIGPROF handlers keep working, and the ANR
 // stack is still taken (stack capture uses a real-time signal).
 TEST(MatrixRunTest, ProgramsOwnSigquitAndSigprofHandlersAreTolerated) {

@@ -181,13 +181,14 @@ TEST(HangStackKeyTest, Fallback_TheTreesKeyWhenNoFrameNamesIt) {
 
 TEST(HangStackKeyTest, Fallback_NativeStackKeyWithoutTreeOrApplicationFrames) {
   const SymbolizedStack stack = Stack({Frame(kNanosleep, kLibc), Frame(kLoop, kApp)});
-  // Nothing is application code: the innermost named frame.
-  EXPECT_EQ(HangStackKey(stack, nullptr, {}, kHang), "clock_nanosleep");
+  // Nothing is application code: the innermost named frame outside the C
+  // runtime (where a capture lands in libc differs from run to run).
+  EXPECT_EQ(HangStackKey(stack, nullptr, {}, kHang), "matrix::Looper::Loop()");
   // A tree of nothing but the dispatch does not name anything either.
   const TimeTicks t0 = TimeTicks::FromNanoseconds(int64_t{1} << 34);
   const CallTree dispatch_only = CallTree::Build(
       std::vector<uint64_t>{MakeDispatchBeginRecord(t0), MakeDispatchEndRecord(t0 + kHang)});
-  EXPECT_EQ(HangStackKey(stack, &dispatch_only, {}, kHang), "clock_nanosleep");
+  EXPECT_EQ(HangStackKey(stack, &dispatch_only, {}, kHang), "matrix::Looper::Loop()");
   EXPECT_EQ(HangStackKey(Stack({}), nullptr, {}, kHang), "unknown");
   EXPECT_EQ(HangStackKey(Stack({NamedFrame("", kApp)}), nullptr, {}, kHang), "unknown");
 }
@@ -205,8 +206,39 @@ TEST(NativeStackKeyTest, Fallbacks) {
   proto::ThreadStack only_system;
   FillThreadStack(Stack({NamedFrame("", kLibc), Frame(kNanosleep, kLibc), Frame(kLoop, kApp)}),
                   &only_system);
-  EXPECT_EQ(NativeStackKey(only_system), "clock_nanosleep");
+  EXPECT_EQ(NativeStackKey(only_system), "matrix::Looper::Loop()");
   EXPECT_EQ(NativeStackKey(proto::ThreadStack()), "unknown");
+  // Only the C runtime named: its innermost frame, but never the vDSO's.
+  proto::ThreadStack only_libc;
+  FillThreadStack(Stack({NamedFrame("__vdso_clock_gettime", "linux-vdso.so.1"),
+                         NamedFrame("clock_gettime", kLibc), NamedFrame("", kApp)}),
+                  &only_libc);
+  EXPECT_EQ(NativeStackKey(only_libc), "clock_gettime");
+  proto::ThreadStack only_vdso;
+  FillThreadStack(Stack({NamedFrame("__vdso_clock_gettime", "linux-vdso.so.1"),
+                         NamedFrame("", kApp)}),
+                  &only_vdso);
+  EXPECT_EQ(NativeStackKey(only_vdso), "unknown");
+}
+
+TEST(NativeStackKeyTest, ABusyLoopInALibraryIsKeyedByTheLibraryNotWhereTheCaptureLanded) {
+  // A JavaScript loop in a web engine's JIT code (unnamed) reading the
+  // clock: captures land in the vDSO, libc or the JIT code, and every run
+  // must give the same key, the engine's innermost named frame.
+  const char* kJsc = "/usr/lib/x86_64-linux-gnu/libjavascriptcoregtk-4.1.so.0";
+  const std::vector<StackFrame> engine = {NamedFrame("", "[anon]"), NamedFrame("", "[anon]"),
+                                          NamedFrame("vmEntryToJavaScript", kJsc),
+                                          NamedFrame("JSC::Interpreter::executeCall", kJsc)};
+  for (const std::vector<StackFrame>& top :
+       {std::vector<StackFrame>{NamedFrame("__vdso_clock_gettime", "linux-vdso.so.1"),
+                                NamedFrame("clock_gettime", kLibc)},
+        std::vector<StackFrame>{NamedFrame("clock_gettime", kLibc)}, std::vector<StackFrame>{}}) {
+    std::vector<StackFrame> frames = top;
+    frames.insert(frames.end(), engine.begin(), engine.end());
+    proto::ThreadStack stack;
+    FillThreadStack(Stack(frames), &stack);
+    EXPECT_EQ(NativeStackKey(stack), "vmEntryToJavaScript");
+  }
 }
 
 TEST(TracedFunctionsTest, StackFunctionsThatWereEntered) {

@@ -100,10 +100,12 @@ TEST_F(StackKeyTest, KeyIsTheInnermostFrameOfTheProgram) {
             "app::Window::Flush()");
 }
 
-TEST_F(StackKeyTest, AllSystemStack_FallsBackToTheInnermostNamedFrame) {
+TEST_F(StackKeyTest, AllSystemStack_FallsBackToTheInnermostNamedFrameOutsideTheCRuntime) {
   EXPECT_EQ(Key(Stack({Frame("", kLibc), Frame("clock_nanosleep", kLibc),
                        Frame("_PyEval_EvalFrameDefault", kPython), Frame("main", kPython)})),
-            "clock_nanosleep");
+            "_PyEval_EvalFrameDefault");
+  // Only the C runtime: its innermost named frame.
+  EXPECT_EQ(Key(Stack({Frame("", kLibc), Frame("clock_nanosleep", kLibc)})), "clock_nanosleep");
   EXPECT_EQ(Key(Stack({})), "unknown");
 }
 

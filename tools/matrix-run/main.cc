@@ -26,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -126,6 +127,48 @@ pid_t g_child = 0;
 
 void Forward(int signal_number) {
   if (g_child > 0) kill(g_child, signal_number);
+}
+
+// The file the agents of one run list their processes in (the agent's
+// MATRIX_RUN_PROCESSES): hidden in the report directory, removed at exit.
+std::string ProcessListPath(const std::string& report_dir, const std::string& base, pid_t pid) {
+  return absl::StrCat(report_dir, "/.", base, "-", pid, ".processes");
+}
+
+// Prints the exit summary of one process: its issues by kind, from its file
+// and the files of other kinds beside it (<name>.fps.jsonl, ...: docs/reports.md,
+// "Retention"), rotated files included. `launched`: the program matrix-run
+// started (else a child it exec'ed).
+void Summarize(const std::string& report_dir, const std::string& name, pid_t pid, bool launched) {
+  const std::string file = absl::StrCat(report_dir, "/", name, ".jsonl");
+  const std::string who = launched ? "" : absl::StrCat("child ", name, ": ");
+  if (!IsFile(file)) {
+    std::fprintf(stderr, "matrix-run: %sno reports (%s was not written)\n", who.c_str(),
+                 file.c_str());
+    return;
+  }
+  matrix::report::ReadResult result;
+  std::vector<std::string> run_files;
+  absl::StatusOr<std::vector<std::string>> files = matrix::report::ExpandInput(report_dir);
+  for (const std::string& f : files.ok() ? *files : std::vector<std::string>{}) {
+    if (f.find(absl::StrCat("/", name, ".")) == std::string::npos) continue;
+    run_files.push_back(f);
+    std::ifstream in(f);
+    matrix::report::ReadIssueStream(in, f, result);
+  }
+  std::map<std::string, int> counts;
+  int64_t total = 0;
+  for (const auto& record : result.records) {
+    if (record.pid() != 0 && record.pid() != pid) continue;
+    ++counts[record.TagDetail()];
+    ++total;
+  }
+  std::fprintf(stderr, "matrix-run: %s%lld issue(s) in %s (read them: matrix-report %s)\n",
+               who.c_str(), static_cast<long long>(total), file.c_str(),
+               absl::StrJoin(run_files, " ").c_str());
+  for (const auto& [kind, count] : counts) {
+    std::fprintf(stderr, "matrix-run:   %-28s %d\n", kind.c_str(), count);
+  }
 }
 
 }  // namespace
@@ -254,6 +297,7 @@ int main(int argc, char** argv) {
     setenv("MATRIX_REPORT_DIR", report_dir.c_str(), 1);
     setenv("MATRIX_REPORT_NAME", absl::StrCat(base, "-", getpid()).c_str(), 1);
     setenv("MATRIX_AGENT_PID", absl::StrCat(getpid()).c_str(), 1);
+    setenv("MATRIX_RUN_PROCESSES", ProcessListPath(report_dir, base, getpid()).c_str(), 1);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> program_argv(argv + i, argv + argc);
     program_argv.push_back(nullptr);
@@ -298,38 +342,23 @@ int main(int argc, char** argv) {
   // program's own node children keep theirs.)
   if (perf_map) unlink(absl::StrCat("/tmp/perf-", child, ".map").c_str());
 
+  // Every monitored process of the run, the launched program first, each
+  // with its own summary (a followed child writes its own file).
+  const std::string list = ProcessListPath(report_dir, base, child);
   if (!quiet) {
-    const std::string file = absl::StrCat(report_dir, "/", base, "-", child, ".jsonl");
-    if (!IsFile(file)) {
-      std::fprintf(stderr, "matrix-run: no reports (%s was not written)\n", file.c_str());
-    } else {
-      // The directory, rotated files included; this run's issues only.
-      // Hangs are in `file`, the other kinds in files of their own beside
-      // it (<name>.fps.jsonl, ...: docs/reports.md, "Retention").
-      matrix::report::ReadResult result;
-      std::vector<std::string> run_files;
-      absl::StatusOr<std::vector<std::string>> files = matrix::report::ExpandInput(report_dir);
-      for (const std::string& f : files.ok() ? *files : std::vector<std::string>{}) {
-        if (f.find(absl::StrCat("/", base, "-", child, ".")) == std::string::npos) continue;
-        run_files.push_back(f);
-        std::ifstream in(f);
-        matrix::report::ReadIssueStream(in, f, result);
-      }
-      std::map<std::string, int> counts;
-      int64_t total = 0;
-      for (const auto& record : result.records) {
-        if (record.pid() != 0 && record.pid() != child) continue;
-        ++counts[record.TagDetail()];
-        ++total;
-      }
-      std::fprintf(stderr, "matrix-run: %lld issue(s) in %s (read them: matrix-report %s)\n",
-                   static_cast<long long>(total), file.c_str(),
-                   absl::StrJoin(run_files, " ").c_str());
-      for (const auto& [kind, count] : counts) {
-        std::fprintf(stderr, "matrix-run:   %-28s %d\n", kind.c_str(), count);
-      }
+    std::vector<std::pair<std::string, pid_t>> processes = {
+        {absl::StrCat(base, "-", child), child}};
+    std::ifstream in(list);
+    std::string name;
+    pid_t pid = 0;
+    while (in >> name >> pid) {
+      if (pid != child) processes.emplace_back(name, pid);
+    }
+    for (const auto& [report_name, process] : processes) {
+      Summarize(report_dir, report_name, process, process == child);
     }
   }
+  unlink(list.c_str());
   if (WIFSIGNALED(status)) {
     const int signal_number = WTERMSIG(status);
     std::fprintf(stderr, "matrix-run: %s killed by signal %d (%s)\n", program.c_str(),

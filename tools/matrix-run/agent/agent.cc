@@ -53,6 +53,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -268,6 +269,19 @@ void Log(const std::string& line) {
 
 bool HookGtk2Paint();
 
+// Appends "<report name> <pid>" to matrix-run's process list, so its exit
+// summary has a line for this process. One short O_APPEND write: whole
+// lines beside other processes'. A missing list is no error.
+void AnnounceProcess(const std::string& list, const std::string& name) {
+  if (list.empty()) return;
+  const int fd = open(list.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  const std::string line = absl::StrCat(name, " ", getpid(), "\n");
+  ssize_t ignored = write(fd, line.data(), line.size());
+  (void)ignored;
+  close(fd);
+}
+
 // Starts Matrix on the main thread. Returns false (and logs why) on failure.
 // `from_swap`: the first call is a buffer swap (the program draws).
 bool StartSession(bool from_swap) {
@@ -300,8 +314,7 @@ bool StartSession(bool from_swap) {
     Log(absl::StrCat("not monitoring: ", config.status().ToString()));
     return false;
   }
-  const std::string name =
-      c.report_name.empty() ? absl::StrCat(ProgramName(), "-", getpid()) : c.report_name;
+  const std::string name = c.ReportName(getpid(), ProgramName());
   auto sink = JsonLinesIssueSink::Create({.directory = c.report_dir, .name = name});
   if (!sink.ok()) {
     Log(absl::StrCat("not monitoring: ", sink.status().ToString()));
@@ -320,6 +333,7 @@ bool StartSession(bool from_swap) {
   }
   s.plugin = plugin;
   s.looper = plugin->GetLooperMonitor();
+  AnnounceProcess(c.process_list, name);
   s.ui = plugin->GetUIThreadMonitor();
   s.rate = RefreshRate::FromMillihertz(c.RefreshMillihertz(0));
   // _exit, exec and the forwarded termination signals drain through it.

@@ -38,6 +38,11 @@ absl::Status ParseBool(const char* name, const char* value, bool* out) {
 
 }  // namespace
 
+std::string AgentConfig::ReportName(pid_t pid, const char* program) const {
+  if (!report_name.empty() && (target_pid == 0 || target_pid == pid)) return report_name;
+  return absl::StrCat(program, "-", pid);
+}
+
 absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   AgentConfig c;
   if (const char* v = get_env("MATRIX_AGENT_DISABLE")) {
@@ -50,6 +55,9 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
       return absl::InvalidArgumentError(
           absl::StrCat("MATRIX_REPORT_NAME=", v, ": a file name without '/' or a leading '.'"));
     }
+  }
+  if (const char* v = get_env("MATRIX_RUN_PROCESSES"); v != nullptr && *v != '\0') {
+    c.process_list = v;
   }
   bool lag_set = false;
   if (const char* v = get_env("MATRIX_ANR_MS")) {

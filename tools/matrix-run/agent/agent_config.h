@@ -44,7 +44,13 @@ namespace matrix::agent {
 
 struct AgentConfig {
   std::string report_dir = "./matrix-reports";
-  std::string report_name;  // Empty: <program>-<pid>.
+  // The launched program's report name (MATRIX_REPORT_NAME); see
+  // ReportName(). Empty: <program>-<pid>.
+  std::string report_name;
+  // MATRIX_RUN_PROCESSES: a file each monitored process appends
+  // "<report name> <pid>" to, so matrix-run summarizes every process of the
+  // run (followed children included). Empty: none.
+  std::string process_list;
   absl::Duration anr_threshold = absl::Seconds(5);
   absl::Duration lag_threshold = absl::Seconds(2);
   absl::Duration evil_threshold = absl::Milliseconds(700);
@@ -69,6 +75,12 @@ struct AgentConfig {
   // given, else the display's (`display_millihertz`, 0 or less when unknown),
   // else refresh_hz (60 Hz). A display rate outside [1, 1000] Hz is ignored.
   int64_t RefreshMillihertz(int64_t display_millihertz) const;
+
+  // The report file name (without ".jsonl") of process `pid` running
+  // `program`: report_name for the launched program (target_pid, or any
+  // process when there is none), else "<program>-<pid>": a followed child
+  // never writes into its parent's file.
+  std::string ReportName(pid_t pid, const char* program) const;
 
   // Whether a process with pid `pid` should be monitored.
   bool ShouldMonitor(pid_t pid) const {

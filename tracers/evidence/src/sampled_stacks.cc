@@ -114,8 +114,15 @@ std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
   for (const StackFrame& frame : frames) {
     if (IsProgramFrame(frame)) return frame.symbol.function;
   }
+  // Where a capture happens to land in the C runtime or the vDSO differs
+  // from run to run: never the key while any other frame is named.
   for (const StackFrame& frame : frames) {
-    if (!frame.symbol.function.empty()) return frame.symbol.function;
+    const SymbolInfo& s = frame.symbol;
+    if (!s.function.empty() && !IsCRuntimeFrame(s.module)) return s.function;
+  }
+  for (const StackFrame& frame : frames) {
+    const SymbolInfo& s = frame.symbol;
+    if (!s.function.empty() && !IsVdsoFrame(s.module, s.function)) return s.function;
   }
   return "";
 }

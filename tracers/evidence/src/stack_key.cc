@@ -32,10 +32,18 @@ std::string FirstNamedFrame(const Frames& frames, Name name) {
   }
   for (const auto& frame : frames) {
     const NamedFrame f = name(frame);
-    if (!f.function.empty()) return std::string(f.function);
+    if (!f.function.empty() && !IsCRuntimeFrame(f.module)) return std::string(f.function);
+  }
+  for (const auto& frame : frames) {
+    const NamedFrame f = name(frame);
+    if (!f.function.empty() && !IsVdsoFrame(f.module, f.function)) return std::string(f.function);
   }
   return "unknown";
 }
+
+constexpr std::string_view kCRuntimeFileNames[] = {
+    "libc.so", "libc-", "libpthread", "libm.so", "libdl", "librt", "ld-linux",
+    "libstdc++", "libgcc_s", "linux-vdso", "[vdso]"};
 
 // File name prefixes: the same libraries when only a base name is known (block
 // files), the loader and vDSO, matrix-cpp's own libraries, and the
@@ -185,6 +193,19 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn, std::s
     if (fn.starts_with(prefix)) return true;
   }
   return false;
+}
+
+bool IsCRuntimeFrame(std::string_view module) {
+  const std::string_view base = BaseName(module);
+  for (std::string_view name : kCRuntimeFileNames) {
+    if (base.starts_with(name)) return true;
+  }
+  return false;
+}
+
+bool IsVdsoFrame(std::string_view module, std::string_view function) {
+  const std::string_view base = BaseName(module);
+  return base.starts_with("linux-vdso") || base == "[vdso]" || function.starts_with("__vdso_");
 }
 
 size_t SharedOuterFrames(const SymbolizedStack& stack, absl::Span<const SymbolizedStack> others) {

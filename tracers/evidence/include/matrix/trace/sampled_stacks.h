@@ -59,7 +59,8 @@ std::vector<DominantFrame> DominantCallPath(absl::Span<const WeightedStack> samp
 // a system or runtime frame, stack_key.h). A callee that ran for less than
 // half of the time never takes the key from its caller. Falls back to the
 // innermost program frame of the heaviest sample, then to its innermost
-// named frame; "" when no sample has a named frame.
+// named frame outside the C runtime, then to one that is not the vDSO's
+// (NativeStackKey's order); "" when no sample has such a frame.
 std::string SampledStackKey(absl::Span<const WeightedStack> samples);
 
 // FillSampledCallTree()

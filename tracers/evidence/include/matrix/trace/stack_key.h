@@ -116,8 +116,23 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
 //
 // The stack key of a native stack: the innermost frame that belongs to the
 // program (not IsSystemOrRuntimeFrame), named by its function. Falls back to
-// the innermost named frame, then to "unknown".
+// the innermost named frame outside the C runtime (IsCRuntimeFrame: where a
+// capture happens to land, a clock read or a system call, differs from run
+// to run), then to the innermost named frame that is not the vDSO's, then to
+// "unknown". A vDSO or unnamed frame never keys a report.
 std::string NativeStackKey(const proto::ThreadStack& stack);
+
+// IsCRuntimeFrame()
+//
+// Whether a frame of `module` (a path or base name) is the C or C++ runtime,
+// the loader or the vDSO: libc, libpthread, libm, libdl, librt, ld-linux,
+// libstdc++, libgcc_s, linux-vdso.so.1 / [vdso].
+bool IsCRuntimeFrame(std::string_view module);
+
+// IsVdsoFrame()
+//
+// Whether a frame is the kernel's vDSO (by module, or a __vdso_ function).
+bool IsVdsoFrame(std::string_view module, std::string_view function);
 
 }  // namespace matrix
 
