@@ -531,6 +531,80 @@ TEST_F(ForeignFramesTest, OccasionalFrameOfABusyLoop_IsNotFrozen) {
   for (int64_t d : Dropped()) EXPECT_EQ(d, 0);
 }
 
+TEST_F(ForeignFramesTest, SteadyThirtyFpsStream_DropsNothing) {
+  // A video at its own 30 fps on a 60 Hz display: a frame every 33 ms
+  // (a 4 ms frame after each 29 ms wait of its own pacing). It is not late:
+  // counted against every vsync each frame would drop one.
+  for (int i = 0; i < 30; ++i) Dispatch(29, 4, true);
+  for (int64_t d : Dropped()) EXPECT_EQ(d, 0);
+}
+
+TEST_F(ForeignFramesTest, HitchInAThirtyFpsStream_DropsOnlyTheVsyncsItWasLate) {
+  for (int i = 0; i < 20; ++i) Dispatch(29, 4, true);
+  Dispatch(29, 200, false);  // A 200 ms hitch where a frame was due.
+  Dispatch(0.1, 4, true);
+  for (int i = 0; i < 10; ++i) Dispatch(29, 4, true);
+  const std::vector<int64_t> dropped = Dropped();
+  for (size_t i = 0; i < dropped.size(); ++i) {
+    // The late frame ends 237 ms after the previous one, which was due
+    // after 33 ms: 12 vsyncs at 60 Hz passed without it.
+    EXPECT_EQ(dropped[i], i == 20 ? 12 : 0) << "frame " << i;
+  }
+}
+
+TEST_F(ForeignFramesTest, StallInAThirtyFpsGame_IsOneFrozenFrame) {
+  // A game paced to about 28 fps (36 ms a frame: more than two refresh
+  // intervals apart) stalls 6 s in its event handling, in a dispatch
+  // without a frame; the next frame is frozen.
+  for (int i = 0; i < 10; ++i) Dispatch(32, 4, true);
+  Dispatch(20, 6000, false);
+  Dispatch(1, 4, true);
+  // Due 27.7 ms (one pace less half an interval) after the last frame ended,
+  // it ended ~6,025 ms after it.
+  EXPECT_EQ(LastDropped(), 359);
+  EXPECT_EQ(matrix::ClassifyDroppedFrames(LastDropped(), RefreshRate::FromHz(60), {}),
+            matrix::DropLevel::kFrozen);
+}
+
+TEST_F(ForeignFramesTest, UnsteadySlowFrames_AreCountedAgainstTheRefreshRate) {
+  // Frames 16.7 and 36 ms apart by turns (a 30 ms message before every
+  // other frame) have no cadence of their own: the 36 ms ones are late.
+  for (int i = 0; i < 16; ++i) {
+    if (i % 2 == 0) {
+      Dispatch(12.67, 4, true);
+    } else {
+      Dispatch(2, 30, false);
+      Dispatch(0.1, 4, true);
+    }
+  }
+  const std::vector<int64_t> dropped = Dropped();
+  for (size_t i = 2; i < dropped.size(); ++i) {
+    EXPECT_EQ(dropped[i], i % 2 == 0 ? 0 : 1) << "frame " << i;
+  }
+}
+
+TEST(FrameCadenceTest, SteadyIntervalsGiveTheirMedian_OthersNone) {
+  matrix::FrameCadence c;
+  EXPECT_EQ(c.SteadyNanoseconds(), 0);  // No frames yet.
+  c.Add(33'300'000);
+  EXPECT_EQ(c.SteadyNanoseconds(), 33'300'000);  // The first interval stands for it.
+  for (int i = 0; i < 2; ++i) c.Add(33'300'000);
+  c.Add(34'000'000);
+  EXPECT_EQ(c.SteadyNanoseconds(), 33'300'000);
+  c.Add(6'000'000'000);  // A stall is not an interval of the cadence.
+  EXPECT_EQ(c.SteadyNanoseconds(), 33'300'000);
+  c.Add(233'000'000);
+  EXPECT_EQ(c.SteadyNanoseconds(), 33'300'000);
+  // One odd interval in eight keeps it.
+  for (int i = 0; i < 7; ++i) c.Add(33'300'000);
+  c.Add(80'000'000);
+  EXPECT_EQ(c.SteadyNanoseconds(), 33'300'000);
+  // Intervals all over the place: none.
+  matrix::FrameCadence jumpy;
+  for (int64_t ms : {16, 50, 16, 50, 25, 40, 16, 50}) jumpy.Add(ms * 1'000'000);
+  EXPECT_EQ(jumpy.SteadyNanoseconds(), 0);
+}
+
 TEST_F(ForeignFramesTest, AnEarlierIntendedVsync_StandsAsGiven) {
   // The rule only ever moves a frame's start earlier: an adapter that knows
   // an earlier vsync (GTK's frame clock) keeps it.

@@ -276,12 +276,14 @@ void UIThreadMonitor::OnPhaseMarker(Phase phase) {
 void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
   if (!in_dispatch()) return;  // A frame is drawn by a dispatch.
-  // The due rule (see the header).
-  const absl::Duration due_gap = last_frame_interval_ * kDueIntervals;
-  const bool animating = !frame_before_last_end_.is_null() &&
-                         last_frame_end_ - frame_before_last_end_ <= due_gap;
+  // The due rule (see the header), at the program's pace: its steady
+  // cadence when it has one, else the refresh interval.
+  const bool animating =
+      !frame_before_last_end_.is_null() &&
+      (last_frame_end_ - frame_before_last_end_) <= absl::Nanoseconds(due_gap_ns_);
   if (animating && !looper_monitor_->waited()) {
-    const TimeTicks due = last_frame_end_ + last_frame_interval_ / 2;
+    const TimeTicks due =
+        last_frame_end_ + absl::Nanoseconds(pace_ns_) - last_frame_interval_ / 2;
     if (due < intended_vsync) intended_vsync = due;
   }
   SetFrame(intended_vsync, rate, frame_number);
@@ -438,6 +440,9 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   frame_.counted_drops_after = last_frame_end_;
   frame_.has_counted_drops = true;
   snapshot_in_frame_.store(false, std::memory_order_relaxed);
+  if (!last_frame_end_.is_null() && end > last_frame_end_) {
+    cadence_.Add(end.ToNanoseconds() - last_frame_end_.ToNanoseconds());
+  }
   frame_before_last_end_ = last_frame_end_;
   last_frame_end_ = end;
   // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
@@ -445,17 +450,43 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   // when the rate changes.
   if (frame_.refresh_rate != last_frame_rate_) {
     last_frame_rate_ = frame_.refresh_rate;
-    const int64_t interval_ns = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
-    last_frame_interval_ = absl::Nanoseconds(interval_ns);
-    last_rate_due_gap_ns_ = interval_ns * kDueIntervals;
+    last_interval_ns_ = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
+    last_frame_interval_ = absl::Nanoseconds(last_interval_ns_);
   }
-  if (due_gap_ns_ != last_rate_due_gap_ns_) {
-    due_gap_ns_ = last_rate_due_gap_ns_;
+  // A cadence slower than 1.5 refresh intervals is the program's own pace;
+  // a faster one is the display's (its jitter is not a pace).
+  const int64_t cadence_ns = cadence_.SteadyNanoseconds();
+  pace_ns_ = cadence_ns * 2 >= last_interval_ns_ * 3 ? cadence_ns : last_interval_ns_;
+  if (due_gap_ns_ != pace_ns_ * kDueIntervals) {
+    due_gap_ns_ = pace_ns_ * kDueIntervals;
     looper_monitor_->SetWaitThreshold(due_gap_ns_);
   }
   looper_monitor_->ClearWaited();
   hooked_frame_ = false;
   ArmInputMarker();
+}
+
+void FrameCadence::Add(int64_t interval_ns) {
+  if (interval_ns <= 0 || interval_ns > kMaxIntervalNs) return;  // Idle or stalled.
+  intervals_ns_[next_] = interval_ns;
+  next_ = (next_ + 1) % kWindow;
+  if (count_ < kWindow) ++count_;
+  // The median of the window (insertion sort of at most kWindow values).
+  int64_t sorted[kWindow] = {};
+  for (int i = 0; i < count_; ++i) {
+    int64_t v = intervals_ns_[i];
+    int j = i;
+    for (; j > 0 && sorted[j - 1] > v; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = v;
+  }
+  steady_ns_ = 0;
+  const int64_t median = sorted[count_ / 2];
+  int near = 0;
+  for (int i = 0; i < count_; ++i) {
+    const int64_t off = sorted[i] > median ? sorted[i] - median : median - sorted[i];
+    near += off * 4 <= median;  // Within 25 %.
+  }
+  if (near * 4 >= count_ * 3) steady_ns_ = median;
 }
 
 std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(

@@ -200,6 +200,31 @@ class LooperObserver {
   std::atomic<int64_t> dispatch_end_floor_ns_{0};
 };
 
+// FrameCadence: a program's own steady frame rate, learned from the
+// intervals between its frames' ends. The median of the last kWindow
+// intervals of at most kMaxIntervalNs (longer ones are idle time or a stall,
+// not the cadence) is the cadence when at least 3/4 of them lie within 25 %
+// of it (the first frames' intervals stand for it until there are
+// kWindow); otherwise there is none. A 30 fps stream on a 60 Hz display has
+// a cadence of 33.3 ms; a game whose frames take anything from 16 to 50 ms
+// has none. Fixed storage, no allocation: the looper thread calls Add() once
+// per frame.
+class FrameCadence {
+ public:
+  static constexpr int kWindow = 8;
+  static constexpr int64_t kMaxIntervalNs = 100'000'000;  // 100 ms: 10 fps.
+
+  void Add(int64_t interval_ns);
+  // The cadence in ns, or 0 when the frames are not steady.
+  int64_t SteadyNanoseconds() const { return steady_ns_; }
+
+ private:
+  int64_t intervals_ns_[kWindow] = {};
+  int next_ = 0;
+  int count_ = 0;
+  int64_t steady_ns_ = 0;
+};
+
 class UIThreadMonitor : public LooperDispatchListener {
  public:
   enum class Phase { kInput = 0, kAnimation = 1, kTraversal = 2, kCommit = 3 };
@@ -241,14 +266,19 @@ class UIThreadMonitor : public LooperDispatchListener {
   //
   // A foreign loop often cannot know when a frame was due (no vsync request
   // to see), so a frame that waited behind a long dispatch of its own would
-  // look smooth. The due rule: while an animation runs (the previous frame
-  // came at most kDueIntervals after the one before it) and the loop has not
-  // waited kDueIntervals or more since the previous frame, the next frame
-  // was due half an interval after the previous one ended, and counts from
-  // there when that is earlier than `intended_vsync`. So a 6 s stall in a
-  // 60 Hz animation is one frozen frame of ~360 dropped, a gap within 1.5
-  // intervals is no drop (timer and swap jitter), and a frame after an idle
-  // wait, or a first frame after none for a while, counts from
+  // look smooth. The due rule works at the program's pace: its steady
+  // cadence (FrameCadence: a game capped at 30 fps, a video at its own
+  // rate) when it has one, else the refresh interval. While an animation
+  // runs (the previous frame came at most kDueIntervals paces after the one
+  // before it) and the loop has not waited kDueIntervals paces or more since
+  // the previous frame, the next frame was due one pace less half a refresh
+  // interval after the previous one ended, and counts from there when that
+  // is earlier than `intended_vsync`. So a 6 s stall in a 60 Hz or a 30 fps
+  // animation, wherever on the thread it happened, is one frozen frame of
+  // ~360 dropped; a frame of a steady 30 fps stream drops nothing while a
+  // late one drops the vsyncs it was late by; a gap within 1.5 refresh
+  // intervals of the pace is no drop (timer and swap jitter); and a frame
+  // after an idle wait, or a first frame after none for a while, counts from
   // `intended_vsync`. The rule only ever adds drops. Looper thread.
   static constexpr int kDueIntervals = 2;
   void MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number = 0);
@@ -390,16 +420,18 @@ class UIThreadMonitor : public LooperDispatchListener {
   bool frame_hook_installed_ = false;
   bool hooked_frame_ = false;
   int frame_sources_ = 0;
-  // The due rule (MarkFrame()): the last two frames' ends and the interval
-  // of the last one. Whether the loop waited kDueIntervals or more since the
+  // The due rule (MarkFrame()): the last two frames' ends, the interval of
+  // the last one, the program's cadence and its pace (the longer of the
+  // two). Whether the loop waited kDueIntervals paces or more since the
   // last frame is the LooperMonitor's waited() (threshold due_gap_ns_).
   TimeTicks last_frame_end_;
   TimeTicks frame_before_last_end_;
   absl::Duration last_frame_interval_;
-  int64_t due_gap_ns_ = 0;  // kDueIntervals * last_frame_interval_, in ns.
-  // The last frame's rate, and kDueIntervals of its intervals in ns.
+  int64_t last_interval_ns_ = 0;
+  FrameCadence cadence_;
+  int64_t pace_ns_ = 0;
+  int64_t due_gap_ns_ = 0;  // kDueIntervals * pace_ns_.
   RefreshRate last_frame_rate_ = RefreshRate::FromMillihertz(-1);  // None yet.
-  int64_t last_rate_due_gap_ns_ = 0;
 
   // For SnapshotFrame() from other threads.
   std::atomic<bool> snapshot_in_frame_{false};
