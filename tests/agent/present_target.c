@@ -13,6 +13,7 @@
 //   paced    a game capped at 30 fps: 120 frames, each drawn (2 ms busy)
 //            and presented (eglSwapBuffers by dlsym), then a sleep until
 //            the next 1/30 s (clock_nanosleep, TIMER_ABSTIME): 4 s
+//   hitch    paced, with one hitch: frame 60 is drawn after 200 ms busy
 // and prints "presents N" (the library's own count) before exiting.
 #include <dlfcn.h>
 #include <poll.h>
@@ -66,17 +67,19 @@ int main(int argc, char** argv) {
       egl(NULL, NULL);
     }
     poll(NULL, 0, 2);
-  } else if (strcmp(argv[1], "paced") == 0) {
+  } else if (strcmp(argv[1], "paced") == 0 || strcmp(argv[1], "hitch") == 0) {
     EglSwap egl = (EglSwap)dlsym(gl, "eglSwapBuffers");
+    const int hitch = strcmp(argv[1], "hitch") == 0;
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (int i = 0; i < 120; ++i) {
       struct timespec start, now;
+      const long busy_ns = hitch && i == 60 ? 202000000L : 2000000L;
       clock_gettime(CLOCK_MONOTONIC, &start);
       do {
         clock_gettime(CLOCK_MONOTONIC, &now);
       } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
-               2000000L);
+               busy_ns);
       egl(NULL, NULL);
       next.tv_nsec += 1000000000L / 30;
       if (next.tv_nsec >= 1000000000L) {

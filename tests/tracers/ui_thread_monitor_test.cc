@@ -543,6 +543,8 @@ TEST_F(ForeignFramesTest, HitchInAThirtyFpsStream_DropsOnlyTheVsyncsItWasLate) {
   for (int i = 0; i < 20; ++i) Dispatch(29, 4, true);
   Dispatch(29, 200, false);  // A 200 ms hitch where a frame was due.
   Dispatch(0.1, 4, true);
+  // It catches up with its schedule: six frames 4 ms apart, then on again.
+  for (int i = 0; i < 6; ++i) Dispatch(0.1, 4, true);
   for (int i = 0; i < 10; ++i) Dispatch(29, 4, true);
   const std::vector<int64_t> dropped = Dropped();
   for (size_t i = 0; i < dropped.size(); ++i) {

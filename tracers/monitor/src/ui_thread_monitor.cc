@@ -440,7 +440,10 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   frame_.counted_drops_after = last_frame_end_;
   frame_.has_counted_drops = true;
   snapshot_in_frame_.store(false, std::memory_order_relaxed);
-  if (!last_frame_end_.is_null() && end > last_frame_end_) {
+  // Frames less than half a refresh interval apart (an uncapped renderer, a
+  // paced one catching up after a hitch) say nothing of a cadence.
+  if (!last_frame_end_.is_null() &&
+      (end.ToNanoseconds() - last_frame_end_.ToNanoseconds()) * 2 >= last_interval_ns_) {
     cadence_.Add(end.ToNanoseconds() - last_frame_end_.ToNanoseconds());
   }
   frame_before_last_end_ = last_frame_end_;

@@ -201,7 +201,10 @@ class LooperObserver {
 };
 
 // FrameCadence: a program's own steady frame rate, learned from the
-// intervals between its frames' ends. The median of the last kWindow
+// intervals between its frames' ends (UIThreadMonitor adds those of at least
+// half a refresh interval: frames closer than that, from an uncapped
+// renderer or a paced one catching up after a hitch, say nothing of a
+// cadence). The median of the last kWindow
 // intervals of at most kMaxIntervalNs (longer ones are idle time or a stall,
 // not the cadence) is the cadence when at least 3/4 of them lie within 25 %
 // of it (the first frames' intervals stand for it until there are
