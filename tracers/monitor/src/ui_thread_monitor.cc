@@ -278,12 +278,14 @@ void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int6
   if (!in_dispatch()) return;  // A frame is drawn by a dispatch.
   // The due rule (see the header), at the program's pace: its steady
   // cadence when it has one, else the refresh interval.
-  const bool animating =
-      !frame_before_last_end_.is_null() &&
-      (last_frame_end_ - frame_before_last_end_) <= absl::Nanoseconds(due_gap_ns_);
+  // In whole nanoseconds: frame ends are finite, and no absl::Duration
+  // arithmetic runs on the looper thread per frame.
+  const int64_t last_end_ns = last_frame_end_.ToNanoseconds();
+  const bool animating = !frame_before_last_end_.is_null() &&
+                         last_end_ns - frame_before_last_end_.ToNanoseconds() <= due_gap_ns_;
   if (animating && !looper_monitor_->waited()) {
     const TimeTicks due =
-        last_frame_end_ + absl::Nanoseconds(pace_ns_) - last_frame_interval_ / 2;
+        TimeTicks::FromNanoseconds(last_end_ns + pace_ns_ - last_interval_ns_ / 2);
     if (due < intended_vsync) intended_vsync = due;
   }
   SetFrame(intended_vsync, rate, frame_number);
@@ -454,7 +456,6 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   if (frame_.refresh_rate != last_frame_rate_) {
     last_frame_rate_ = frame_.refresh_rate;
     last_interval_ns_ = frame_.refresh_rate.TickAfter(TimeTicks(), 1).ToNanoseconds();
-    last_frame_interval_ = absl::Nanoseconds(last_interval_ns_);
   }
   // A cadence slower than 1.5 refresh intervals is the program's own pace;
   // a faster one is the display's (its jitter is not a pace).
@@ -472,8 +473,12 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
 void FrameCadence::Add(int64_t interval_ns) {
   if (interval_ns <= 0 || interval_ns > kMaxIntervalNs) return;  // Idle or stalled.
   intervals_ns_[next_] = interval_ns;
-  next_ = (next_ + 1) % kWindow;
-  if (count_ < kWindow) ++count_;
+  next_ = (next_ + 1) & (kWindow - 1);
+  if (count_ < kWindow) {
+    ++count_;
+  } else if (next_ != 0) {
+    return;  // A full window is judged once per kWindow intervals.
+  }
   // The median of the window (insertion sort of at most kWindow values).
   int64_t sorted[kWindow] = {};
   for (int i = 0; i < count_; ++i) {

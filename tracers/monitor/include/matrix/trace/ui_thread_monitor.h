@@ -210,11 +210,12 @@ class LooperObserver {
 // of it (the first frames' intervals stand for it until there are
 // kWindow); otherwise there is none. A 30 fps stream on a 60 Hz display has
 // a cadence of 33.3 ms; a game whose frames take anything from 16 to 50 ms
-// has none. Fixed storage, no allocation: the looper thread calls Add() once
-// per frame.
+// has none. Once the window is full it is judged again every kWindow
+// intervals, so a frame costs a store and a compare. Fixed storage, no
+// allocation: the looper thread calls Add() once per frame.
 class FrameCadence {
  public:
-  static constexpr int kWindow = 8;
+  static constexpr int kWindow = 8;  // A power of two.
   static constexpr int64_t kMaxIntervalNs = 100'000'000;  // 100 ms: 10 fps.
 
   void Add(int64_t interval_ns);
@@ -423,14 +424,13 @@ class UIThreadMonitor : public LooperDispatchListener {
   bool frame_hook_installed_ = false;
   bool hooked_frame_ = false;
   int frame_sources_ = 0;
-  // The due rule (MarkFrame()): the last two frames' ends, the interval of
-  // the last one, the program's cadence and its pace (the longer of the
+  // The due rule (MarkFrame()): the last two frames' ends, the refresh
+  // interval of the last one, the program's cadence and its pace (the longer of the
   // two). Whether the loop waited kDueIntervals paces or more since the
   // last frame is the LooperMonitor's waited() (threshold due_gap_ns_).
   TimeTicks last_frame_end_;
   TimeTicks frame_before_last_end_;
-  absl::Duration last_frame_interval_;
-  int64_t last_interval_ns_ = 0;
+  int64_t last_interval_ns_ = 0;  // The last frame's refresh interval.
   FrameCadence cadence_;
   int64_t pace_ns_ = 0;
   int64_t due_gap_ns_ = 0;  // kDueIntervals * pace_ns_.
