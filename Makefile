@@ -14,6 +14,8 @@ PACKAGES += qml-qt6 qml6-module-qtquick qml6-module-qtquick-window qml6-module-q
 # tests/agent qml_program_e2e_test: the QtQml types (Timer) the qml runtime loads
 # (QML frames, docs/stacks.md).
 PACKAGES += qml6-module-qtqml qml6-module-qtqml-models
+# QML frames: Qt 6.4.2's private headers for tracers_qv4_642_layout_check.
+PACKAGES += qt6-declarative-private-dev
 PACKAGES += gtk-4-examples chromium-bsu
 # tests/agent vulkan_e2e_test: vkcube on Mesa's software Vulkan driver (lavapipe),
 # and vulkan_target (built with the Vulkan and XCB headers, links neither Vulkan nor GL).
