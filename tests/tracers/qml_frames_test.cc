@@ -226,17 +226,22 @@ TEST_F(QmlFramesTest, CapturePicksTheEngineRunningOnThisStack) {
   SetQmlRuntimeForTesting(&here.info());
   CaptureQmlStack(sps, 3, &raw);
   EXPECT_EQ(raw.error, QmlReadError::kNoRuntime);  // No engine registered.
-  RegisterQmlEngineForTesting(elsewhere.engine());
+  RegisterQmlEngineForTesting(elsewhere.js_engine(), elsewhere.engine());
   CaptureQmlStack(sps, 3, &raw);
   EXPECT_EQ(raw.error, QmlReadError::kNoEngine);
   EXPECT_EQ(raw.depth, 0);
-  RegisterQmlEngineForTesting(here.engine());
+  RegisterQmlEngineForTesting(here.js_engine(), here.engine());
   CaptureQmlStack(sps, 3, &raw);
   ASSERT_EQ(raw.error, QmlReadError::kNone);
   EXPECT_EQ(raw.engine, here.engine());
   ASSERT_EQ(raw.depth, 1);
   EXPECT_EQ(raw.frames[0].function, f[0]);
   EXPECT_EQ(raw.frames[0].owner, 1);
+  // Destroyed, its memory reused: it no longer links back to its QJSEngine.
+  FakeV4::Put(here.engine(), internal::kQv4EnginePublicEngine, uintptr_t{0});
+  CaptureQmlStack(sps, 3, &raw);
+  EXPECT_EQ(raw.error, QmlReadError::kNoEngine);
+  EXPECT_EQ(raw.depth, 0);
 }
 
 TEST_F(QmlFramesTest, RegisteringChecksTheBackLinkAndKeepsReusedAddresses) {
@@ -248,7 +253,8 @@ TEST_F(QmlFramesTest, RegisteringChecksTheBackLinkAndKeepsReusedAddresses) {
   // The registry holds kMaxQmlEngines; a repeated address keeps its entry,
   // and more engines replace the oldest.
   SetQmlRuntimeForTesting(&v4.info());
-  for (int i = 0; i < 3 * kMaxQmlEngines; ++i) RegisterQmlEngineForTesting(v4.engine());
+  for (int i = 0; i < 3 * kMaxQmlEngines; ++i)
+    RegisterQmlEngineForTesting(v4.js_engine(), v4.engine());
   const std::vector<uintptr_t> f = v4.Unit("/app/a.qml", kHangFunctions);
   const uintptr_t stack = v4.Blob(1024);
   const uintptr_t sps[] = {stack, stack + 512, stack + 1024};
@@ -256,13 +262,14 @@ TEST_F(QmlFramesTest, RegisteringChecksTheBackLinkAndKeepsReusedAddresses) {
   std::vector<std::unique_ptr<FakeV4>> others;
   for (int i = 0; i < kMaxQmlEngines - 1; ++i) {
     others.push_back(std::make_unique<FakeV4>());
-    RegisterQmlEngineForTesting(others.back()->engine());
+    RegisterQmlEngineForTesting(others.back()->js_engine(), others.back()->engine());
   }
   RawQmlStack raw;
   CaptureQmlStack(sps, 3, &raw);
   EXPECT_EQ(raw.engine, v4.engine());  // Still registered: 16 entries.
   others.push_back(std::make_unique<FakeV4>());
-  RegisterQmlEngineForTesting(others.back()->engine());  // Replaces the oldest (v4's).
+  RegisterQmlEngineForTesting(others.back()->js_engine(),
+                              others.back()->engine());  // Replaces the oldest (v4's).
   CaptureQmlStack(sps, 3, &raw);
   EXPECT_EQ(raw.error, QmlReadError::kNoEngine);
 }
@@ -452,8 +459,8 @@ TEST_F(QmlFramesTest, ReadCost) {
   }
   v4.SetCurrent(frame);
   SetQmlRuntimeForTesting(&v4.info());
-  RegisterQmlEngineForTesting(idle.engine());
-  RegisterQmlEngineForTesting(v4.engine());
+  RegisterQmlEngineForTesting(idle.js_engine(), idle.engine());
+  RegisterQmlEngineForTesting(v4.js_engine(), v4.engine());
   RawQmlStack raw;
   constexpr int kRounds = 2000;
   auto start = std::chrono::steady_clock::now();

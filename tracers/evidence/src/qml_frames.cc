@@ -98,20 +98,38 @@ QmlReadError Fail(RawQmlStack* out, QmlReadError error) {
 // and the engine registry.
 QmlRuntimeInfo g_runtime;
 std::atomic<const QmlRuntimeInfo*> g_current{nullptr};
-std::atomic<uintptr_t> g_engines[kMaxQmlEngines];
+// Each entry: the engine, and its QJSEngine (its back link when registered,
+// 0 for WorkerScript engines), checked again at every capture: a destroyed
+// engine's memory, reused, no longer links back.
+struct EngineEntry {
+  std::atomic<uintptr_t> engine{0};
+  std::atomic<uintptr_t> js_engine{0};
+};
+EngineEntry g_engines[kMaxQmlEngines];
 std::atomic<unsigned> g_next_engine{0};
 
-void AddEngine(uintptr_t engine) {
-  for (std::atomic<uintptr_t>& slot : g_engines) {
-    if (slot.load(std::memory_order_acquire) == engine) return;  // Address reused: same entry.
+void AddEngine(uintptr_t js_engine, uintptr_t engine) {
+  for (EngineEntry& entry : g_engines) {
+    if (entry.engine.load(std::memory_order_acquire) == engine) {  // Address reused.
+      entry.js_engine.store(js_engine, std::memory_order_release);
+      return;
+    }
   }
-  for (std::atomic<uintptr_t>& slot : g_engines) {
+  EngineEntry* target = nullptr;
+  for (EngineEntry& entry : g_engines) {
     uintptr_t expected = 0;
-    if (slot.compare_exchange_strong(expected, engine, std::memory_order_acq_rel)) return;
+    if (entry.engine.compare_exchange_strong(expected, engine, std::memory_order_acq_rel)) {
+      target = &entry;
+      break;
+    }
   }
-  // Full: replace the entries in turn.
-  const unsigned victim = g_next_engine.fetch_add(1, std::memory_order_relaxed) % kMaxQmlEngines;
-  g_engines[victim].store(engine, std::memory_order_release);
+  if (target == nullptr) {
+    // Full: replace the entries in turn.
+    target = &g_engines[g_next_engine.fetch_add(1, std::memory_order_relaxed) % kMaxQmlEngines];
+    target->engine.store(engine, std::memory_order_release);
+  }
+  // A capture between the two stores sees a mismatched pair and skips it.
+  target->js_engine.store(js_engine, std::memory_order_release);
 }
 
 // The owner of the frame at `address` among the native frames whose stack
@@ -277,12 +295,15 @@ bool RegisterQmlEngine(uintptr_t js_engine, uintptr_t engine) {
       (frame != 0 && !Plausible(frame))) {
     return false;
   }
-  AddEngine(engine);
+  AddEngine(js_engine, engine);
   return true;
 }
 
 void SetQmlRuntimeForTesting(const QmlRuntimeInfo* runtime) {
-  for (std::atomic<uintptr_t>& slot : g_engines) slot.store(0, std::memory_order_relaxed);
+  for (EngineEntry& entry : g_engines) {
+    entry.engine.store(0, std::memory_order_relaxed);
+    entry.js_engine.store(0, std::memory_order_relaxed);
+  }
   g_next_engine.store(0, std::memory_order_relaxed);
   if (runtime == nullptr) {
     g_current.store(nullptr, std::memory_order_release);
@@ -292,7 +313,9 @@ void SetQmlRuntimeForTesting(const QmlRuntimeInfo* runtime) {
   g_current.store(&g_runtime, std::memory_order_release);
 }
 
-void RegisterQmlEngineForTesting(uintptr_t engine) { AddEngine(engine); }
+void RegisterQmlEngineForTesting(uintptr_t js_engine, uintptr_t engine) {
+  AddEngine(js_engine, engine);
+}
 
 QmlReadError ReadQmlStack(uintptr_t engine, const uintptr_t* stack_pointers, int depth,
                           RawQmlStack* out) {
@@ -357,10 +380,16 @@ void CaptureQmlStack(const uintptr_t* stack_pointers, int depth, RawQmlStack* ou
   uintptr_t best = 0;
   uintptr_t best_address = UINTPTR_MAX;
   bool any = false;
-  for (const std::atomic<uintptr_t>& slot : g_engines) {
-    const uintptr_t engine = slot.load(std::memory_order_acquire);
+  for (const EngineEntry& entry : g_engines) {
+    const uintptr_t engine = entry.engine.load(std::memory_order_acquire);
     if (engine == 0) continue;
     any = true;
+    // Still the engine registered: it links back to its QJSEngine.
+    uintptr_t public_engine = 0;
+    if (!Read(engine + kQv4EnginePublicEngine, &public_engine, sizeof(public_engine)) ||
+        public_engine != entry.js_engine.load(std::memory_order_acquire)) {
+      continue;
+    }
     uintptr_t frame = 0;
     if (!Read(engine + kQv4EngineCurrentStackFrame, &frame, sizeof(frame))) continue;
     // Generator frames live on the heap: try a few parents.

@@ -144,8 +144,8 @@ bool RegisterQmlEngine(uintptr_t js_engine, uintptr_t engine);
 // Tests: `runtime` becomes the current runtime (nullptr: none), and the
 // registry is emptied. Not while captures run.
 void SetQmlRuntimeForTesting(const QmlRuntimeInfo* runtime);
-// Tests: adds `engine` to the registry without probing it.
-void RegisterQmlEngineForTesting(uintptr_t engine);
+// Tests: adds `engine` of `js_engine` to the registry without probing it.
+void RegisterQmlEngineForTesting(uintptr_t js_engine, uintptr_t engine);
 
 // ReadQmlStack()
 //
@@ -164,7 +164,9 @@ QmlReadError ReadQmlStack(uintptr_t engine, const uintptr_t* stack_pointers, int
 // CaptureQmlStack()
 //
 // What the capture handler calls, on the interrupted thread: among the
-// registered engines, the one whose chain (its first 8 frames) reaches the
+// registered engines that still link back to their QJSEngine (a destroyed
+// engine's memory, reused, does not), the one whose chain (its first 8
+// frames) reaches the
 // thread's stack, [stack_pointers[0], stack_pointers[0] + 64 MiB), nearest
 // to the interrupted stack pointer, is read with ReadQmlStack(). An engine
 // created on this thread but running on another one is therefore not read
