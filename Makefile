@@ -11,6 +11,11 @@ PACKAGES += mesa-utils gtk-3-examples
 PACKAGES += qt6-base-dev
 # tests/agent renderer_e2e_test: Qt Quick (qml runtime), GTK 4, an SDL 2 GL game
 PACKAGES += qml-qt6 qml6-module-qtquick qml6-module-qtquick-window qml6-module-qtqml-workerscript
+# tests/agent qml_program_e2e_test: the QtQml types (Timer) the qml runtime loads
+# (QML frames, docs/stacks.md).
+PACKAGES += qml6-module-qtqml qml6-module-qtqml-models
+# QML frames: Qt 6.4.2's private headers for tracers_qv4_642_layout_check.
+PACKAGES += qt6-declarative-private-dev
 PACKAGES += gtk-4-examples chromium-bsu
 # tests/agent vulkan_e2e_test: vkcube on Mesa's software Vulkan driver (lavapipe),
 # and vulkan_target (built with the Vulkan and XCB headers, links neither Vulkan nor GL).

@@ -83,6 +83,20 @@ TEST_F(StackKeyTest, SystemLibrariesToolkitsAndRuntimes_AreSkipped) {
   EXPECT_FALSE(IsSystemOrRuntimeFrame("[jit]", "busyLoop", "/home/dev/app/server.js"));
 }
 
+TEST_F(StackKeyTest, QmlFrames_QtsOwnQmlIsRuntimeTheProgramsIsNot) {
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(
+      "[qml]", "clicked", "/usr/lib/x86_64-linux-gnu/qt6/qml/QtQuick/Controls/Basic/Button.qml"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame(
+      "[qml]", "open", "qrc:/qt-project.org/imports/QtQuick/Dialogs/quickimpl/qml/FileDialog.qml"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("[qml]", "<anonymous>", ""));  // No file: the engine's.
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("[qml]", "busy", "/home/dev/app/main.qml"));
+  EXPECT_FALSE(IsSystemOrRuntimeFrame("[qml]", "load", "qrc:/app/Loader.js"));
+  // Qt's libraries and the qml runtime are system frames around them.
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("/usr/lib/x86_64-linux-gnu/libQt6Qml.so.6",
+                                     "QV4::Runtime::CallQmlContextPropertyLookup::call"));
+  EXPECT_TRUE(IsSystemOrRuntimeFrame("/usr/lib/qt6/bin/qml", ""));
+}
+
 TEST_F(StackKeyTest, KeyIsTheInnermostFrameOfTheProgram) {
   // A Python program: interpreter frames around the Python functions.
   const SymbolizedStack python = Stack({

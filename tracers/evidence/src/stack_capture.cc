@@ -72,7 +72,9 @@ struct Slot {
   bool exact_top_pc = false;
   int64_t captured_at_ns = 0;
   uintptr_t pcs[kSlotCapacity] = {};
+  uintptr_t sps[kSlotCapacity] = {};  // Each frame's stack pointer (where its locals are).
   RawPythonStack python;  // python_frames.h
+  RawQmlStack qml;        // qml_frames.h
 };
 
 Slot g_slots[kSlotCount];
@@ -108,6 +110,8 @@ struct UnwindState {
   // whether its pc is the interrupted instruction itself.
   uintptr_t last_fp = 0;
   bool last_ip_before_instruction = false;
+  // When set, each frame's stack pointer (its callee's CFA), beside pcs.
+  uintptr_t* sps = nullptr;
 };
 
 _Unwind_Reason_Code UnwindCallback(_Unwind_Context* context, void* arg) {
@@ -129,6 +133,9 @@ _Unwind_Reason_Code UnwindCallback(_Unwind_Context* context, void* arg) {
   state->last_fp = _Unwind_GetGR(context, 29);  // x29.
 #endif
   state->last_ip_before_instruction = ip_before_instruction != 0;
+  // The CFA the unwinder reports here is the callee's: this frame's stack
+  // pointer at its call.
+  if (state->sps != nullptr) state->sps[state->depth] = _Unwind_GetCFA(context);
   state->pcs[state->depth++] = ip;
   return _URC_NO_REASON;
 }
@@ -165,6 +172,7 @@ void WalkFramePointers(UnwindState* state, uintptr_t fp, uintptr_t stack_low) {
       state->truncated = true;
       break;
     }
+    if (state->sps != nullptr) state->sps[state->depth] = fp + 2 * sizeof(uintptr_t);
     state->pcs[state->depth++] = return_address;
     low = fp + 2 * sizeof(uintptr_t);
     fp = next_fp;
@@ -222,6 +230,7 @@ uintptr_t InterruptedSp(void* ucontext) {
 ABSL_ATTRIBUTE_NOINLINE void UnwindIntoSlot(Slot* slot, uintptr_t interrupted_pc,
                                             uintptr_t interrupted_sp) {
   UnwindState state{slot->pcs, kSlotCapacity, 0, false, -1};
+  state.sps = slot->sps;
   _Unwind_Backtrace(&UnwindCallback, &state);
   ContinueWithoutUnwindInfo(&state, interrupted_sp);
   // The stack above the interrupted frame is ours: UnwindIntoSlot,
@@ -283,6 +292,7 @@ void HandleSignal(int signal_number, siginfo_t* info, void* ucontext) {
     slot.tid = GetTid();
     UnwindIntoSlot(&slot, InterruptedPc(ucontext), InterruptedSp(ucontext));
     CapturePythonStack(slot.tid, &slot.python);
+    CaptureQmlStack(slot.sps + slot.first, slot.depth - slot.first, &slot.qml);
     slot.captured_at_ns = MonotonicNow().ToNanoseconds();
     slot.state.store(MakeState(generation, kDone), std::memory_order_release);
     slot.futex.fetch_add(1, std::memory_order_release);
@@ -311,6 +321,7 @@ void CopyOut(const Slot& slot, RawStack* out) {
   out->captured_at = TimeTicks::FromNanoseconds(slot.captured_at_ns);
   std::copy_n(slot.pcs + slot.first, depth, out->pcs.begin());
   out->python = slot.python;
+  out->qml = slot.qml;
 }
 
 void ResetStack(RawStack* out, pid_t tid) {
@@ -321,6 +332,8 @@ void ResetStack(RawStack* out, pid_t tid) {
   out->captured_at = TimeTicks();
   out->python.depth = 0;
   out->python.error = PythonReadError::kNoRuntime;
+  out->qml.depth = 0;
+  out->qml.error = QmlReadError::kNoRuntime;
 }
 
 // Why a thread did not answer, for the error message.
@@ -401,7 +414,9 @@ absl::Status StackCapturer::InstallLocked(int signal_number) {
 ABSL_ATTRIBUTE_NOINLINE void StackCapturer::CaptureCurrentThread(RawStack* out,
                                                                  int skip_frames) {
   uintptr_t pcs[kMaxStackFrames + 1];
+  uintptr_t sps[kMaxStackFrames + 1];
   UnwindState state{pcs, kMaxStackFrames + 1, 0, false, -1};
+  state.sps = sps;
   _Unwind_Backtrace(&UnwindCallback, &state);
   ContinueWithoutUnwindInfo(&state, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   // pcs[0] is this function; the caller starts at 1.
@@ -415,6 +430,7 @@ ABSL_ATTRIBUTE_NOINLINE void StackCapturer::CaptureCurrentThread(RawStack* out,
   out->captured_at = MonotonicNow();
   std::copy_n(pcs + first, depth, out->pcs.begin());
   CapturePythonStack(out->tid, &out->python);
+  CaptureQmlStack(sps + first, state.depth - first, &out->qml);
 }
 
 ABSL_ATTRIBUTE_NOINLINE absl::Status StackCapturer::Capture(const ThreadHandle& thread,

@@ -1,12 +1,14 @@
 #include "matrix/trace/stack_capture.h"
 
 // Stack capture, part 2 of 2: a captured RawStack symbolized and formatted
-// (SymbolizeStack with its Python frames interleaved, SymbolizedStack::ToString,
+// (SymbolizeStack with its Python and QML frames interleaved, SymbolizedStack::ToString,
 // FormatThreadStacks). The
 // capture itself (the signal, the unwind, the frame-pointer walk) is in
 // stack_capture.cc.
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "matrix/trace/proc_stats.h"
 #include "matrix/trace/python_frames.h"
+#include "matrix/trace/qml_frames.h"
 
 namespace matrix {
 
@@ -43,7 +46,80 @@ void AppendResolved(const PythonRuntimeInfo& runtime, const RawPythonFrame* begi
   }
 }
 
+// A frame of the V4 engine running a JS frame: libQt6Qml's (VME::exec and
+// VME::interpret are hidden symbols, named by the module only), or JIT code
+// (no module).
+bool IsQmlEngineFrame(const StackFrame& frame) {
+  const std::string& module = frame.symbol.module;
+  if (module.empty()) return true;
+  const size_t slash = module.rfind('/');
+  return std::string_view(module)
+      .substr(slash == std::string::npos ? 0 : slash + 1)
+      .starts_with("libQt6Qml.so");
+}
+
+// Names `frame` `name` when it is an unnamed libQt6Qml frame.
+void NameEngineFrame(const char* name, StackFrame* frame) {
+  if (frame->symbol.function.empty() && !frame->symbol.module.empty() && IsQmlEngineFrame(*frame)) {
+    frame->symbol.function = name;
+    frame->symbol.function_offset = 0;
+  }
+}
+
+StackFrame ResolvedQmlFrame(const QmlRuntimeInfo& runtime, uintptr_t engine,
+                            const RawQmlFrame& raw) {
+  StackFrame frame;
+  frame.pc = raw.function;
+  frame.symbol.module = kQmlFrameModule;
+  absl::StatusOr<QmlFrameInfo> info = ResolveQmlFrame(runtime, engine, raw);
+  if (info.ok()) {
+    frame.symbol.function = std::move(info->function);
+    frame.symbol.file = std::move(info->file);
+    frame.symbol.line = info->line;
+  }
+  return frame;
+}
+
 }  // namespace
+
+void InterleaveQmlFrames(const QmlRuntimeInfo& runtime, const RawQmlStack& qml, int dropped,
+                         std::vector<StackFrame>* frames) {
+  if (qml.depth <= 0) return;
+  const int n = static_cast<int>(frames->size());
+  const int depth = std::min(qml.depth, kMaxQmlFrames);
+  // Where each JS frame goes: before native frame at[j] (n: at the end).
+  std::vector<int> at(static_cast<size_t>(depth), n);
+  int outer = n;  // The position of the outer neighbour.
+  for (int j = depth - 1; j >= 0; --j) {
+    const int owner = qml.frames[static_cast<size_t>(j)].owner - dropped;
+    int position = outer;
+    if (qml.frames[static_cast<size_t>(j)].owner >= 0 && owner >= 0 && owner < n) {
+      position = owner - 1;
+      if (owner >= 2 && IsQmlEngineFrame((*frames)[static_cast<size_t>(owner - 1)]) &&
+          IsQmlEngineFrame((*frames)[static_cast<size_t>(owner - 2)])) {
+        position = owner - 2;
+        // The owner called VME::exec, which runs the interpreter (or JIT
+        // code): hidden symbols of libQt6Qml, named here from their place so
+        // that captures compare them by name, not by return address.
+        NameEngineFrame("QV4::Moth::VME::exec", &(*frames)[static_cast<size_t>(owner - 1)]);
+        NameEngineFrame("QV4::Moth::VME::interpret", &(*frames)[static_cast<size_t>(owner - 2)]);
+      }
+      position = std::clamp(position, 0, outer);  // Inner frames stay inside outer ones.
+    }
+    at[static_cast<size_t>(j)] = position;
+    outer = position;
+  }
+  std::vector<StackFrame> merged;
+  merged.reserve(frames->size() + static_cast<size_t>(depth));
+  int j = 0;
+  for (int i = 0; i <= n; ++i) {
+    for (; j < depth && at[static_cast<size_t>(j)] == i; ++j) {
+      merged.push_back(ResolvedQmlFrame(runtime, qml.engine, qml.frames[static_cast<size_t>(j)]));
+    }
+    if (i < n) merged.push_back(std::move((*frames)[static_cast<size_t>(i)]));
+  }
+  *frames = std::move(merged);
+}
 
 void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
                             std::vector<StackFrame>* frames) {
@@ -103,6 +179,7 @@ SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
     }
     result.frames.push_back(std::move(frame));
   }
+  size_t dropped = 0;
   if (!stack.exact_top_pc) {
     // ThreadSanitizer runs a deferred handler from its runtime (at the
     // thread's next intercepted call or atomic operation), so the stack
@@ -111,7 +188,12 @@ SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
                              [](const StackFrame& frame) {
                                return !IsSanitizerRuntimeFunction(frame.symbol.function);
                              });
+    dropped = static_cast<size_t>(user - result.frames.begin());
     result.frames.erase(result.frames.begin(), user);
+  }
+  // QML frames first: their owners index the native frames.
+  if (const QmlRuntimeInfo* qml = CurrentQmlRuntime(); qml != nullptr && stack.qml.depth > 0) {
+    InterleaveQmlFrames(*qml, stack.qml, static_cast<int>(dropped), &result.frames);
   }
   if (const PythonRuntimeInfo* python = CurrentPythonRuntime();
       python != nullptr && stack.python.depth > 0) {
@@ -127,9 +209,10 @@ std::string SymbolizedStack::ToString() const {
     const SymbolInfo& symbol = frame.symbol;
     std::string module = symbol.module.substr(symbol.module.rfind('/') + 1);
     absl::StrAppendFormat(&text, "#%-2d 0x%016x ", i, frame.pc);
-    if (symbol.module == kPythonFrameModule) {  // "qualname ([python])"
-      absl::StrAppend(&text, symbol.function.empty() ? "??" : symbol.function, " (",
-                      kPythonFrameModule, ")\n");
+    if (symbol.module == kPythonFrameModule || symbol.module == kQmlFrameModule) {
+      // "qualname ([python])", "function ([qml])"
+      absl::StrAppend(&text, symbol.function.empty() ? "??" : symbol.function, " (", symbol.module,
+                      ")\n");
     } else if (!symbol.function.empty() && !module.empty()) {
       absl::StrAppendFormat(&text, "%s+0x%x (%s)\n", symbol.function, symbol.function_offset,
                             module);

@@ -102,6 +102,15 @@ bool IsPythonLibraryFile(std::string_view file) {
   return false;
 }
 
+// Whether `file` is QML of Qt's own modules (QtQuick.Controls, Dialogs, ...):
+// installed under a qt6/qml/ (or qt5/qml/) folder, or compiled into Qt's
+// libraries under qrc:/qt-project.org/.
+bool IsQtQmlModuleFile(std::string_view file) {
+  return file.starts_with("qrc:/qt-project.org/") ||
+         file.find("/qt6/qml/") != std::string_view::npos ||
+         file.find("/qt5/qml/") != std::string_view::npos;
+}
+
 std::string_view BaseName(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
@@ -181,6 +190,7 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view fn, std::s
       if (file.starts_with(prefix)) return true;
     }
     if (module == "[python]" && IsPythonLibraryFile(file)) return true;
+    if (module == "[qml]" && IsQtQmlModuleFile(file)) return true;
   } else {
     if (IsSystemLibrary(module)) return true;
     const std::string_view base = BaseName(module);

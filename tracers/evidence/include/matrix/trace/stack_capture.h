@@ -15,7 +15,9 @@
 // waits with a bounded timeout. A handler that runs after its capture gave up
 // finds the slot no longer waiting for its token and writes nothing. In a
 // CPython 3.11/3.12 process the handler also reads the thread's Python frame
-// chain, which SymbolizeStack() interleaves (python_frames.h). See
+// chain, and in a Qt 6.4.2 QML process the V4 engine's JavaScript frame chain
+// with each frame's place on the native stack; SymbolizeStack() interleaves
+// them (python_frames.h, qml_frames.h). See
 // docs/stacks.md for the design, the cost (30-60 us of wall time and about
 // 6 us of the capturing thread's CPU per capture; about 6 us of the target's
 // CPU for a 40-frame stack) and what the monitored binary needs.
@@ -57,6 +59,7 @@
 #include "matrix/core/thread_handle.h"
 #include "matrix/core/time_ticks.h"
 #include "matrix/trace/python_frames.h"
+#include "matrix/trace/qml_frames.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
@@ -68,8 +71,8 @@ inline constexpr int kMaxStackFrames = 128;
 // RawStack
 //
 // A captured stack as program counters, innermost frame first, in fixed
-// storage (no allocation, about 1.8 KiB with the Python chain). frames[0] is
-// the exact interrupted instruction when `exact_top_pc` is set (a signal
+// storage (no allocation, about 2.6 KiB with the Python and QML chains).
+// frames[0] is the exact interrupted instruction when `exact_top_pc` is set (a signal
 // capture); every other entry is a return address, i.e. the instruction
 // after a call.
 struct RawStack {
@@ -82,6 +85,10 @@ struct RawStack {
   // The CPython frame chain of the thread at the same instant, when it runs
   // a supported CPython (python_frames.h); SymbolizeStack() interleaves it.
   RawPythonStack python;
+  // The V4 engine's JavaScript frame chain of the thread at the same instant,
+  // when a registered Qt 6.4.2 engine runs on it (qml_frames.h); each
+  // frame's owner indexes pcs. SymbolizeStack() interleaves it.
+  RawQmlStack qml;
 
   absl::Span<const uintptr_t> frames() const {
     return absl::Span<const uintptr_t>(pcs.data(), static_cast<size_t>(depth));
@@ -261,6 +268,20 @@ class StackCapturer {
 // become placeholders; incomplete frames are dropped. Any thread.
 void InterleavePythonFrames(const PythonRuntimeInfo& runtime, const RawPythonStack& python,
                             std::vector<StackFrame>* frames);
+
+// InterleaveQmlFrames()
+//
+// Resolves `qml` and puts each frame just inside the engine frames that run
+// it: a frame whose owner (the native frame that called the interpreter) is
+// frames[o] goes before frames[o - 2] when frames[o - 1] and frames[o - 2]
+// are both engine frames (libQt6Qml, or code without a module: the
+// interpreter, or JIT code, under VME::exec), else before frames[o - 1].
+// `dropped` native frames were removed from the front of `frames` since the
+// capture (owners count from the capture). A frame with no owner on the
+// stack goes next to its outer neighbour; outermost frames with none go to
+// the end. Frames that fail validation become placeholders. Any thread.
+void InterleaveQmlFrames(const QmlRuntimeInfo& runtime, const RawQmlStack& qml, int dropped,
+                         std::vector<StackFrame>* frames);
 
 }  // namespace matrix
 
