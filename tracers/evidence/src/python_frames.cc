@@ -21,6 +21,10 @@
 namespace matrix {
 namespace {
 
+using internal::ChainWalk;
+using internal::Field;
+using internal::PlausiblePointer;
+
 // The struct offsets of one CPython minor version (x86-64).
 struct Layout {
   size_t runtime_interpreters_head;
@@ -147,15 +151,6 @@ constexpr int kMaxLine = 1 << 24;
 constexpr int64_t kMaxQualname = 1024;
 constexpr int64_t kMaxFilename = 4096;
 
-// A user-space, 8-aligned, non-null pointer (x86-64 / aarch64 48-bit user space).
-bool PlausiblePointer(uintptr_t p) { return p >= 4096 && p < (uintptr_t{1} << 47) && (p & 7) == 0; }
-
-template <typename T>
-T Field(const unsigned char* buffer, size_t offset) {
-  T value;
-  memcpy(&value, buffer + offset, sizeof(T));
-  return value;
-}
 
 // process_vm_readv on our own pid: EFAULT, not SIGSEGV, for unmapped memory.
 class Reader {
@@ -478,21 +473,16 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, Raw
   }
   ScopedPageCache cache;  // The chain is the calling thread's: it is not changing.
   // Frames visited, shims included (3.12 links one per eval call).
-  constexpr int kMaxSteps = 2 * kMaxPythonFrames;
-  uintptr_t seen[kMaxSteps];
-  int steps = 0;
+  ChainWalk<2 * kMaxPythonFrames> walk;
   int depth = 0;
   bool truncated = false;
   while (frame != 0) {
-    if (depth == kMaxPythonFrames || steps == kMaxSteps) {
+    if (depth == kMaxPythonFrames || walk.full()) {
       truncated = true;
       break;
     }
     if (!PlausiblePointer(frame)) return Fail(out, PythonReadError::kBadPointer);
-    for (int i = 0; i < steps; ++i) {
-      if (seen[i] == frame) return Fail(out, PythonReadError::kCycle);
-    }
-    seen[steps++] = frame;
+    if (!walk.Visit(frame)) return Fail(out, PythonReadError::kCycle);
     unsigned char fields[kMaxStructRead];
     if (!cache.Read(reader, frame, fields, layout.frame_read_size)) {
       return Fail(out, PythonReadError::kFault);

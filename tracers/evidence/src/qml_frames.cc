@@ -57,6 +57,9 @@ using internal::kQv4UnitReadSize;
 using internal::kQv4UnitRefCountBefore;
 using internal::kQv4UnitVptrBefore;
 using internal::kQv4UnitVtableSymbol;
+using internal::ChainWalk;
+using internal::Field;
+using internal::PlausiblePointer;
 using internal::SafeRead;
 
 // The library whose layout qv4_642_layout.h describes, by its real file name.
@@ -71,17 +74,7 @@ constexpr int64_t kMaxFile = 4096;
 constexpr uint32_t kMaxUnitSize = uint32_t{1} << 30;
 constexpr uint32_t kMaxLine = (uint32_t{1} << 20) - 1;  // The width of Function::location's line.
 
-// A user-space, `align`-aligned, non-null pointer (48-bit user space).
-bool Plausible(uintptr_t p, uintptr_t align = 8) {
-  return p >= 4096 && p < (uintptr_t{1} << 47) && (p & (align - 1)) == 0;
-}
-
-template <typename T>
-T Field(const unsigned char* buffer, size_t offset) {
-  T value;
-  memcpy(&value, buffer + offset, sizeof(T));
-  return value;
-}
+bool Plausible(uintptr_t p, uintptr_t align = 8) { return PlausiblePointer(p, align); }
 
 bool Read(uintptr_t address, void* out, size_t size) {
   return SafeRead(getpid(), address, out, size);
@@ -325,20 +318,16 @@ QmlReadError ReadQmlStack(uintptr_t engine, const uintptr_t* stack_pointers, int
   if (!Read(engine + kQv4EngineCurrentStackFrame, &frame, sizeof(frame))) {
     return Fail(out, QmlReadError::kFault);
   }
-  uintptr_t seen[kMaxSteps];
-  int steps = 0;
+  ChainWalk<kMaxSteps> walk;
   int kept = 0;
   bool truncated = false;
   while (frame != 0) {
-    if (kept == kMaxQmlFrames || steps == kMaxSteps) {
+    if (kept == kMaxQmlFrames || walk.full()) {
       truncated = true;
       break;
     }
     if (!Plausible(frame)) return Fail(out, QmlReadError::kBadPointer);
-    for (int i = 0; i < steps; ++i) {
-      if (seen[i] == frame) return Fail(out, QmlReadError::kCycle);
-    }
-    seen[steps++] = frame;
+    if (!walk.Visit(frame)) return Fail(out, QmlReadError::kCycle);
     unsigned char fields[kQv4FrameReadSize];
     if (!Read(frame, fields, sizeof(fields))) return Fail(out, QmlReadError::kFault);
     const uintptr_t function = Field<uintptr_t>(fields, kQv4FrameFunction);
