@@ -464,7 +464,8 @@ std::string RenderHtmlReport(const ReadResult& read,
     for (size_t i = 0; i < reports.size(); ++i) {
       const proto::FrameReport& f = reports[i]->issue.frame();
       absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
-                      ",\"fps\":", HasFrameRate(f) ? JsonNumber(f.fps()) : "null", ",\"frames\":", f.frames(),
+                      ",\"fps\":", HasFrameRate(f) ? JsonNumber(f.fps()) : "null",
+                      ",\"frames\":", f.frames(),
                       ",\"dropped\":", f.dropped_frames(),
                       ",\"window_ms\":", JsonNumber(f.window_ms()),
                       ",\"refresh\":", JsonNumber(f.refresh_rate()),

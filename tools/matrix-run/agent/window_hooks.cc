@@ -134,7 +134,8 @@ MATRIX_AGENT_EXPORT ma::XcbCookie xcb_map_window(void* connection, uint32_t wind
 }
 
 MATRIX_AGENT_EXPORT ma::XcbCookie xcb_map_window_checked(void* connection, uint32_t window) {
-  ma::XcbMapFn real = ma::ResolveIn(ma::g_xcb_map_window_checked, ma::kXcb, "xcb_map_window_checked");
+  ma::XcbMapFn real =
+      ma::ResolveIn(ma::g_xcb_map_window_checked, ma::kXcb, "xcb_map_window_checked");
   const ma::XcbCookie cookie = real(connection, window);
   ma::AfterXcbMap(connection, window);
   return cookie;
