@@ -257,6 +257,15 @@ struct Session {
 };
 Session* g_session = nullptr;  // Leaked on purpose: alive until exit.
 
+// This dispatch draws a frame (one per dispatch: the caller checks and
+// sets nothing else): it counts from the dispatch's begin, its traversal
+// phase from `traversal`. Main thread, in a dispatch.
+void MarkDispatchFrame(Session& s, TimeTicks traversal) {
+  s.frame_marked = true;
+  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
+  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, traversal);
+}
+
 const char* ProgramName() { return program_invocation_short_name; }
 
 void Log(const std::string& line) {
@@ -411,9 +420,7 @@ int OnGtk2Expose(void*, unsigned, const void*, void*) {
   // animation at the refresh rate keeps every frame despite its jitter.
   if (s.frames > 0 && s.rate.IntervalsIn(4 * (s.dispatch_begin - s.last_paint)) < 3) return 1;
   s.last_paint = s.dispatch_begin;
-  s.frame_marked = true;
-  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
-  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.looper->clock()->NowTicks());
+  MarkDispatchFrame(s, s.looper->clock()->NowTicks());
   return 1;  // Stay installed.
 }
 
@@ -445,9 +452,7 @@ void OnGtkBeforePaint(void*, void*) {
   if (!pthread_equal(pthread_self(), g_main_thread)) return;
   Session& s = *g_session;
   if (!s.in_dispatch || s.frame_marked) return;
-  s.frame_marked = true;
-  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
-  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.looper->clock()->NowTicks());
+  MarkDispatchFrame(s, s.looper->clock()->NowTicks());
 }
 
 void OnGtkAfterPaint(void*, void*) {
@@ -609,9 +614,7 @@ inline void DispatchBegin(TimeTicks now, const char* label) {
 inline void MarkOffThreadFrame() {
   Session& s = *g_session;
   if (TakeOffThreadPresents() == 0 || !s.config.frames || s.frame_marked) return;
-  s.frame_marked = true;
-  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
-  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.dispatch_begin);
+  MarkDispatchFrame(s, s.dispatch_begin);
 }
 
 // The main thread is about to block: the dispatch in progress ends.
@@ -668,9 +671,7 @@ inline void SwapEnter(uintptr_t frame) {
   const TimeTicks now = s.looper->clock()->NowTicks();
   if (!s.in_dispatch) DispatchBegin(now, "matrix-run:frame");
   if (s.config.frames && !s.frame_marked) {
-    s.frame_marked = true;
-    s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
-    s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.dispatch_begin);
+    MarkDispatchFrame(s, s.dispatch_begin);
     s.ui->MarkPhase(UIThreadMonitor::Phase::kCommit, now);
   }
   s.in_swap = true;

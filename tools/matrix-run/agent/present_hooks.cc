@@ -203,18 +203,19 @@ bool IsSwapName(const char* name) {
          std::strcmp(name, "eglSwapBuffersWithDamageKHR") == 0;
 }
 
-bool RendererLoaded() {
-  static constexpr const char* kLibraries[] = {
-      "libgtk-4.so.1", "libSDL2-2.0.so.0", "libQt6Quick.so.6", "libQt5Quick.so.5",
-      "libvulkan.so.1",
-  };
-  for (const char* library : kLibraries) {
+bool AnyLibraryLoaded(std::initializer_list<const char*> libraries) {
+  for (const char* library : libraries) {
     if (void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
       dlclose(handle);  // RTLD_NOLOAD took a reference; the program keeps its own.
       return true;
     }
   }
   return false;
+}
+
+bool RendererLoaded() {
+  return AnyLibraryLoaded({"libgtk-4.so.1", "libSDL2-2.0.so.0", "libQt6Quick.so.6",
+                           "libQt5Quick.so.5", "libvulkan.so.1"});
 }
 
 void CountOffThreadPresent() { g_off_thread_presents.fetch_add(1, std::memory_order_relaxed); }

@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 
 namespace matrix::agent {
 
@@ -70,6 +71,10 @@ bool IsSwapName(const char* name);
 void* RecordRealSwap(const char* name, void* real);
 // The same for the eglSwapBuffersWithDamage{EXT,KHR} names (present_hooks.cc).
 void* RecordDamageSwap(const char* name, void* real);
+
+// Whether any of `libraries` (sonames) is loaded: one dlopen(RTLD_NOLOAD)
+// each until one is. Any thread.
+bool AnyLibraryLoaded(std::initializer_list<const char*> libraries);
 
 // A renderer library whose programs draw is loaded (GTK 4, SDL 2, Qt Quick 5
 // or 6, the Vulkan loader libvulkan.so.1): the program registers as a frame source, so its

@@ -6,22 +6,12 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "present_hooks.h"  // Resolve
+#include "present_hooks.h"  // AnyLibraryLoaded, RealDlsym, Resolve
 
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace matrix::agent {
 namespace {
-
-bool AnyLoaded(const char* const* libraries, int n) {
-  for (int i = 0; i < n; ++i) {
-    if (void* handle = dlopen(libraries[i], RTLD_NOW | RTLD_NOLOAD)) {
-      dlclose(handle);  // RTLD_NOLOAD took a reference; the program keeps its own.
-      return true;
-    }
-  }
-  return false;
-}
 
 // Xlib and libxcb, declared here: the agent links neither.
 using XMapFn = int (*)(void*, unsigned long);
@@ -103,9 +93,7 @@ void AfterXcbMap(void* connection, uint32_t window) {
 }  // namespace
 
 bool DisplayClientLoaded() {
-  static constexpr const char* kLibraries[] = {"libX11.so.6", "libxcb.so.1",
-                                               "libwayland-client.so.0"};
-  return AnyLoaded(kLibraries, sizeof(kLibraries) / sizeof(kLibraries[0]));
+  return AnyLibraryLoaded({"libX11.so.6", "libxcb.so.1", "libwayland-client.so.0"});
 }
 
 }  // namespace matrix::agent

@@ -74,7 +74,6 @@ constexpr int64_t kMaxFile = 4096;
 constexpr uint32_t kMaxUnitSize = uint32_t{1} << 30;
 constexpr uint32_t kMaxLine = (uint32_t{1} << 20) - 1;  // The width of Function::location's line.
 
-bool Plausible(uintptr_t p, uintptr_t align = 8) { return PlausiblePointer(p, align); }
 
 bool Read(uintptr_t address, void* out, size_t size) {
   return SafeRead(getpid(), address, out, size);
@@ -158,7 +157,7 @@ void AppendUtf8(uint32_t c, std::string* out) {
 absl::StatusOr<std::string> ReadUtf16(uintptr_t chars, int64_t length, int64_t max_length) {
   if (length < 0 || length > max_length) return absl::DataLossError("string length out of range");
   if (length == 0) return std::string();
-  if (!Plausible(chars, 2)) return absl::DataLossError("bad string pointer");
+  if (!PlausiblePointer(chars, 2)) return absl::DataLossError("bad string pointer");
   std::u16string raw(static_cast<size_t>(length), u'\0');
   if (!Read(chars, raw.data(), raw.size() * 2)) return absl::DataLossError("string unreadable");
   std::string utf8;
@@ -257,7 +256,7 @@ const QmlRuntimeInfo* CurrentQmlRuntime() { return g_current.load(std::memory_or
 
 uintptr_t QmlEngineOf(uintptr_t js_engine) {
   uintptr_t engine = 0;
-  if (!Plausible(js_engine) || !Read(js_engine + kQv4JsEngineV4Engine, &engine, sizeof(engine))) {
+  if (!PlausiblePointer(js_engine) || !Read(js_engine + kQv4JsEngineV4Engine, &engine, sizeof(engine))) {
     return 0;
   }
   return engine;
@@ -277,7 +276,7 @@ bool RegisterQmlEngine(uintptr_t js_engine, uintptr_t engine) {
       }
     }
   }
-  if (CurrentQmlRuntime() == nullptr || !Plausible(engine)) return false;
+  if (CurrentQmlRuntime() == nullptr || !PlausiblePointer(engine)) return false;
   // The layout probe: the engine's back link to its QJSEngine, and a
   // readable current frame pointer.
   uintptr_t public_engine = 1;
@@ -285,7 +284,7 @@ bool RegisterQmlEngine(uintptr_t js_engine, uintptr_t engine) {
   if (!Read(engine + kQv4EnginePublicEngine, &public_engine, sizeof(public_engine)) ||
       public_engine != js_engine ||
       !Read(engine + kQv4EngineCurrentStackFrame, &frame, sizeof(frame)) ||
-      (frame != 0 && !Plausible(frame))) {
+      (frame != 0 && !PlausiblePointer(frame))) {
     return false;
   }
   AddEngine(js_engine, engine);
@@ -313,7 +312,7 @@ void RegisterQmlEngineForTesting(uintptr_t js_engine, uintptr_t engine) {
 QmlReadError ReadQmlStack(uintptr_t engine, const uintptr_t* stack_pointers, int depth,
                           RawQmlStack* out) {
   out->engine = engine;
-  if (!Plausible(engine)) return Fail(out, QmlReadError::kBadPointer);
+  if (!PlausiblePointer(engine)) return Fail(out, QmlReadError::kBadPointer);
   uintptr_t frame = 0;
   if (!Read(engine + kQv4EngineCurrentStackFrame, &frame, sizeof(frame))) {
     return Fail(out, QmlReadError::kFault);
@@ -326,14 +325,14 @@ QmlReadError ReadQmlStack(uintptr_t engine, const uintptr_t* stack_pointers, int
       truncated = true;
       break;
     }
-    if (!Plausible(frame)) return Fail(out, QmlReadError::kBadPointer);
+    if (!PlausiblePointer(frame)) return Fail(out, QmlReadError::kBadPointer);
     if (!walk.Visit(frame)) return Fail(out, QmlReadError::kCycle);
     unsigned char fields[kQv4FrameReadSize];
     if (!Read(frame, fields, sizeof(fields))) return Fail(out, QmlReadError::kFault);
     const uintptr_t function = Field<uintptr_t>(fields, kQv4FrameFunction);
     const int32_t ip = Field<int32_t>(fields, kQv4FrameInstructionPointer);
     const uint8_t kind = fields[kQv4FrameKind];
-    if (kind > 1 || (function != 0 && !Plausible(function))) {
+    if (kind > 1 || (function != 0 && !PlausiblePointer(function))) {
       return Fail(out, QmlReadError::kBadPointer);
     }
     const uintptr_t address = frame;
@@ -382,7 +381,7 @@ void CaptureQmlStack(const uintptr_t* stack_pointers, int depth, RawQmlStack* ou
     uintptr_t frame = 0;
     if (!Read(engine + kQv4EngineCurrentStackFrame, &frame, sizeof(frame))) continue;
     // Generator frames live on the heap: try a few parents.
-    for (int i = 0; i < kEngineProbeFrames && Plausible(frame); ++i) {
+    for (int i = 0; i < kEngineProbeFrames && PlausiblePointer(frame); ++i) {
       if (frame >= low && frame < high) {
         if (frame < best_address) {
           best = engine;
@@ -402,14 +401,14 @@ void CaptureQmlStack(const uintptr_t* stack_pointers, int depth, RawQmlStack* ou
 
 absl::StatusOr<QmlFrameInfo> ResolveQmlFrame(const QmlRuntimeInfo& runtime, uintptr_t engine,
                                              const RawQmlFrame& frame) {
-  if (!Plausible(frame.function)) return absl::DataLossError("bad function pointer");
+  if (!PlausiblePointer(frame.function)) return absl::DataLossError("bad function pointer");
   unsigned char function[kQv4FunctionReadSize];
   if (!Read(frame.function, function, sizeof(function))) {
     return absl::DataLossError("function unreadable");
   }
   const uintptr_t cu = Field<uintptr_t>(function, kQv4FunctionCompilationUnit);
   const uintptr_t cf = Field<uintptr_t>(function, kQv4FunctionCompiledFunction);
-  if (!Plausible(cu) || !Plausible(cf, 4)) return absl::DataLossError("no compiled function");
+  if (!PlausiblePointer(cu) || !PlausiblePointer(cf, 4)) return absl::DataLossError("no compiled function");
   unsigned char unit_fields[kQv4UnitReadSize];
   if (!Read(cu - kQv4UnitVptrBefore, unit_fields, sizeof(unit_fields))) {
     return absl::DataLossError("compilation unit unreadable");
@@ -426,7 +425,7 @@ absl::StatusOr<QmlFrameInfo> ResolveQmlFrame(const QmlRuntimeInfo& runtime, uint
   }
   const uintptr_t unit = Field<uintptr_t>(unit_fields, unit_field(kQv4UnitData));
   unsigned char header[kQv4CdUnitReadSize];
-  if (!Plausible(unit) || !Read(unit, header, sizeof(header))) {
+  if (!PlausiblePointer(unit) || !Read(unit, header, sizeof(header))) {
     return absl::DataLossError("compiled unit unreadable");
   }
   const uint32_t unit_size = Field<uint32_t>(header, kQv4CdUnitUnitSize);
