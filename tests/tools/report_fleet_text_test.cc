@@ -1,6 +1,6 @@
 // The fleet's text, without a server: ClickHouse's Array(String) text as it
-// comes in a TabSeparated field, and the fleet tables with numbers a corrupt
-// or hostile report can hold. fleet_test.cc runs the same through a real
+// comes in a TabSeparated field, the fleet tables with numbers a corrupt
+// or hostile report can hold, and the fleet commands' usage errors. fleet_test.cc runs the same through a real
 // clickhouse-server.
 
 #include <limits>
@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
+#include "report_test_util.h"
 
 namespace matrix::report {
 namespace {
@@ -66,6 +67,40 @@ TEST(FleetTextTest, HugeCostsAndFpsPrintWithAnExponent) {
                        .median_ms = 700,
                        .version = "1"};
   EXPECT_THAT(RenderFleetKeys({plain}, false), HasSubstr("1      1       812.2      700.0      1"));
+}
+
+// Each option of the fleet commands' table, given wrong: a usage error (exit
+// 2) that names it, before any server is asked.
+TEST(FleetTextTest, BadFleetOptionsAreUsageErrors) {
+  const std::string url = "http://127.0.0.1:1";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"push", "--clickhouse", "127.0.0.1:8123"}, "http://HOST:PORT"},
+      {{"push", "--clickhouse"}, "--clickhouse needs a value"},
+      {{"push", "--clickhouse="}, "--clickhouse needs a non-empty value"},
+      {{"push", "--clickhouse", url, "--follow=yes"}, "--follow takes no value"},
+      {{"push", "--clickhouse", url, "--follow-for=0"}, "--follow-for needs a positive number"},
+      {{"push", "--clickhouse", url, "--poll-ms", "x"}, "--poll-ms needs a positive number"},
+      {{"push", "--clickhouse", url, "--retry-for=-1"}, "--retry-for needs seconds"},
+      {{"push", "--clickhouse", url, "--timeout=0"}, "--timeout needs a positive number"},
+      {{"push", "--clickhouse", url, "--batch=0"}, "--batch needs a positive number"},
+      {{"push", "--clickhouse", url, "--bogus"}, "unknown option --bogus for push"},
+      {{"push", "--clickhouse", url, "--database=a-b"}, "--database: letters, digits and _"},
+      {{"push", "--clickhouse", url, "--cluster=a;b"}, "--cluster: letters, digits and _"},
+      {{"push", "--clickhouse", url, "--clickhouse", url}, "once per shard with --cluster"},
+      {{"push", "dir"}, "push needs --clickhouse URL"},
+      {{"fleet", "--clickhouse", url}, "fleet needs a query"},
+      {{"fleet", "--clickhouse", url, "worst"}, "not \"worst\""},
+      {{"fleet", "--clickhouse", url, "new"}, "fleet new needs --since=VERSION"},
+      {{"fleet", "--clickhouse", url, "show"}, "fleet show needs one KEY"},
+      {{"fleet", "--clickhouse", url, "top", "x"}, "fleet top takes no arguments"},
+      {{"fleet", "--clickhouse", url, "top", "--limit=-3"}, "--limit needs a positive number"},
+      {{"html", "--clickhouse", url, "dir"}, "html --clickhouse reads the server"},
+  };
+  for (const auto& [args, message] : cases) {
+    const test_util::RunOutput run = test_util::RunReport(args, "", {});
+    EXPECT_EQ(run.code, 2) << args[1] << " " << run.err;
+    EXPECT_THAT(run.err, HasSubstr(message));
+  }
 }
 
 }  // namespace

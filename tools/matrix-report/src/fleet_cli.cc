@@ -90,101 +90,147 @@ absl::StatusOr<double> PositiveNumber(const std::string& flag, const std::string
   return v;
 }
 
-absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
-  FleetCommandLine cl;
-  cl.command = args[0];
-  const std::vector<std::string> with_value = {
-      "--clickhouse", "--database", "--cluster", "--follow-for", "--poll-ms", "--retry-for",
-      "--timeout",    "--batch",    "--version", "--since",      "--limit",   "--output",
-      "-o"};
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg.empty() || arg[0] != '-' || arg == "-") {
-      cl.positional.push_back(arg);
-      continue;
-    }
-    std::string name = arg;
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
-    const bool takes = std::find(with_value.begin(), with_value.end(), name) != with_value.end();
-    if (takes && !value.has_value()) {
-      if (i + 1 >= args.size()) return UsageError(absl::StrCat(name, " needs a value"));
-      value = args[++i];
-    }
-    if (takes && value->empty()) return UsageError(absl::StrCat(name, " needs a non-empty value"));
-    if (!takes && value.has_value()) return UsageError(absl::StrCat(name, " takes no value"));
-    if (name == "--clickhouse") {
-      if (!absl::StartsWith(*value, "http://") && !absl::StartsWith(*value, "https://")) {
-        return UsageError(absl::StrCat("--clickhouse needs the HTTP interface's URL, "
-                                       "http://HOST:PORT (8123 by default), not \"",
-                                       *value, "\""));
-      }
-      cl.urls.push_back(*value);
-    } else if (name == "--database") {
-      cl.database = *value;
-    } else if (name == "--cluster") {
-      cl.cluster = *value;
-    } else if (name == "--follow") {
-      cl.follow = true;
-    } else if (name == "--follow-for") {
-      absl::StatusOr<double> v = PositiveNumber(name, *value);
-      if (!v.ok()) return v.status();
-      cl.follow_for = absl::Seconds(*v);
-    } else if (name == "--poll-ms") {
-      absl::StatusOr<double> v = PositiveNumber(name, *value);
-      if (!v.ok()) return v.status();
-      cl.poll = absl::Milliseconds(*v);
-    } else if (name == "--all") {
-      cl.all = true;
-    } else if (name == "--retry-for") {
-      double v = 0;
-      if (!absl::SimpleAtod(*value, &v) || v < 0) {
-        return UsageError(absl::StrCat("--retry-for needs seconds, not \"", *value, "\""));
-      }
-      cl.retry_for = absl::Seconds(v);
-    } else if (name == "--timeout") {
-      absl::StatusOr<double> v = PositiveNumber(name, *value);
-      if (!v.ok()) return v.status();
-      cl.timeout = absl::Seconds(*v);
-    } else if (name == "--batch") {
-      if (!absl::SimpleAtoi(*value, &cl.batch) || cl.batch <= 0) {
-        return UsageError(absl::StrCat("--batch needs a positive number, not \"", *value, "\""));
-      }
-    } else if (name == "--version") {
-      cl.version = *value;
-    } else if (name == "--since") {
-      cl.since = *value;
-    } else if (name == "--limit") {
-      if (!absl::SimpleAtoi(*value, &cl.limit) || cl.limit <= 0) {
-        return UsageError(absl::StrCat("--limit needs a positive number, not \"", *value, "\""));
-      }
-    } else if (name == "--output" || name == "-o") {
-      cl.output = *value;
-    } else if (name == "--utc") {
-      cl.utc = true;
-    } else {
-      return UsageError(absl::StrCat("unknown option ", name, " for ", cl.command));
+// Sets `out` to a positive number of `unit`s.
+absl::Status SetPositive(const std::string& flag, const std::string& value, absl::Duration& out,
+                         absl::Duration unit) {
+  absl::StatusOr<double> v = PositiveNumber(flag, value);
+  if (!v.ok()) return v.status();
+  out = *v * unit;
+  return absl::OkStatus();
+}
+
+absl::Status SetUrl(FleetCommandLine& cl, const std::string& value) {
+  if (!absl::StartsWith(value, "http://") && !absl::StartsWith(value, "https://")) {
+    return UsageError(
+        absl::StrCat("--clickhouse needs the HTTP interface's URL, "
+                     "http://HOST:PORT (8123 by default), not \"",
+                     value, "\""));
+  }
+  cl.urls.push_back(value);
+  return absl::OkStatus();
+}
+
+absl::Status SetRetryFor(FleetCommandLine& cl, const std::string& value) {
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v) || v < 0) {
+    return UsageError(absl::StrCat("--retry-for needs seconds, not \"", value, "\""));
+  }
+  cl.retry_for = absl::Seconds(v);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status SetCount(const std::string& flag, const std::string& value, T& out) {
+  if (!absl::SimpleAtoi(value, &out) || out <= 0) {
+    return UsageError(absl::StrCat(flag, " needs a positive number, not \"", value, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// One option of the fleet commands: its name, whether it takes a value, and
+// what it sets.
+struct FleetFlag {
+  const char* name;
+  bool takes_value;
+  absl::Status (*set)(FleetCommandLine& cl, const std::string& value);
+};
+
+constexpr FleetFlag kFleetFlags[] = {
+    {"--clickhouse", true,
+     [](FleetCommandLine& cl, const std::string& v) { return SetUrl(cl, v); }},
+    {"--database", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.database = v;
+       return absl::OkStatus();
+     }},
+    {"--cluster", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.cluster = v;
+       return absl::OkStatus();
+     }},
+    {"--follow", false,
+     [](FleetCommandLine& cl, const std::string&) {
+       cl.follow = true;
+       return absl::OkStatus();
+     }},
+    {"--follow-for", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       absl::Duration d;
+       absl::Status s = SetPositive("--follow-for", v, d, absl::Seconds(1));
+       if (s.ok()) cl.follow_for = d;
+       return s;
+     }},
+    {"--poll-ms", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       return SetPositive("--poll-ms", v, cl.poll, absl::Milliseconds(1));
+     }},
+    {"--all", false,
+     [](FleetCommandLine& cl, const std::string&) {
+       cl.all = true;
+       return absl::OkStatus();
+     }},
+    {"--retry-for", true,
+     [](FleetCommandLine& cl, const std::string& v) { return SetRetryFor(cl, v); }},
+    {"--timeout", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       return SetPositive("--timeout", v, cl.timeout, absl::Seconds(1));
+     }},
+    {"--batch", true,
+     [](FleetCommandLine& cl, const std::string& v) { return SetCount("--batch", v, cl.batch); }},
+    {"--version", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.version = v;
+       return absl::OkStatus();
+     }},
+    {"--since", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.since = v;
+       return absl::OkStatus();
+     }},
+    {"--limit", true,
+     [](FleetCommandLine& cl, const std::string& v) { return SetCount("--limit", v, cl.limit); }},
+    {"--output", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.output = v;
+       return absl::OkStatus();
+     }},
+    {"-o", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.output = v;
+       return absl::OkStatus();
+     }},
+    {"--utc", false,
+     [](FleetCommandLine& cl, const std::string&) {
+       cl.utc = true;
+       return absl::OkStatus();
+     }},
+};
+
+const FleetFlag* FindFleetFlag(absl::string_view name) {
+  for (const FleetFlag& flag : kFleetFlags) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+// Letters, digits and _ only: a database or cluster name goes into SQL as is.
+absl::Status CheckIdentifier(absl::string_view flag, const std::string& value) {
+  for (char c : value) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
+      return UsageError(absl::StrCat(flag, ": letters, digits and _ only, not \"", value, "\""));
     }
   }
+  return absl::OkStatus();
+}
+
+// What the options and arguments must be together, per command.
+absl::Status CheckCommandLine(FleetCommandLine& cl) {
   if (cl.urls.empty()) return UsageError(absl::StrCat(cl.command, " needs --clickhouse URL"));
   if (cl.urls.size() > 1 && cl.cluster.empty()) {
     return UsageError("--clickhouse is given once, or once per shard with --cluster");
   }
-  for (char c : cl.database) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
-      return UsageError(absl::StrCat("--database: letters, digits and _ only, not \"",
-                                     cl.database, "\""));
-    }
-  }
-  for (char c : cl.cluster) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
-      return UsageError(absl::StrCat("--cluster: letters, digits and _ only, not \"", cl.cluster,
-                                     "\""));
-    }
-  }
+  if (absl::Status s = CheckIdentifier("--database", cl.database); !s.ok()) return s;
+  if (absl::Status s = CheckIdentifier("--cluster", cl.cluster); !s.ok()) return s;
   if (cl.command == "push") {
     if (cl.positional.empty()) cl.positional.push_back(kDefaultInput);
   } else if (cl.command == "fleet") {
@@ -201,12 +247,46 @@ absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
   } else if (!cl.positional.empty()) {
     return UsageError("html --clickhouse reads the server, not files");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
+  FleetCommandLine cl;
+  cl.command = args[0];
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.empty() || arg[0] != '-' || arg == "-") {
+      cl.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg;
+    std::optional<std::string> value;
+    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    const FleetFlag* flag = FindFleetFlag(name);
+    if (flag == nullptr) {
+      return UsageError(absl::StrCat("unknown option ", name, " for ", cl.command));
+    }
+    if (flag->takes_value && !value.has_value()) {
+      if (i + 1 >= args.size()) return UsageError(absl::StrCat(name, " needs a value"));
+      value = args[++i];
+    }
+    if (flag->takes_value && value->empty()) {
+      return UsageError(absl::StrCat(name, " needs a non-empty value"));
+    }
+    if (!flag->takes_value && value.has_value()) {
+      return UsageError(absl::StrCat(name, " takes no value"));
+    }
+    if (absl::Status s = flag->set(cl, value.value_or("")); !s.ok()) return s;
+  }
+  if (absl::Status s = CheckCommandLine(cl); !s.ok()) return s;
   return cl;
 }
 
 ClickHouseOptions ClientOptions(const FleetCommandLine& cl, const std::string& url,
-                                std::ostream& err,
-                                std::function<bool()> stop_requested = nullptr) {
+                                std::ostream& err, std::function<bool()> stop_requested = nullptr) {
   ClickHouseOptions options;
   options.url = url;
   options.retry_for = cl.retry_for;

@@ -23,7 +23,7 @@
 #include "matrix/core/app_identity.h"
 
 // FleetPusher: report files into ClickHouse, past their checkpoints
-// (fleet.h, docs/fleet.md). The rows are made in fleet.cc, the checkpoint
+// (fleet.h, docs/fleet.md). The rows are made in fleet_rows.cc, the checkpoint
 // files handled in fleet_checkpoint.cc.
 
 namespace matrix::report {

@@ -1,0 +1,173 @@
+// The fleet's schema and rows (fleet.h, docs/fleet.md): the table's
+// statements, an issue as a row and as TabSeparated, and the checkpoint
+// file's name. The pusher is in fleet_push.cc, the queries in
+// fleet_queries.cc, their text tables in fleet_render.cc.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "internal/fleet_checkpoint.h"
+#include "matrix/report/fleet.h"
+
+namespace matrix::report {
+
+using internal::Fnv1a;
+
+namespace {
+
+// 32 hex digits: two FNV-1a hashes with different bases.
+std::string StableId(absl::string_view text) {
+  return absl::StrFormat("%016x%016x", Fnv1a(text, 0xcbf29ce484222325ULL),
+                         Fnv1a(text, 0x84222325cbf29ce4ULL));
+}
+
+std::string TableColumns() {
+  return R"((
+    issue_id String,
+    time_ms Int64,
+    time DateTime DEFAULT toDateTime(intDiv(time_ms, 1000)),
+    host_id String,
+    host_name String,
+    process String,
+    pid Int32,
+    build_id String,
+    version String,
+    tag String,
+    detail String,
+    kind String,
+    key String,
+    scene String,
+    cost_ms Float64,
+    fps Float64,
+    frames Int64,
+    dropped_frames Int64,
+    drop_best Int64,
+    drop_normal Int64,
+    drop_middle Int64,
+    drop_high Int64,
+    drop_frozen Int64,
+    report String,
+    quality UInt8
+))";
+}
+
+std::string Num(double value) {
+  if (!std::isfinite(value)) return "0";
+  return absl::StrFormat("%.17g", value);
+}
+
+}  // namespace
+
+const char kFleetColumns[] =
+    "issue_id, time_ms, host_id, host_name, process, pid, build_id, version, tag, detail, "
+    "kind, key, scene, cost_ms, fps, frames, dropped_frames, drop_best, drop_normal, "
+    "drop_middle, drop_high, drop_frozen, report, quality";
+
+std::vector<std::string> FleetSchema(const FleetOptions& options) {
+  const std::string& db = options.database;
+  std::vector<std::string> statements = {absl::StrCat("CREATE DATABASE IF NOT EXISTS ", db)};
+  // ReplacingMergeTree(quality): rows with one issue_id collapse in merges and
+  // under FINAL, keeping the highest quality (the JSON-lines copy of a block).
+  const std::string engine = "ENGINE = ReplacingMergeTree(quality) ORDER BY (host_id, issue_id)";
+  if (options.cluster.empty()) {
+    statements.push_back(
+        absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues ", TableColumns(), " ", engine));
+  } else {
+    statements.push_back(absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues_local ",
+                                      TableColumns(), " ", engine));
+    // Sharded by host: one issue always lands on one shard, so each shard
+    // collapses its own repeats.
+    statements.push_back(absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues ",
+                                      TableColumns(), " ENGINE = Distributed(", options.cluster,
+                                      ", ", db, ", issues_local, cityHash64(host_id))"));
+  }
+  return statements;
+}
+
+FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
+                      absl::string_view fallback_host_id) {
+  FleetRow row;
+  const proto::Issue& issue = record.issue;
+  row.time_ms = issue.time_ms();
+  row.host_id = issue.app().host_id().empty() ? std::string(fallback_host_id)
+                                              : issue.app().host_id();
+  row.host_name = issue.app().host_name();
+  row.process = issue.process();
+  row.pid = issue.pid();
+  row.build_id = issue.app().build_id();
+  row.version = issue.app().version();
+  row.tag = record.tag();
+  row.detail = record.detail;
+  row.kind = record.kind;
+  row.key = record.key;
+  row.scene = record.scene;
+  if (record.metric.present()) {
+    if (record.metric.unit == "fps") {
+      row.fps = record.metric.value;
+    } else {
+      row.cost_ms = record.metric.value;
+    }
+  }
+  if (issue.has_frame()) {
+    const proto::FrameReport& frame = issue.frame();
+    row.fps = frame.fps();
+    row.frames = frame.frames();
+    row.dropped_frames = frame.dropped_frames();
+    row.drop_level[0] = frame.drop_level().best();
+    row.drop_level[1] = frame.drop_level().normal();
+    row.drop_level[2] = frame.drop_level().middle();
+    row.drop_level[3] = frame.drop_level().high();
+    row.drop_level[4] = frame.drop_level().frozen();
+  }
+  row.report = report_json.empty() ? RecordToJson(record) : std::string(report_json);
+  const bool text_block = record.source.line == 0 && issue.has_block();
+  row.quality = text_block ? 0 : 1;
+  if (issue.has_block()) {
+    // A block is in its JSON-lines issue and in its BlockCanary text file:
+    // one id for both.
+    row.issue_id = StableId(absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
+                                         issue.block().time_start_ms(), "\n",
+                                         issue.block().time_end_ms()));
+  } else {
+    row.issue_id = StableId(absl::StrCat(row.host_id, "\n", row.report));
+  }
+  return row;
+}
+
+void AppendFleetRowTsv(const FleetRow& row, std::string& out) {
+  auto field = [&out](absl::string_view text) {
+    AppendTsvEscaped(text, out);
+    out += '\t';
+  };
+  field(row.issue_id);
+  absl::StrAppend(&out, row.time_ms, "\t");
+  field(row.host_id);
+  field(row.host_name);
+  field(row.process);
+  absl::StrAppend(&out, row.pid, "\t");
+  field(row.build_id);
+  field(row.version);
+  field(row.tag);
+  field(row.detail);
+  field(row.kind);
+  field(row.key);
+  field(row.scene);
+  absl::StrAppend(&out, Num(row.cost_ms), "\t", Num(row.fps), "\t", row.frames, "\t",
+                  row.dropped_frames, "\t");
+  for (int64_t level : row.drop_level) absl::StrAppend(&out, level, "\t");
+  field(row.report);
+  absl::StrAppend(&out, static_cast<int>(row.quality), "\n");
+}
+
+std::string CheckpointPath(const std::string& dir, absl::string_view url,
+                           absl::string_view database) {
+  std::string u(url);
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  return absl::StrCat(dir, "/.matrix-push-",
+                      StableId(absl::StrCat(u, "\n", database)).substr(0, 16));
+}
+
+}  // namespace matrix::report
