@@ -41,6 +41,8 @@ PACKAGES += libgtk-4-dev
 # matrix-report push/fleet: ClickHouse's HTTP interface through libcurl; the
 # fleet tests (tests/tools, label fleet) start their own clickhouse-server.
 PACKAGES += clickhouse-server clickhouse-client libcurl4-openssl-dev
+# matrix-report push: JSON lines parsed with simdjson (docs/fleet.md, "Pushing").
+PACKAGES += libsimdjson-dev
 # Instruction counts of the hot path (tests/bench bench_dispatch_cost_ceiling,
 # docs/performance.md): callgrind.
 PACKAGES += valgrind

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <istream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -20,11 +22,16 @@
 #include "absl/strings/str_cat.h"
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
+#include "internal/fleet_fast_parse.h"
 #include "matrix/core/app_identity.h"
 
 // FleetPusher: report files into ClickHouse, past their checkpoints
 // (fleet.h, docs/fleet.md). The rows are made in fleet_rows.cc, the checkpoint
-// files handled in fleet_checkpoint.cc.
+// files handled in fleet_checkpoint.cc, JSON lines parsed by
+// fleet_fast_parse.cc (or, when it cannot decide, by ParseIssueLine). Each
+// full batch is sent on a thread of its own while the next one is read: one
+// batch in flight at a time, its checkpoints saved by that thread once the
+// server has its rows.
 
 namespace matrix::report {
 
@@ -73,22 +80,47 @@ std::string DirectoryOf(const std::string& file) {
 
 }  // namespace
 
-struct FleetPusher::Pending {
+// A batch handed to the sending thread: its rows, and the checkpoints to
+// save once the server has them.
+struct FleetPusher::Batch {
   std::string tsv;
   int64_t rows = 0;
   // The batch's first and last rows (host_id, issue_id), counted back after
   // an INSERT whose answer does not say how many rows it wrote.
   std::pair<std::string, std::string> first_row;
   std::pair<std::string, std::string> last_row;
+  // Whole checkpoint files, with this batch's marks in them.
+  std::map<std::string, Checkpoint> checkpoints;
+  // The sending thread's result.
+  absl::Status status;
+};
+
+struct FleetPusher::Pending {
+  // The batch being filled.
+  std::string tsv;
+  int64_t rows = 0;
+  std::pair<std::string, std::string> first_row;
+  std::pair<std::string, std::string> last_row;
   // Where each file will be once these rows are acknowledged.
   std::map<std::pair<std::string, FileId>, Mark> advances;
-  // Loaded checkpoints, by checkpoint file.
+  // Loaded checkpoints, by checkpoint file, with the marks of every batch
+  // handed over (each is saved only by its own batch, once acknowledged).
   std::map<std::string, Checkpoint> checkpoints;
   // Checkpoint files refused (internal/fleet_checkpoint.h): their
   // directories' files are not pushed.
   std::set<std::string> refused;
   // Every file of this push, by checkpoint file.
   std::set<std::pair<std::string, FileId>> seen;
+  // The batch in flight and its thread (joinable while it runs).
+  std::unique_ptr<Batch> in_flight;
+  std::thread sender;
+  // The fast path's parser, and the record it fills for each line.
+  internal::FastIssueParser parser;
+  IssueRecord record;
+
+  ~Pending() {
+    if (sender.joinable()) sender.join();
+  }
 
   void Add(const FleetRow& row) {
     AppendFleetRowTsv(row, tsv);
@@ -115,8 +147,8 @@ absl::Status FleetPusher::EnsureSchema() {
   return absl::OkStatus();
 }
 
-absl::Status FleetPusher::CheckStored(const Pending& pending, const InsertResult& result) {
-  if (result.written_rows.has_value() && *result.written_rows >= pending.rows) {
+absl::Status FleetPusher::CheckStored(const Batch& batch, const InsertResult& result) {
+  if (result.written_rows.has_value() && *result.written_rows >= batch.rows) {
     return absl::OkStatus();
   }
   // No summary (ClickHouse before 19), or one that counts fewer rows (a
@@ -125,10 +157,10 @@ absl::Status FleetPusher::CheckStored(const Pending& pending, const InsertResult
   const auto tuple = [](const std::pair<std::string, std::string>& row) {
     return absl::StrCat("(", SqlQuote(row.first), ", ", SqlQuote(row.second), ")");
   };
-  const int64_t expected = pending.first_row == pending.last_row ? 1 : 2;
+  const int64_t expected = batch.first_row == batch.last_row ? 1 : 2;
   absl::StatusOr<std::string> body = client_.Query(absl::StrCat(
       "SELECT uniqExact(host_id, issue_id) FROM ", table_, " WHERE (host_id, issue_id) IN (",
-      tuple(pending.first_row), ", ", tuple(pending.last_row), ") FORMAT TabSeparated"));
+      tuple(batch.first_row), ", ", tuple(batch.last_row), ") FORMAT TabSeparated"));
   if (!body.ok()) return body.status();
   int64_t found = -1;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &found) && found == expected) {
@@ -137,7 +169,7 @@ absl::Status FleetPusher::CheckStored(const Pending& pending, const InsertResult
   return absl::DataLossError(absl::StrCat(
       client_.options().url, ": ",
       result.written_rows.has_value()
-          ? absl::StrCat("the server wrote ", *result.written_rows, " of ", pending.rows,
+          ? absl::StrCat("the server wrote ", *result.written_rows, " of ", batch.rows,
                          " rows of the batch (X-ClickHouse-Summary), and ")
           : "",
       "the batch's rows were not found after the INSERT (",
@@ -145,30 +177,56 @@ absl::Status FleetPusher::CheckStored(const Pending& pending, const InsertResult
       " rows counted back); nothing of it is checkpointed"));
 }
 
-absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
-  if (pending.rows > 0) {
+absl::Status FleetPusher::Send(Batch& batch) {
+  if (batch.rows > 0) {
     absl::StatusOr<InsertResult> result = client_.Insert(
         absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT TabSeparated"),
-        pending.tsv);
+        batch.tsv);
     if (!result.ok()) return result.status();
-    if (absl::Status stored = CheckStored(pending, *result); !stored.ok()) return stored;
-    stats.sent += pending.rows;
-    stats.bytes += static_cast<int64_t>(pending.tsv.size());
+    if (absl::Status stored = CheckStored(batch, *result); !stored.ok()) return stored;
+  }
+  // Acknowledged (or nothing to send: skipped lines only): save the marks.
+  for (const auto& [path, checkpoint] : batch.checkpoints) {
+    if (absl::Status status = SaveCheckpoint(path, checkpoint); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
+  if (!pending.sender.joinable()) return absl::OkStatus();
+  pending.sender.join();
+  const std::unique_ptr<Batch> done = std::move(pending.in_flight);
+  if (!done->status.ok()) return done->status;
+  if (done->rows > 0) {
+    stats.sent += done->rows;
+    stats.bytes += static_cast<int64_t>(done->tsv.size());
     ++stats.batches;
   }
-  // Acknowledged (or nothing to send: skipped lines only): move the marks.
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
+  // One batch in flight: the one before must be acknowledged (its
+  // checkpoints saved) before this one goes.
+  if (absl::Status status = Await(pending, stats); !status.ok()) return status;
+  auto batch = std::make_unique<Batch>();
+  batch->tsv = std::move(pending.tsv);
+  batch->rows = pending.rows;
+  batch->first_row = std::move(pending.first_row);
+  batch->last_row = std::move(pending.last_row);
   std::set<std::string> touched;
   for (auto& [where, mark] : pending.advances) {
     pending.checkpoints[where.first][where.second] = mark;
     touched.insert(where.first);
   }
-  for (const std::string& path : touched) {
-    absl::Status status = SaveCheckpoint(path, pending.checkpoints[path]);
-    if (!status.ok()) return status;
-  }
+  for (const std::string& path : touched) batch->checkpoints[path] = pending.checkpoints[path];
   pending.tsv.clear();
   pending.rows = 0;
   pending.advances.clear();
+  pending.in_flight = std::move(batch);
+  pending.sender = std::thread([this, sending = pending.in_flight.get()] {
+    sending->status = Send(*sending);
+  });
   return absl::OkStatus();
 }
 
@@ -257,6 +315,31 @@ absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushSta
   return Full(pending) ? Flush(pending, stats) : absl::OkStatus();
 }
 
+bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
+                          absl::string_view trimmed, Pending& pending, std::string& reason) {
+  IssueRecord& record = pending.record;
+  if (options_.fast_parse && pending.parser.Parse(trimmed, record)) {
+    if (record.source.file != file) record.source.file = file;
+    record.source.line = line_number;
+    pending.Add(MakeFleetRow(record, trimmed, options_.fallback_host_id));
+    return true;
+  }
+  std::istringstream one{std::string(trimmed)};
+  ReadStats read;
+  IssueStreamReader reader(one, file, {}, &read);
+  int records = 0;
+  while (reader.Next(record)) {
+    record.source = {file, line_number};
+    ++records;
+    // A clean line is stored as written; a glued one as parsed.
+    pending.Add(MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
+                             options_.fallback_host_id));
+  }
+  if (read.malformed_lines == 0 && records > 0) return true;
+  reason = read.malformed_files.empty() ? "not an issue" : read.malformed_files.front().first.reason;
+  return false;
+}
+
 absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats& stats) {
   const std::string& file = source.file;
   Mark& mark = source.mark;
@@ -267,12 +350,13 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
   internal::FdStreamBuf buffer(source.fd);
   std::istream in(&buffer);
   std::string line;
+  std::string reason;
   bool file_malformed = false;
-  auto malformed = [&](int64_t line_number, absl::string_view reason) {
+  auto malformed = [&](int64_t line_number, absl::string_view why) {
     ++stats.malformed;
     if (file_malformed) return;
     file_malformed = true;
-    stats.first_malformed.push_back({{file, line_number}, std::string(reason)});
+    stats.first_malformed.push_back({{file, line_number}, std::string(why)});
   };
   while (true) {
     const internal::LineRead got =
@@ -287,26 +371,9 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
     if (got.too_long) {
       malformed(line_number, kLineTooLong);
       advance = got.terminated;
-    } else if (!trimmed.empty()) {
-      std::istringstream one{std::string(trimmed)};
-      ReadStats read;
-      IssueStreamReader reader(one, file, {}, &read);
-      IssueRecord record;
-      int records = 0;
-      while (reader.Next(record)) {
-        record.source = {file, line_number};
-        ++records;
-        // A clean line is stored as written; a glued one as parsed.
-        pending.Add(MakeFleetRow(record,
-                                 read.malformed_lines == 0 ? trimmed : absl::string_view(),
-                                 options_.fallback_host_id));
-      }
-      if (read.malformed_lines > 0 || records == 0) {
-        advance = got.terminated;
-        malformed(line_number, read.malformed_files.empty()
-                                   ? absl::string_view("not an issue")
-                                   : absl::string_view(read.malformed_files.front().first.reason));
-      }
+    } else if (!trimmed.empty() && !AddLine(file, line_number, trimmed, pending, reason)) {
+      advance = got.terminated;
+      malformed(line_number, reason);
     }
     if (!advance) break;
     mark.offset += got.bytes;
@@ -359,7 +426,8 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
       }
     }
   }
-  return Flush(pending, stats);
+  if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+  return Await(pending, stats);
 }
 
 }  // namespace matrix::report

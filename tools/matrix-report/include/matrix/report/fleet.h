@@ -120,6 +120,11 @@ struct PushOptions {
   // A final line without its newline is taken only when true (one-shot
   // push); --follow waits for the writer to finish it.
   bool take_unterminated_tail = true;
+  // JSON lines through the fast path (internal/fleet_fast_parse.h) when it
+  // can decide them; false sends every line through ParseIssueLine (the
+  // baseline tools_fleet_bench measures the fast path against). The rows
+  // are the same either way.
+  bool fast_parse = true;
 };
 
 struct PushStats {
@@ -145,10 +150,14 @@ class FleetPusher {
 
   // Sends what the inputs (directories or files) hold beyond their
   // checkpoints, adding to `stats`. An error (the server gave up) leaves the
-  // checkpoints at the last acknowledged batch.
+  // checkpoints at the last acknowledged batch. Each batch is sent (and its
+  // checkpoints saved) on a thread of its own while the next one is read;
+  // the client is used by that thread only, one batch at a time, and Push
+  // returns after the last one.
   absl::Status Push(const std::vector<std::string>& inputs, PushStats& stats);
 
  private:
+  struct Batch;
   struct Pending;
   // One open report file and its mark.
   struct Source;
@@ -158,13 +167,23 @@ class FleetPusher {
   // A BlockCanary text file (one block), and a JSON-lines file from its mark.
   absl::Status PushBlockLog(Source& source, Pending& pending, PushStats& stats);
   absl::Status PushLines(Source& source, Pending& pending, PushStats& stats);
+  // Adds the issues of one non-blank line; false (and why in `reason`) when
+  // it is malformed.
+  bool AddLine(const std::string& file, int64_t line_number, absl::string_view trimmed,
+               Pending& pending, std::string& reason);
   // Whether `pending` holds a whole batch.
   bool Full(const Pending& pending) const;
-  // Sends the batch and moves its marks into the checkpoints.
+  // Waits for the batch in flight, then hands the pending one (rows and
+  // marks) to a sending thread.
   absl::Status Flush(Pending& pending, PushStats& stats);
+  // Waits for the batch in flight, if any: its error, or its rows counted in
+  // `stats`.
+  absl::Status Await(Pending& pending, PushStats& stats);
+  // On the sending thread: the INSERT, then the batch's checkpoints.
+  absl::Status Send(Batch& batch);
   // OK when the server's answer to the batch's INSERT says the rows were
   // written, or else its first and last rows count back.
-  absl::Status CheckStored(const Pending& pending, const InsertResult& result);
+  absl::Status CheckStored(const Batch& batch, const InsertResult& result);
 
   ClickHouseClient& client_;
   PushOptions options_;

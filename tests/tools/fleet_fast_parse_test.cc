@@ -1,0 +1,169 @@
+// push's fast path (tools/matrix-report/src/internal/fleet_fast_parse.h)
+// against the strict path it stands in for: every line it takes must be one
+// ParseIssueLine accepts, giving the same fleet row, column for column; the
+// lines it cannot decide (unknown fields, null, numbers it cannot read
+// exactly, escapes the two parsers may read differently, invalid JSON) are
+// left to the strict path. No server.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "fleet_test_data.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "internal/fleet_fast_parse.h"
+#include "matrix/report/fleet.h"
+#include "report_test_util.h"
+
+namespace matrix::report {
+namespace {
+
+using internal::FastIssueParser;
+using test_util::Line;
+using test_util::ScratchDir;
+
+const std::string kTestData = MATRIX_REPORT_TESTDATA;
+
+// The row as TabSeparated: every column the table stores.
+std::string RowOf(const IssueRecord& record, absl::string_view line) {
+  std::string tsv;
+  AppendFleetRowTsv(MakeFleetRow(record, line, "fallback-host"), tsv);
+  return tsv;
+}
+
+// What the fast path does with `line`: kTaken when it decides it (and then
+// the row must be the strict path's), kLeft when it leaves it.
+enum class Fast { kTaken, kLeft };
+Fast Check(FastIssueParser& parser, const std::string& line) {
+  IssueRecord fast;
+  fast.source = {"issues.jsonl", 7};
+  const bool taken = parser.Parse(line, fast);
+  absl::StatusOr<IssueRecord> strict = ParseIssueLine(line, {"issues.jsonl", 7});
+  if (!taken) return Fast::kLeft;
+  EXPECT_TRUE(strict.ok()) << "taken, but the strict parse refuses it: " << line;
+  if (!strict.ok()) return Fast::kTaken;
+  EXPECT_FALSE(strict->has_unknown_fields) << line;
+  EXPECT_EQ(RowOf(fast, line), RowOf(*strict, line)) << line;
+  EXPECT_EQ(fast.kind, strict->kind);
+  EXPECT_EQ(fast.metric.name, strict->metric.name);
+  EXPECT_EQ(fast.metric.value, strict->metric.value);
+  return Fast::kTaken;
+}
+
+std::vector<std::string> LinesOf(const std::filesystem::path& file) {
+  std::vector<std::string> lines;
+  std::ifstream in(file, std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+// Every JSON line the tests and the fuzz corpus hold, each also cut short in
+// ten places: the rows match wherever the fast path decides.
+TEST(FleetFastParseTest, EveryLineItTakesGivesTheStrictPathsRow) {
+  ScratchDir scratch("fast");
+  test_util::WriteFleetDataSet(scratch.path());
+  std::vector<std::filesystem::path> files;
+  for (const std::string& root :
+       {kTestData, std::string(MATRIX_REPORT_FUZZ_CORPUS), scratch.path()}) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+      if (entry.path().extension() == ".jsonl") files.push_back(entry.path());
+    }
+  }
+  FastIssueParser parser;
+  int lines = 0;
+  int taken = 0;
+  int whole_and_strict_ok = 0;
+  for (const auto& file : files) {
+    for (const std::string& line : LinesOf(file)) {
+      ++lines;
+      const bool strict_ok = ParseIssueLine(line, {}).ok();
+      if (Check(parser, line) == Fast::kTaken) ++taken;
+      if (strict_ok) ++whole_and_strict_ok;
+      for (int cut = 1; cut <= 10; ++cut) {
+        EXPECT_EQ(Check(parser, line.substr(0, line.size() * cut / 11)), Fast::kLeft);
+      }
+    }
+  }
+  EXPECT_GT(lines, 100);
+  // The sink's own lines are all decided by the fast path.
+  EXPECT_GE(taken, whole_and_strict_ok * 9 / 10) << taken << " of " << lines;
+}
+
+// Each kind of line the sink writes, and the same with the edges of JSON a
+// hand-edited or foreign writer may use.
+TEST(FleetFastParseTest, EdgesItDecidesGiveTheStrictPathsRow) {
+  FastIssueParser parser;
+  proto::Issue anr = test_util::AnrIssue("ns::F<std::vector<int>>(\"q\" \\ /)", proto::ANR, 5000,
+                                         test_util::kBaseTimeMs);
+  anr.mutable_app()->set_host_id("h\t1");
+  anr.mutable_app()->set_version("2.0 \xD0\xA1\xD1\x86\xD0\xB5\xD0\xBD\xD0\xB0 \xF0\x9F\x98\x80");
+  const std::string anr_line = Line(anr);
+  EXPECT_EQ(Check(parser, anr_line), Fast::kTaken);
+  // The printer escapes < and > as \u003c and \u003e; other escapes too.
+  EXPECT_THAT(anr_line, ::testing::HasSubstr("\\u003c"));
+  const std::string escaped = absl::StrReplaceAll(anr_line, {{"\"ANR\"", "\"\\u0041NR\""}});
+  EXPECT_EQ(Check(parser, escaped), Fast::kTaken);
+  for (const proto::Issue& issue :
+       {test_util::FrameIssue("Gallery", 57.5, test_util::kBaseTimeMs),
+        test_util::StartupIssue(test_util::kBaseTimeMs),
+        test_util::BlockIssue("app::Flush()", 2000, test_util::kBaseTimeMs),
+        test_util::EvilMethodIssue("app::Parse()", 900, test_util::kBaseTimeMs)}) {
+    EXPECT_EQ(Check(parser, Line(issue)), Fast::kTaken) << Line(issue);
+  }
+  const std::string base = R"({"tag":"Trace_EvilMethod","time_ms":"1763719200000","pid":42,)"
+                           R"("app":{"host_id":"h1","version":"1.0"},)";
+  auto with = [&](absl::string_view tail) { return absl::StrCat(base, tail); };
+  // Numbers as strings where protobuf's JSON form writes them (64-bit
+  // integers) and where it also reads them (32-bit integers); JSON names.
+  EXPECT_EQ(Check(parser, with(R"("key":"k","anr":{"detail":"LAG","cost_ms":1e3}})")),
+            Fast::kTaken);
+  EXPECT_EQ(Check(parser, R"({"tag":"t","pid":"42","timeMs":1763719200000})"), Fast::kTaken);
+  EXPECT_EQ(Check(parser, with(R"("block":{}})")), Fast::kTaken);
+  EXPECT_EQ(Check(parser, with(R"("anr":{"detail":"ANR","cost_ms":-0.0,"scene":""}})")),
+            Fast::kTaken);
+  EXPECT_EQ(Check(parser, R"(  {"tag":"t"}  )"), Fast::kLeft);  // Push trims; Parse does not.
+}
+
+TEST(FleetFastParseTest, LinesItCannotDecideAreLeftToTheStrictPath) {
+  FastIssueParser parser;
+  const std::string base = R"({"tag":"Trace_EvilMethod","time_ms":"1763719200000",)";
+  const std::vector<std::string> tails = {
+      R"("newkind":{"cost_ms":5}})",                      // An unknown report kind.
+      R"("anr":{"cost_ms":5,"future":1}})",               // An unknown nested field.
+      R"("anr":{"cost_ms":"5000"}})",                     // A double as a string.
+      R"("anr":{"cost_ms":"NaN"}})",                      // NaN, as protobuf writes it.
+      R"("pid":3000000000})",                             // Out of int32's range.
+      R"("pid":1.5})",                                    // Not an integer.
+      R"("pid":"042"})",                                  // Not protobuf's decimal form.
+      R"("time_ms":"99999999999999999999"})",             // Out of int64's range.
+      R"("pid":null})",                                   // null.
+      R"("key":"a","key":"b"})",                          // A duplicate key.
+      R"("key":"a","anr":{},"block":{}})",                // Two reports of one oneof.
+      R"("anr":{"detail":"WHATEVER"}})",                  // An enum name this build lacks.
+      R"("anr":{"detail":2}})",                           // An enum by number.
+      R"("key":"a\u0000b"})",                             // An escaped NUL.
+      R"("key":"\ud83d\ude00"})",                         // An escaped surrogate pair.
+      R"("key":"\udc00"})",                               // A lone surrogate.
+      "\"key\":\"a\tb\"}",                                // A raw control character.
+      R"("key":"a"} {"tag":"glued"})",                    // Two objects on one line.
+      R"("key":"a"})" "\xff",                             // Not UTF-8 after the object.
+      R"("key":"a")",                                     // Cut short.
+      R"("key":["a"]})",                                  // An array for a string.
+      R"("anr":{"thread_stack":{"frames":{}}}})",         // An object for a repeated field.
+  };
+  for (const std::string& tail : tails) {
+    EXPECT_EQ(Check(parser, absl::StrCat(base, tail)), Fast::kLeft) << tail;
+  }
+  EXPECT_EQ(Check(parser, R"({"time_ms":"1"})"), Fast::kLeft);  // No tag.
+  EXPECT_EQ(Check(parser, R"([{"tag":"t"}])"), Fast::kLeft);
+  EXPECT_EQ(Check(parser, "not json at all"), Fast::kLeft);
+}
+
+}  // namespace
+}  // namespace matrix::report
