@@ -176,6 +176,44 @@ TEST(BoundedReadTest, LinesUpToTheCapAreReadAndLongerOnesDropped) {
   EXPECT_EQ(lines[4].read.bytes, 10);
 }
 
+// The descriptor's reader, a 64 KiB block at a time, reads what the stream
+// reader reads: lines across blocks, one of exactly the cap, longer ones
+// across several blocks, a last line without its newline.
+TEST(BoundedReadTest, DescriptorReaderReadsWhatTheStreamReaderReads) {
+  ScratchDir scratch("blocks");
+  constexpr size_t kCap = 70000;
+  std::string input;
+  for (size_t length : {10u, 65530u, 20u, 70000u, 70001u, 0u, 200000u, 3u, 131072u, 7u}) {
+    input += std::string(length, static_cast<char>('a' + length % 26));
+    input += '\n';
+  }
+  input += "tail";
+  const std::string path = scratch.path() + "/lines";
+  std::ofstream(path, std::ios::binary) << input;
+  const std::vector<Line> expected = ReadAll(input, kCap);
+  absl::StatusOr<RegularFile> file = OpenRegularFile(path, /*follow_symlinks=*/false);
+  ASSERT_TRUE(file.ok()) << file.status();
+  FdStreamBuf buffer(file->fd.get());
+  std::vector<Line> got;
+  std::string text;
+  for (LineRead read = ReadLineBounded(buffer, kCap, text); read.got;
+       read = ReadLineBounded(buffer, kCap, text)) {
+    got.push_back({text, read});
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].text, expected[i].text) << i;
+    EXPECT_EQ(got[i].read.bytes, expected[i].read.bytes) << i;
+    EXPECT_EQ(got[i].read.too_long, expected[i].read.too_long) << i;
+    EXPECT_EQ(got[i].read.terminated, expected[i].read.terminated) << i;
+  }
+  EXPECT_TRUE(got[4].read.too_long);
+  EXPECT_FALSE(got[3].read.too_long);
+  EXPECT_FALSE(got.back().read.terminated);
+  EXPECT_EQ(got.back().text, "tail");
+  EXPECT_EQ(buffer.error(), 0);
+}
+
 TEST(BoundedReadTest, RegularFilesOnly) {
   ScratchDir scratch("open");
   const std::string file = scratch.Write("a.jsonl", {"x"});

@@ -15,6 +15,8 @@
 #include "fleet_test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_format.h"
+#include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
 #include "matrix/report/fleet.h"
 #include "report_test_util.h"
@@ -163,6 +165,20 @@ TEST(FleetFastParseTest, LinesItCannotDecideAreLeftToTheStrictPath) {
   EXPECT_EQ(Check(parser, R"({"time_ms":"1"})"), Fast::kLeft);  // No tag.
   EXPECT_EQ(Check(parser, R"([{"tag":"t"}])"), Fast::kLeft);
   EXPECT_EQ(Check(parser, "not json at all"), Fast::kLeft);
+}
+
+// An issue's id is what it always was (stores made before keep collapsing
+// repeats): both FNV-1a hashes of host, newline and report.
+TEST(FleetFastParseTest, IssueIdsStayWhatTheyWere) {
+  const std::string line =
+      Line(test_util::AnrIssue("app::A()", proto::ANR, 5000, test_util::kBaseTimeMs));
+  const FleetRow row = MakeFleetRow(test_util::Parsed(test_util::AnrIssue(
+                                        "app::A()", proto::ANR, 5000, test_util::kBaseTimeMs)),
+                                    line, "fallback-host");
+  const std::string text = absl::StrCat("fallback-host\n", line);
+  EXPECT_EQ(row.issue_id,
+            absl::StrFormat("%016x%016x", internal::Fnv1a(text, 0xcbf29ce484222325ULL),
+                            internal::Fnv1a(text, 0x84222325cbf29ce4ULL)));
 }
 
 }  // namespace

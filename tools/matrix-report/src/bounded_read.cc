@@ -106,4 +106,33 @@ LineRead ReadLineBounded(std::istream& in, size_t max_bytes, std::string& line) 
   }
 }
 
+absl::string_view FdStreamBuf::Buffered() {
+  if (gptr() == egptr() && traits_type::eq_int_type(underflow(), traits_type::eof())) return {};
+  return absl::string_view(gptr(), static_cast<size_t>(egptr() - gptr()));
+}
+
+LineRead ReadLineBounded(FdStreamBuf& buffer, size_t max_bytes, std::string& line) {
+  LineRead read;
+  line.clear();
+  while (true) {
+    const absl::string_view chunk = buffer.Buffered();
+    if (chunk.empty()) return read;
+    read.got = true;
+    const char* newline = static_cast<const char*>(std::memchr(chunk.data(), '\n', chunk.size()));
+    const size_t take = newline != nullptr ? static_cast<size_t>(newline - chunk.data()) : chunk.size();
+    if (!read.too_long && line.size() + take > max_bytes) {
+      read.too_long = true;
+      std::string().swap(line);
+    }
+    if (!read.too_long) line.append(chunk.data(), take);
+    const size_t consumed = take + (newline != nullptr ? 1 : 0);
+    buffer.Take(consumed);
+    read.bytes += static_cast<int64_t>(consumed);
+    if (newline != nullptr) {
+      read.terminated = true;
+      return read;
+    }
+  }
+}
+
 }  // namespace matrix::report::internal

@@ -234,27 +234,34 @@ std::string SqlQuote(absl::string_view text) {
 }
 
 void AppendTsvEscaped(absl::string_view text, std::string& out) {
-  for (char c : text) {
-    switch (c) {
+  // Runs without a character to escape are appended whole.
+  size_t run = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char* escaped = nullptr;
+    switch (text[i]) {
       case '\\':
-        out += "\\\\";
+        escaped = "\\\\";
         break;
       case '\t':
-        out += "\\t";
+        escaped = "\\t";
         break;
       case '\n':
-        out += "\\n";
+        escaped = "\\n";
         break;
       case '\r':
-        out += "\\r";
+        escaped = "\\r";
         break;
       case '\0':
-        out += "\\0";
+        escaped = "\\0";
         break;
       default:
-        out += c;
+        continue;
     }
+    out.append(text.data() + run, i - run);
+    out.append(escaped, 2);
+    run = i + 1;
   }
+  out.append(text.data() + run, text.size() - run);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <bitset>
 #include <cfloat>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
@@ -110,19 +112,41 @@ bool InRange(const Integer& v, uint64_t low_magnitude, uint64_t high) {
 
 struct FastIssueParser::Impl {
   simdjson::dom::parser json;
-  // Fields by proto name and JSON name, per message type (an
-  // unordered_map: an index stays where it is while a nested message adds
-  // its own).
-  using FieldIndex = absl::flat_hash_map<std::string, const FieldDescriptor*>;
+  // A message type's fields by proto name and JSON name, and in field
+  // number order (the order protobuf's printer writes them in: the next key
+  // is most often the next field, found without hashing).
+  struct FieldIndex {
+    absl::flat_hash_map<std::string, const FieldDescriptor*> by_name;
+    std::vector<const FieldDescriptor*> by_number;
+
+    const FieldDescriptor* Find(std::string_view key, size_t& next) const {
+      for (size_t i = next; i < by_number.size() && i < next + 3; ++i) {
+        if (by_number[i]->name() == key) {
+          next = i + 1;
+          return by_number[i];
+        }
+      }
+      auto it = by_name.find(absl::string_view(key.data(), key.size()));
+      return it == by_name.end() ? nullptr : it->second;
+    }
+  };
+  // By message type (an unordered_map: an index stays where it is while a
+  // nested message adds its own).
   std::unordered_map<const Descriptor*, FieldIndex> fields;
 
   const FieldIndex& IndexOf(const Descriptor* d) {
     auto [it, inserted] = fields.try_emplace(d);
     if (inserted) {
       for (int i = 0; i < d->field_count(); ++i) {
-        it->second.emplace(d->field(i)->name(), d->field(i));
-        it->second.emplace(d->field(i)->json_name(), d->field(i));
+        const FieldDescriptor* f = d->field(i);
+        it->second.by_name.emplace(f->name(), f);
+        it->second.by_name.emplace(f->json_name(), f);
+        it->second.by_number.push_back(f);
       }
+      std::sort(it->second.by_number.begin(), it->second.by_number.end(),
+                [](const FieldDescriptor* a, const FieldDescriptor* b) {
+                  return a->number() < b->number();
+                });
     }
     return it->second;
   }
@@ -136,12 +160,12 @@ struct FastIssueParser::Impl {
     const FieldIndex& index = IndexOf(d);
     std::bitset<kMaxFields> seen;
     std::bitset<kMaxFields> oneofs;
+    size_t next = 0;
     simdjson::dom::object object;
     if (value.get_object().get(object) != simdjson::SUCCESS) return false;
     for (const simdjson::dom::key_value_pair field : object) {
-      auto it = index.find(absl::string_view(field.key.data(), field.key.size()));
-      if (it == index.end()) return false;  // Unknown: the strict parse fails.
-      const FieldDescriptor* f = it->second;
+      const FieldDescriptor* f = index.Find(field.key, next);
+      if (f == nullptr) return false;  // Unknown: the strict parse fails.
       if (seen.test(static_cast<size_t>(f->index()))) return false;
       seen.set(static_cast<size_t>(f->index()));
       if (const auto* oneof = f->real_containing_oneof(); oneof != nullptr) {

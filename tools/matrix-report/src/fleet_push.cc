@@ -348,7 +348,6 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
     return absl::OkStatus();
   }
   internal::FdStreamBuf buffer(source.fd);
-  std::istream in(&buffer);
   std::string line;
   std::string reason;
   bool file_malformed = false;
@@ -360,7 +359,7 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
   };
   while (true) {
     const internal::LineRead got =
-        internal::ReadLineBounded(in, static_cast<size_t>(kMaxIssueLineBytes), line);
+        internal::ReadLineBounded(buffer, static_cast<size_t>(kMaxIssueLineBytes), line);
     if (!got.got) break;
     if (!got.terminated && !options_.take_unterminated_tail) break;
     const int64_t line_number = mark.line + 1;

@@ -4,24 +4,31 @@
 // fleet_queries.cc, their text tables in fleet_render.cc.
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "internal/fleet_checkpoint.h"
 #include "matrix/report/fleet.h"
 
 namespace matrix::report {
 
-using internal::Fnv1a;
-
 namespace {
 
-// 32 hex digits: two FNV-1a hashes with different bases.
-std::string StableId(absl::string_view text) {
-  return absl::StrFormat("%016x%016x", Fnv1a(text, 0xcbf29ce484222325ULL),
-                         Fnv1a(text, 0x84222325cbf29ce4ULL));
+// 32 hex digits: two FNV-1a hashes with different bases of `parts` one
+// after the other, both in one pass.
+std::string StableId(std::initializer_list<absl::string_view> parts) {
+  uint64_t a = 0xcbf29ce484222325ULL;
+  uint64_t b = 0x84222325cbf29ce4ULL;
+  for (absl::string_view part : parts) {
+    for (unsigned char c : part) {
+      a = (a ^ c) * 0x100000001b3ULL;
+      b = (b ^ c) * 0x100000001b3ULL;
+    }
+  }
+  return absl::StrFormat("%016x%016x", a, b);
 }
 
 std::string TableColumns() {
@@ -128,11 +135,11 @@ FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
   if (issue.has_block()) {
     // A block is in its JSON-lines issue and in its BlockCanary text file:
     // one id for both.
-    row.issue_id = StableId(absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
-                                         issue.block().time_start_ms(), "\n",
-                                         issue.block().time_end_ms()));
+    row.issue_id = StableId({absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
+                                          issue.block().time_start_ms(), "\n",
+                                          issue.block().time_end_ms())});
   } else {
-    row.issue_id = StableId(absl::StrCat(row.host_id, "\n", row.report));
+    row.issue_id = StableId({row.host_id, "\n", row.report});
   }
   return row;
 }
@@ -167,7 +174,7 @@ std::string CheckpointPath(const std::string& dir, absl::string_view url,
   std::string u(url);
   while (!u.empty() && u.back() == '/') u.pop_back();
   return absl::StrCat(dir, "/.matrix-push-",
-                      StableId(absl::StrCat(u, "\n", database)).substr(0, 16));
+                      StableId({u, "\n", database}).substr(0, 16));
 }
 
 }  // namespace matrix::report

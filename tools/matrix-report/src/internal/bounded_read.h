@@ -26,6 +26,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace matrix::report::internal {
 
@@ -73,6 +74,11 @@ class FdStreamBuf : public std::streambuf {
  public:
   explicit FdStreamBuf(int fd) : fd_(fd) {}
   int error() const { return error_; }
+  // The bytes read from the descriptor and not yet taken, reading more when
+  // none are left; empty at the end (or after an error).
+  absl::string_view Buffered();
+  // Takes the first `n` of Buffered()'s bytes.
+  void Take(size_t n) { gbump(static_cast<int>(n)); }
 
  protected:
   int_type underflow() override;
@@ -94,6 +100,9 @@ struct LineRead {
 // than `max_bytes` bytes is read to its end in bounded memory and dropped
 // (`line` empty, `too_long` set).
 LineRead ReadLineBounded(std::istream& in, size_t max_bytes, std::string& line);
+// The same from a descriptor's buffer, a buffered block at a time (memchr
+// for the newline rather than a call per byte).
+LineRead ReadLineBounded(FdStreamBuf& buffer, size_t max_bytes, std::string& line);
 
 }  // namespace matrix::report::internal
 
