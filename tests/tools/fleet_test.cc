@@ -235,6 +235,78 @@ TEST_F(FleetTest, ServerErrorIsAClearErrorAndWritesNothing) {
   EXPECT_EQ(Scalar(*client_, "SELECT count() FROM matrix.issues FINAL"), 2);
 }
 
+// push's fast JSON path and the strict one store the same rows, skip the
+// same lines and leave the same checkpoints, over the demo, the fleet data
+// set, and lines only the strict path can decide (an unknown report kind, a
+// cost as a string, NaN, an escaped NUL, surrogates) or none can (torn,
+// glued, not JSON). Small batches: several are in flight one after another.
+TEST_F(FleetTest, FastAndStrictPushesStoreTheSameRows) {
+  ScratchDir scratch("paths");
+  std::filesystem::copy(kDemo, scratch.path() + "/demo", std::filesystem::copy_options::recursive);
+  test_util::WriteFleetDataSet(scratch.path() + "/fleet");
+  proto::Issue escaped = test_util::AnrIssue("ns::F<std::map<int, \"q\">>(\t\\)", proto::ANR,
+                                             5000, test_util::kBaseTimeMs);
+  escaped.mutable_app()->set_version("2.0 \xD0\xA1\xD1\x86\xD0\xB5\xD0\xBD\xD0\xB0 \xF0\x9F\x98\x80");
+  const std::string good = test_util::Line(escaped);
+  const std::string base = R"({"tag":"Trace_EvilMethod","time_ms":"1763719200000","pid":"7",)"
+                           R"("app":{"host_id":"edge"},)";
+  scratch.Write("edges.jsonl",
+                {good, base + R"("key":"n","newkind":{"cost_ms":5,"scene":"S"}})",
+                 base + R"("key":"s","anr":{"detail":"LAG","cost_ms":"5000"}})",
+                 base + R"("key":"nan","anr":{"cost_ms":"NaN"}})",
+                 base + R"("key":"nul\u0000","anr":{"cost_ms":1}})",
+                 base + R"("key":"\ud83d\ude00","anr":{"cost_ms":2}})",
+                 base + R"("key":"dup","key":"dup2"})", good.substr(0, good.size() / 2),
+                 good + good, "not json", base + R"("pid":3000000000})"});
+  const std::vector<std::string> inputs = {scratch.path() + "/demo",
+                                           scratch.path() + "/demo/blockcanary",
+                                           scratch.path()};
+  std::vector<std::string> fleet_dirs;
+  for (int host = 0; host < test_util::kFleetHosts; ++host) {
+    fleet_dirs.push_back(absl::StrFormat("%s/fleet/h%02d", scratch.path(), host));
+  }
+  std::vector<std::string> all = inputs;
+  all.insert(all.end(), fleet_dirs.begin(), fleet_dirs.end());
+  auto push = [&](const std::string& database, bool fast) {
+    PushOptions options;
+    options.fleet.database = database;
+    options.fast_parse = fast;
+    options.batch_rows = 5;
+    options.fallback_host_id = "fallback";
+    FleetPusher pusher(*client_, options);
+    EXPECT_TRUE(pusher.EnsureSchema().ok());
+    PushStats stats;
+    const absl::Status status = pusher.Push(all, stats);
+    EXPECT_TRUE(status.ok()) << status;
+    return stats;
+  };
+  const PushStats fast = push("fast", true);
+  const PushStats strict = push("strict", false);
+  EXPECT_GT(fast.sent, 60);
+  EXPECT_EQ(fast.sent, strict.sent);
+  EXPECT_GT(fast.batches, 10);
+  EXPECT_EQ(fast.malformed, strict.malformed);
+  EXPECT_EQ(fast.malformed, 4);  // Torn, glued, not JSON, and 3e9 as a pid.
+  ASSERT_EQ(fast.first_malformed.size(), strict.first_malformed.size());
+  for (size_t i = 0; i < fast.first_malformed.size(); ++i) {
+    EXPECT_EQ(fast.first_malformed[i].where.line, strict.first_malformed[i].where.line);
+    EXPECT_EQ(fast.first_malformed[i].reason, strict.first_malformed[i].reason);
+  }
+  auto rows = [&](const std::string& database) {
+    absl::StatusOr<std::string> body = client_->Query(
+        absl::StrCat("SELECT ", kFleetColumns, " FROM ", database,
+                     ".issues ORDER BY host_id, issue_id, quality FORMAT TabSeparated"));
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.ok() ? *body : "";
+  };
+  EXPECT_EQ(rows("fast"), rows("strict"));
+  // The strict path takes the other six edge lines (a duplicate key: the
+  // last one).
+  EXPECT_EQ(Scalar(*client_, "SELECT count() FROM fast.issues WHERE host_id = 'edge'"), 6);
+  // Every batch acknowledged: the checkpoints send nothing more.
+  EXPECT_EQ(push("fast", true).sent, 0);
+}
+
 // The fleet questions on the known data set (fleet_test_data.h), through
 // `fleet` (the library and the command line).
 void ExpectFleetAnswers(ClickHouseClient& client, const std::string& url,
