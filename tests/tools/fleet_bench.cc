@@ -3,12 +3,15 @@
 // directories, starts a clickhouse-server on loopback (as the tests do), and
 // measures:
 //   - ingest: FleetPusher over every directory (parsing, rows, INSERTs),
-//     issues per second, and the bytes per issue the table stores;
+//     issues per second, and the bytes per issue the table stores; first with
+//     every line through the strict parse (PushOptions::fast_parse false,
+//     the baseline), then through the fast path;
 //   - the latency of each fleet query (top, new --since, fps, show), median
 //     of 5 runs;
 // then the same on a two-shard cluster of two local servers (Distributed).
 //
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep] [--reuse]
+//                                       [--shards-only] [--no-baseline]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -139,6 +142,7 @@ int64_t Scalar(ClickHouseClient& client, const std::string& sql) {
 }
 
 struct Result {
+  double baseline_ingest_s = 0;  // Every line through ParseIssueLine.
   double ingest_s = 0;
   int64_t sent = 0;
   int64_t stored = 0;
@@ -146,27 +150,47 @@ struct Result {
   Timing top, fresh, fps, show, count;
 };
 
+// Seconds to push every directory into `options.fleet.database`.
+double Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
+              const PushOptions& options, const std::vector<std::string>& dirs,
+              int64_t* sent) {
+  for (ClickHouseClient* shard : shards) {
+    FleetPusher schema(*shard, options);
+    if (!schema.EnsureSchema().ok()) std::fprintf(stderr, "schema failed\n");
+  }
+  FleetPusher pusher(client, options);
+  const absl::Status schema = pusher.EnsureSchema();
+  if (!schema.ok()) std::fprintf(stderr, "schema: %s\n", schema.ToString().c_str());
+  PushStats stats;
+  const absl::Time start = absl::Now();
+  const absl::Status status = pusher.Push(dirs, stats);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!status.ok()) std::fprintf(stderr, "push: %s\n", status.ToString().c_str());
+  if (sent != nullptr) *sent = stats.sent;
+  return seconds;
+}
+
 Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
-               const FleetOptions& fleet_options, const std::vector<std::string>& dirs) {
+               const FleetOptions& fleet_options, const std::vector<std::string>& dirs,
+               bool baseline) {
   Result result;
   PushOptions push;
   push.fleet = fleet_options;
   push.batch_rows = 100000;
   push.batch_bytes = 64 << 20;
   push.ignore_checkpoints = true;
-  for (ClickHouseClient* shard : shards) {
-    FleetPusher schema(*shard, push);
-    if (!schema.EnsureSchema().ok()) std::fprintf(stderr, "schema failed\n");
+  if (baseline) {
+    // The same push through the strict parse only, into a database of its
+    // own, dropped after.
+    PushOptions strict = push;
+    strict.fleet.database = "matrix_baseline";
+    strict.fast_parse = false;
+    result.baseline_ingest_s = Ingest(client, shards, strict, dirs, nullptr);
+    for (ClickHouseClient* shard : shards) {
+      (void)shard->Query("DROP DATABASE IF EXISTS matrix_baseline");
+    }
   }
-  FleetPusher pusher(client, push);
-  const absl::Status schema = pusher.EnsureSchema();
-  if (!schema.ok()) std::fprintf(stderr, "schema: %s\n", schema.ToString().c_str());
-  PushStats stats;
-  const absl::Time start = absl::Now();
-  const absl::Status status = pusher.Push(dirs, stats);
-  result.ingest_s = absl::ToDoubleSeconds(absl::Now() - start);
-  if (!status.ok()) std::fprintf(stderr, "push: %s\n", status.ToString().c_str());
-  result.sent = stats.sent;
+  result.ingest_s = Ingest(client, shards, push, dirs, &result.sent);
   const std::string table = fleet_options.cluster.empty() ? "issues" : "issues_local";
   for (ClickHouseClient* shard : shards) {
     // Merges run in the background; the bytes are those of the active parts.
@@ -192,7 +216,15 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
   std::printf("\n## %s\n", setup);
   std::printf("issues pushed %lld, stored (FINAL) %lld\n", static_cast<long long>(r.sent),
               static_cast<long long>(r.stored));
-  std::printf("ingest %.1f s: %.0f issues/s\n", r.ingest_s, r.sent / r.ingest_s);
+  if (r.baseline_ingest_s > 0) {
+    std::printf("ingest, strict parse only (baseline) %.1f s: %.0f issues/s\n",
+                r.baseline_ingest_s, r.sent / r.baseline_ingest_s);
+  }
+  std::printf("ingest %.1f s: %.0f issues/s", r.ingest_s, r.sent / r.ingest_s);
+  if (r.baseline_ingest_s > 0) {
+    std::printf(" (%.2fx the baseline)", r.baseline_ingest_s / r.ingest_s);
+  }
+  std::printf("\n");
   std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
               r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
               static_cast<double>(input_bytes) / issues);
@@ -214,6 +246,7 @@ int Main(int argc, char** argv) {
   bool keep = false;
   bool shards_only = false;
   bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
+  bool baseline = true;  // --no-baseline: the fast path only.
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
@@ -221,6 +254,7 @@ int Main(int argc, char** argv) {
     if (arg == "--keep") keep = true;
     if (arg == "--shards-only") shards_only = true;
     if (arg == "--reuse") reuse = true;
+    if (arg == "--no-baseline") baseline = false;
   }
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / "matrix-fleet-bench";
@@ -261,7 +295,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     ClickHouseClient client(test_util::ClientOptions(server.url(), absl::Seconds(60)));
-    const Result single = Measure(client, {&client}, {}, dirs);
+    const Result single = Measure(client, {&client}, {}, dirs, baseline);
     Print("single server", single, issues, input_bytes);
   }
   {
@@ -274,7 +308,8 @@ int Main(int argc, char** argv) {
     ClickHouseClient client_a(options);
     ClickHouseClient client_b(test_util::ClientOptions(b.url(), absl::Seconds(60)));
     const Result sharded =
-        Measure(client_a, {&client_a, &client_b}, {.database = "matrix", .cluster = "fleet"}, dirs);
+        Measure(client_a, {&client_a, &client_b},
+                {.database = "matrix", .cluster = "fleet"}, dirs, baseline);
     Print("two shards (Distributed over two local servers)", sharded, issues, input_bytes);
   }
   if (!keep) std::filesystem::remove_all(root);
