@@ -465,14 +465,19 @@ TEST(FleetPushServerTest, FollowStopsAtOnceOnSigtermWhileRetrying) {
 }
 
 TEST(FleetPushServerTest, FollowSendsWhatWasWrittenOnSigtermWhileWaiting) {
-  // A ClickHouse that stores everything: its summary counts the rows sent.
+  // A ClickHouse that stores everything: its summary counts the rows sent
+  // (RowBinary rows, one report with one "tag" each).
   FakeHttpServer server([](const FakeHttpServer::Request& request) {
     FakeHttpServer::Response response;
     response.headers = {"X-ClickHouse-Server-Display-Name: fake"};
     if (absl::StrContains(request.target, "INSERT")) {
-      response.headers.push_back(absl::StrCat(
-          R"(X-ClickHouse-Summary: {"written_rows":")",
-          std::count(request.body.begin(), request.body.end(), '\n'), R"("})"));
+      int64_t rows = 0;
+      for (size_t at = request.body.find("\"tag\":"); at != std::string::npos;
+           at = request.body.find("\"tag\":", at + 1)) {
+        ++rows;
+      }
+      response.headers.push_back(
+          absl::StrCat(R"(X-ClickHouse-Summary: {"written_rows":")", rows, R"("})"));
     }
     return response;
   });

@@ -318,6 +318,28 @@ void ReportPushStats(const FleetCommandLine& cl, const PushStats& stats, std::os
   out.flush();
 }
 
+// SIGINT/SIGTERM set g_stop while it lives (when `install`), and have their
+// default handlers again after (push may run in-process).
+class StopSignals {
+ public:
+  explicit StopSignals(bool install) : installed_(install) {
+    if (!installed_) return;
+    g_stop = 0;
+    std::signal(SIGINT, OnStopSignal);
+    std::signal(SIGTERM, OnStopSignal);
+  }
+  ~StopSignals() {
+    if (!installed_) return;
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  const bool installed_;
+};
+
 int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
   PushOptions options;
   options.fleet = {.database = cl.database, .cluster = cl.cluster};
@@ -326,20 +348,7 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
   options.take_unterminated_tail = !cl.follow;
   // --follow stops on SIGINT/SIGTERM at once, even in a request or a retry
   // wait; its last look (below) stops on a second signal.
-  if (cl.follow) {
-    g_stop = 0;
-    std::signal(SIGINT, OnStopSignal);
-    std::signal(SIGTERM, OnStopSignal);
-  }
-  // The default handlers again when push returns (it may run in-process).
-  struct RestoreSignals {
-    bool follow;
-    ~RestoreSignals() {
-      if (!follow) return;
-      std::signal(SIGINT, SIG_DFL);
-      std::signal(SIGTERM, SIG_DFL);
-    }
-  } restore{cl.follow};
+  const StopSignals signals(cl.follow);
   bool last_look = false;
   std::function<bool()> stop_requested;
   if (cl.follow) stop_requested = [&last_look] { return g_stop > (last_look ? 1 : 0); };

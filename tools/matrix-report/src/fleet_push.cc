@@ -83,7 +83,7 @@ std::string DirectoryOf(const std::string& file) {
 // A batch handed to the sending thread: its rows, and the checkpoints to
 // save once the server has them.
 struct FleetPusher::Batch {
-  std::string tsv;
+  std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
   int64_t rows = 0;
   // The batch's first and last rows (host_id, issue_id), counted back after
   // an INSERT whose answer does not say how many rows it wrote.
@@ -91,13 +91,15 @@ struct FleetPusher::Batch {
   std::pair<std::string, std::string> last_row;
   // Whole checkpoint files, with this batch's marks in them.
   std::map<std::string, Checkpoint> checkpoints;
-  // The sending thread's result.
+  // The sending thread's result, and whether the server has the rows
+  // (also when saving a checkpoint failed after).
   absl::Status status;
+  bool acknowledged = false;
 };
 
 struct FleetPusher::Pending {
   // The batch being filled.
-  std::string tsv;
+  std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
   int64_t rows = 0;
   std::pair<std::string, std::string> first_row;
   std::pair<std::string, std::string> last_row;
@@ -123,7 +125,7 @@ struct FleetPusher::Pending {
   }
 
   void Add(const FleetRow& row) {
-    AppendFleetRowTsv(row, tsv);
+    AppendFleetRowBinary(row, rows_binary);
     if (rows == 0) first_row = {row.host_id, row.issue_id};
     last_row = {row.host_id, row.issue_id};
     ++rows;
@@ -180,10 +182,11 @@ absl::Status FleetPusher::CheckStored(const Batch& batch, const InsertResult& re
 absl::Status FleetPusher::Send(Batch& batch) {
   if (batch.rows > 0) {
     absl::StatusOr<InsertResult> result = client_.Insert(
-        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT TabSeparated"),
-        batch.tsv);
+        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT RowBinary"),
+        batch.rows_binary);
     if (!result.ok()) return result.status();
     if (absl::Status stored = CheckStored(batch, *result); !stored.ok()) return stored;
+    batch.acknowledged = true;
   }
   // Acknowledged (or nothing to send: skipped lines only): save the marks.
   for (const auto& [path, checkpoint] : batch.checkpoints) {
@@ -196,13 +199,12 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
   if (!pending.sender.joinable()) return absl::OkStatus();
   pending.sender.join();
   const std::unique_ptr<Batch> done = std::move(pending.in_flight);
-  if (!done->status.ok()) return done->status;
-  if (done->rows > 0) {
+  if (done->acknowledged) {
     stats.sent += done->rows;
-    stats.bytes += static_cast<int64_t>(done->tsv.size());
+    stats.bytes += static_cast<int64_t>(done->rows_binary.size());
     ++stats.batches;
   }
-  return absl::OkStatus();
+  return done->status;
 }
 
 absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
@@ -210,7 +212,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   // checkpoints saved) before this one goes.
   if (absl::Status status = Await(pending, stats); !status.ok()) return status;
   auto batch = std::make_unique<Batch>();
-  batch->tsv = std::move(pending.tsv);
+  batch->rows_binary = std::move(pending.rows_binary);
   batch->rows = pending.rows;
   batch->first_row = std::move(pending.first_row);
   batch->last_row = std::move(pending.last_row);
@@ -220,7 +222,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
     touched.insert(where.first);
   }
   for (const std::string& path : touched) batch->checkpoints[path] = pending.checkpoints[path];
-  pending.tsv.clear();
+  pending.rows_binary.clear();
   pending.rows = 0;
   pending.advances.clear();
   pending.in_flight = std::move(batch);
@@ -288,7 +290,7 @@ absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, Pu
 
 bool FleetPusher::Full(const Pending& pending) const {
   return pending.rows >= options_.batch_rows ||
-         static_cast<int64_t>(pending.tsv.size()) >= options_.batch_bytes;
+         static_cast<int64_t>(pending.rows_binary.size()) >= options_.batch_bytes;
 }
 
 absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushStats& stats) {

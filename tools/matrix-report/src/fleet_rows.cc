@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -167,6 +169,55 @@ void AppendFleetRowTsv(const FleetRow& row, std::string& out) {
   for (int64_t level : row.drop_level) absl::StrAppend(&out, level, "\t");
   field(row.report);
   absl::StrAppend(&out, static_cast<int>(row.quality), "\n");
+}
+
+namespace {
+
+// RowBinary: strings as a LEB128 length and the bytes, numbers as their
+// little-endian bytes.
+void BinaryString(absl::string_view text, std::string& out) {
+  uint64_t n = text.size();
+  do {
+    const uint8_t byte = static_cast<uint8_t>(n & 0x7F);
+    n >>= 7;
+    out.push_back(static_cast<char>(n != 0 ? byte | 0x80 : byte));
+  } while (n != 0);
+  out.append(text.data(), text.size());
+}
+
+template <typename T>
+void BinaryNumber(T value, std::string& out) {
+  static_assert(std::is_arithmetic_v<T>);
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // x86-64 and aarch64: little-endian.
+  out.append(bytes, sizeof(T));
+}
+
+double Finite(double value) { return std::isfinite(value) ? value : 0; }
+
+}  // namespace
+
+void AppendFleetRowBinary(const FleetRow& row, std::string& out) {
+  BinaryString(row.issue_id, out);
+  BinaryNumber<int64_t>(row.time_ms, out);
+  BinaryString(row.host_id, out);
+  BinaryString(row.host_name, out);
+  BinaryString(row.process, out);
+  BinaryNumber<int32_t>(row.pid, out);
+  BinaryString(row.build_id, out);
+  BinaryString(row.version, out);
+  BinaryString(row.tag, out);
+  BinaryString(row.detail, out);
+  BinaryString(row.kind, out);
+  BinaryString(row.key, out);
+  BinaryString(row.scene, out);
+  BinaryNumber<double>(Finite(row.cost_ms), out);
+  BinaryNumber<double>(Finite(row.fps), out);
+  BinaryNumber<int64_t>(row.frames, out);
+  BinaryNumber<int64_t>(row.dropped_frames, out);
+  for (int64_t level : row.drop_level) BinaryNumber<int64_t>(level, out);
+  BinaryString(row.report, out);
+  BinaryNumber<uint8_t>(row.quality, out);
 }
 
 std::string CheckpointPath(const std::string& dir, absl::string_view url,

@@ -104,7 +104,13 @@ FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
 // Appends `row` to `out` as one TabSeparated line in kFleetColumns' order.
 void AppendFleetRowTsv(const FleetRow& row, std::string& out);
 
-// The columns AppendFleetRowTsv writes, comma-separated, for the INSERT.
+// Appends `row` to `out` in ClickHouse's RowBinary format, kFleetColumns'
+// order: what push sends (the server reads it without unescaping text).
+// Non-finite numbers are written as 0, as AppendFleetRowTsv writes them.
+void AppendFleetRowBinary(const FleetRow& row, std::string& out);
+
+// The columns AppendFleetRowTsv and AppendFleetRowBinary write,
+// comma-separated, for the INSERT.
 extern const char kFleetColumns[];
 
 struct PushOptions {
