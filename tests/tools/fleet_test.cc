@@ -243,22 +243,24 @@ TEST_F(FleetTest, ServerErrorIsAClearErrorAndWritesNothing) {
 // glued, not JSON). Small batches: several are in flight one after another.
 TEST_F(FleetTest, FastAndStrictPushesStoreTheSameRows) {
   ScratchDir scratch("paths");
-  std::filesystem::copy(kDemo, scratch.path() + "/demo", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(kDemo, scratch.path() + "/demo",
+                        std::filesystem::copy_options::recursive);
   test_util::WriteFleetDataSet(scratch.path() + "/fleet");
-  proto::Issue escaped = test_util::AnrIssue("ns::F<std::map<int, \"q\">>(\t\\)", proto::ANR,
-                                             5000, test_util::kBaseTimeMs);
-  escaped.mutable_app()->set_version("2.0 \xD0\xA1\xD1\x86\xD0\xB5\xD0\xBD\xD0\xB0 \xF0\x9F\x98\x80");
+  proto::Issue escaped = test_util::AnrIssue("ns::F<std::map<int, \"q\">>(\t\\)", proto::ANR, 5000,
+                                             test_util::kBaseTimeMs);
+  escaped.mutable_app()->set_version(
+      "2.0 \xD0\xA1\xD1\x86\xD0\xB5\xD0\xBD\xD0\xB0 \xF0\x9F\x98\x80");
   const std::string good = test_util::Line(escaped);
   const std::string base = R"({"tag":"Trace_EvilMethod","time_ms":"1763719200000","pid":"7",)"
                            R"("app":{"host_id":"edge"},)";
-  scratch.Write("edges.jsonl",
-                {good, base + R"("key":"n","newkind":{"cost_ms":5,"scene":"S"}})",
-                 base + R"("key":"s","anr":{"detail":"LAG","cost_ms":"5000"}})",
-                 base + R"("key":"nan","anr":{"cost_ms":"NaN"}})",
-                 base + R"("key":"nul\u0000","anr":{"cost_ms":1}})",
-                 base + R"("key":"\ud83d\ude00","anr":{"cost_ms":2}})",
-                 base + R"("key":"dup","key":"dup2"})", good.substr(0, good.size() / 2),
-                 good + good, "not json", base + R"("pid":3000000000})"});
+  scratch.Write(
+      "edges.jsonl",
+      {good, base + R"("key":"n","newkind":{"cost_ms":5,"scene":"S"}})",
+       base + R"("key":"s","anr":{"detail":"LAG","cost_ms":"5000"}})",
+       base + R"("key":"nan","anr":{"cost_ms":"NaN"}})",
+       base + R"("key":"nul\u0000","anr":{"cost_ms":1}})",
+       base + R"("key":"\ud83d\ude00","anr":{"cost_ms":2}})", base + R"("key":"dup","key":"dup2"})",
+       good.substr(0, good.size() / 2), good + good, "not json", base + R"("pid":3000000000})"});
   const std::vector<std::string> inputs = {scratch.path() + "/demo",
                                            scratch.path() + "/demo/blockcanary",
                                            scratch.path()};
@@ -346,8 +348,8 @@ TEST_F(FleetTest, RowBinaryAndTabSeparatedStoreTheSameRows) {
     ASSERT_TRUE(FleetPusher(*client_, options).EnsureSchema().ok());
   }
   const std::string columns = absl::StrCat(" (", kFleetColumns, ") FORMAT ");
-  ASSERT_TRUE(client_->Insert(absl::StrCat("INSERT INTO tsv.issues", columns, "TabSeparated"), tsv)
-                  .ok());
+  ASSERT_TRUE(
+      client_->Insert(absl::StrCat("INSERT INTO tsv.issues", columns, "TabSeparated"), tsv).ok());
   ASSERT_TRUE(
       client_->Insert(absl::StrCat("INSERT INTO binary.issues", columns, "RowBinary"), binary)
           .ok());

@@ -1,7 +1,7 @@
 // The fleet's text, without a server: ClickHouse's Array(String) text as it
 // comes in a TabSeparated field, the fleet tables with numbers a corrupt
-// or hostile report can hold, and the fleet commands' usage errors. fleet_test.cc runs the same through a real
-// clickhouse-server.
+// or hostile report can hold, and the fleet commands' usage errors.
+// fleet_test.cc runs the same through a real clickhouse-server.
 
 #include <limits>
 #include <string>

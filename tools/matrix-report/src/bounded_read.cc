@@ -119,7 +119,8 @@ LineRead ReadLineBounded(FdStreamBuf& buffer, size_t max_bytes, std::string& lin
     if (chunk.empty()) return read;
     read.got = true;
     const char* newline = static_cast<const char*>(std::memchr(chunk.data(), '\n', chunk.size()));
-    const size_t take = newline != nullptr ? static_cast<size_t>(newline - chunk.data()) : chunk.size();
+    const size_t take =
+        newline != nullptr ? static_cast<size_t>(newline - chunk.data()) : chunk.size();
     if (!read.too_long && line.size() + take > max_bytes) {
       read.too_long = true;
       std::string().swap(line);

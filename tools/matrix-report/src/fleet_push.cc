@@ -338,7 +338,8 @@ bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
                              options_.fallback_host_id));
   }
   if (read.malformed_lines == 0 && records > 0) return true;
-  reason = read.malformed_files.empty() ? "not an issue" : read.malformed_files.front().first.reason;
+  reason = read.malformed_files.empty() ? std::string("not an issue")
+                                        : read.malformed_files.front().first.reason;
   return false;
 }
 
