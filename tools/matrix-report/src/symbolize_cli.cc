@@ -23,7 +23,7 @@
 namespace matrix::report {
 namespace {
 
-constexpr char kSymbolizeUsage[] = R"(Naming frames off the host (docs/matrix-report.md, "Symbolize"):
+constexpr char kSymbolizeUsage[] = R"(Naming frames off the host (docs/matrix-report.md, symbolize):
   symbolize [--debuginfod URL]... [--debug-dir DIR]... -o OUTDIR FILE|DIR...
               names the frames reports carry raw (a stripped module, or
               matrix-run --symbolize=off) from their module's build id and

@@ -40,9 +40,9 @@ namespace matrix::report {
 
 struct SymbolizeOptions {
   // Directories holding .build-id/xx/yyyy.debug files, searched first.
-  std::vector<std::string> debug_dirs;
+  std::vector<std::string> debug_dirs = {};
   // debuginfod server URLs, asked before those of $DEBUGINFOD_URLS.
-  std::vector<std::string> debuginfod_urls;
+  std::vector<std::string> debuginfod_urls = {};
 };
 
 // What a FrameSymbolizer did, over every issue it was given.
