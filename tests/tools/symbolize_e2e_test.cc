@@ -6,8 +6,9 @@
 // loopback (Debian's debuginfod over a directory holding only the debug
 // file), from a .build-id directory, and says clearly when no server
 // answers (frames left raw, nothing lost). matrix-run --symbolize=off
-// records every frame raw, named off the host the same way. push stores the
-// issue named, into a real clickhouse-server; fleet show names a raw one.
+// records every frame raw, named off the host the same way. push
+// --debuginfod stores the issue named, into a real clickhouse-server; fleet
+// show --debug-dir names a raw one.
 
 #include <curl/curl.h>
 #include <signal.h>
@@ -305,9 +306,15 @@ TEST(SymbolizeE2ETest, PushStoresTheIssueNamed_FleetShowNamesARawOne) {
   std::ofstream(work + "/named-push/app.jsonl") << RawIssueLine(1764300000000, address) << "\n";
   std::ofstream(work + "/raw-push/app.jsonl") << RawIssueLine(1764300005000, address + 2) << "\n";
 
+  // Named by a real debuginfod server on loopback before it is stored.
+  const std::string served = work + "/served";
+  std::filesystem::create_directories(served);
+  std::filesystem::copy_file(kDebugFile, served + "/symbolize_target.debug");
+  DebuginfodServer debuginfod(served, work);
+  ASSERT_TRUE(debuginfod.WaitServes(build_id)) << agent_test::ReadFile(work + "/debuginfod.log");
   test_util::ClickHouseTestServer server;
   ASSERT_TRUE(server.Start().ok());
-  RunResult run = Report({"push", "--clickhouse", server.url(), "--debug-dir", work + "/ids",
+  RunResult run = Report({"push", "--clickhouse", server.url(), "--debuginfod", debuginfod.url(),
                           work + "/named-push"}, work + "/cache");
   ASSERT_EQ(run.exit_code(), 0) << run.err;
   run = Report({"fleet", "--clickhouse", server.url(), "top"}, work + "/cache");
