@@ -272,7 +272,7 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
     std::ostream& err;
     ~ReportProblems() {
       if (!symbolizer) return;
-      for (const std::string& problem : symbolizer->problems()) err << "matrix-report: " << problem;
+      for (const std::string& line : symbolizer->problems()) err << "matrix-report: " << line;
     }
   } report_problems{symbolizer, err};
   // --follow stops on SIGINT/SIGTERM at once, even in a request or a retry

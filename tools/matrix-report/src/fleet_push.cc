@@ -241,10 +241,7 @@ absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushSta
   ReadStats read;
   IssueStreamReader reader(in, source.file, {}, &read);
   IssueRecord record;
-  while (reader.Next(record)) {
-    if (options_.before_store) options_.before_store(record);
-    pending.Add(MakeFleetRow(record, "", options_.fallback_host_id));
-  }
+  while (reader.Next(record)) pending.Add(MakeFleetRow(record, "", options_.fallback_host_id));
   if (buffer.error() != 0) {
     stats.errors.push_back(absl::StrCat(source.file, ": read error: ",
                                         std::strerror(buffer.error()), "; skipped"));
