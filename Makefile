@@ -47,6 +47,10 @@ PACKAGES += clickhouse-server clickhouse-client libcurl4-openssl-dev
 # Instruction counts of the hot path (tests/bench bench_dispatch_cost_ceiling,
 # docs/performance.md): callgrind.
 PACKAGES += valgrind
+# matrix-report symbolize/push --debuginfod: elfutils' debuginfod client
+# (libdebuginfod, linked into matrix-report only); the symbolize tests
+# (tests/tools) start Debian's debuginfod server on loopback.
+PACKAGES += libdebuginfod-dev debuginfod
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -296,10 +296,15 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
       while (reader.Next(record)) {
         record.source = {file, line_number};
         ++records;
-        // A clean line is stored as written; a glued one as parsed.
-        pending.Add(MakeFleetRow(record,
-                                 read.malformed_lines == 0 ? trimmed : absl::string_view(),
-                                 options_.fallback_host_id));
+        // A clean line is stored as written; a glued one as parsed. A line
+        // changed before it is stored keeps the id of its line as written
+        // (pushed again named, it replaces itself rather than being doubled).
+        const bool changed = options_.before_store && options_.before_store(record);
+        FleetRow row = MakeFleetRow(record,
+                                    read.malformed_lines == 0 ? trimmed : absl::string_view(),
+                                    options_.fallback_host_id);
+        if (changed) row.report = RecordToJson(record);
+        pending.Add(row);
       }
       if (read.malformed_lines > 0 || records == 0) {
         advance = got.terminated;

@@ -316,6 +316,7 @@ bool StartSession(bool from_swap) {
           .EnableStartup(true)
           .SetStackKeyRule({.skip_modules = c.key_skip_modules,
                             .program_modules = c.key_program_modules})
+          .EnableSymbolize(c.symbolize)
           // The program is not method-traced: a small ring is enough.
           .SetMethodTraceBufferBytes(size_t{64} << 10)
           .Build();

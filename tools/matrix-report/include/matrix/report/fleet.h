@@ -120,6 +120,11 @@ struct PushOptions {
   // A final line without its newline is taken only when true (one-shot
   // push); --follow waits for the writer to finish it.
   bool take_unterminated_tail = true;
+  // Called on each issue of a JSON-lines file before it is stored; returns
+  // true when it changed the issue (which is then stored as changed, not as
+  // its line was written). push --debuginfod/--debug-dir names raw frames
+  // here. (BlockCanary text files carry no build ids: not called.)
+  std::function<bool(IssueRecord&)> before_store;
 };
 
 struct PushStats {
