@@ -33,6 +33,9 @@ PACKAGES += pcmanfm
 # tests/agent startup_window_e2e_test: a GL benchmark that loads libGL after its
 # first poll, and the X client library headers for its map_watcher.
 PACKAGES += glmark2-x11 libx11-dev
+# tests/agent mpv_e2e_test: a video player presenting a steady 30 fps from its
+# render thread.
+PACKAGES += mpv
 # Python frames (docs/stacks.md): CPython 3.11's headers and libpython for
 # tracers_python311_layout_check and tracers_python_frames_embedded_test.
 PACKAGES += python3.11-dev
@@ -46,6 +49,10 @@ PACKAGES += libsimdjson-dev
 # Instruction counts of the hot path (tests/bench bench_dispatch_cost_ceiling,
 # docs/performance.md): callgrind.
 PACKAGES += valgrind
+# matrix-report symbolize/push --debuginfod: elfutils' debuginfod client
+# (libdebuginfod, linked into matrix-report only); the symbolize tests
+# (tests/tools) start Debian's debuginfod server on loopback.
+PACKAGES += libdebuginfod-dev debuginfod
 CLANG_PACKAGES := clang libclang-rt-14-dev
 
 JOBS ?= $(shell nproc)

@@ -29,6 +29,7 @@ absl::Status TracePlugin::OnInit() {
   // value is an error here, not an abort in a tracer at Start.
   if (absl::Status status = config_.Validate(); !status.ok()) return status;
   SetStackKeyRule(config_.stack_key_rule);
+  if (!config_.symbolize) Symbolizer::Get()->SetRawFrames(true);
   if (context().main_looper == nullptr &&
       config_.looper_source != LooperMonitor::Source::kForeign) {
     return absl::FailedPreconditionError(

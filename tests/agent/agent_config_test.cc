@@ -36,6 +36,7 @@ TEST(AgentConfigTest, Defaults) {
   EXPECT_EQ(c->lag_threshold, absl::Seconds(2));
   EXPECT_EQ(c->evil_threshold, absl::Milliseconds(700));
   EXPECT_TRUE(c->frames);
+  EXPECT_TRUE(c->symbolize);
   EXPECT_EQ(c->refresh_hz, 60);
   EXPECT_EQ(c->timeline_window, absl::Seconds(5));
   EXPECT_TRUE(c->ShouldMonitor(1234));
@@ -47,7 +48,7 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
              {"MATRIX_ANR_MS", "1000"}, {"MATRIX_LAG_MS", "300"}, {"MATRIX_EVIL_MS", "50"},
              {"MATRIX_FRAMES", "0"}, {"MATRIX_FPS_SLICE_MS", "2000"},
              {"MATRIX_REFRESH_HZ", "144"}, {"MATRIX_AGENT_PID", "42"},
-             {"MATRIX_TIMELINE_WINDOW_MS", "8000"}});
+             {"MATRIX_TIMELINE_WINDOW_MS", "8000"}, {"MATRIX_SYMBOLIZE", "0"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->report_dir, "/tmp/r");
   EXPECT_EQ(c->report_name, "prog-1");
@@ -55,6 +56,7 @@ TEST(AgentConfigTest, ReadsEveryVariable) {
   EXPECT_EQ(c->lag_threshold, absl::Milliseconds(300));
   EXPECT_EQ(c->evil_threshold, absl::Milliseconds(50));
   EXPECT_FALSE(c->frames);
+  EXPECT_FALSE(c->symbolize);
   EXPECT_EQ(c->fps_time_slice, absl::Seconds(2));
   EXPECT_EQ(c->refresh_hz, 144);
   EXPECT_EQ(c->timeline_window, absl::Seconds(8));
@@ -107,6 +109,8 @@ TEST(AgentConfigTest, BadValuesAreClearErrors) {
   EXPECT_THAT(Parse({{"MATRIX_EVIL_MS", "0"}}).status().message(), HasSubstr("MATRIX_EVIL_MS=0"));
   EXPECT_THAT(Parse({{"MATRIX_FRAMES", "maybe"}}).status().message(),
               HasSubstr("MATRIX_FRAMES=maybe: expected 0 or 1"));
+  EXPECT_THAT(Parse({{"MATRIX_SYMBOLIZE", "off"}}).status().message(),
+              HasSubstr("MATRIX_SYMBOLIZE=off: expected 0 or 1"));
   EXPECT_THAT(Parse({{"MATRIX_REFRESH_HZ", "0"}}).status().message(),
               HasSubstr("MATRIX_REFRESH_HZ=0"));
   EXPECT_THAT(Parse({{"MATRIX_AGENT_PID", "-3"}}).status().message(),

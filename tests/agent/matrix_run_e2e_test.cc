@@ -359,6 +359,15 @@ TEST(MatrixRunTest, FollowedChildReportsInItsOwnName) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     EXPECT_FALSE(absl::EndsWith(entry.path().string(), ".processes")) << entry.path();
   }
+  // Keyed by the child's own function, the same on a second run.
+  EXPECT_EQ(anrs[0].issue.key(), "StallInKnownFunction") << agent_test::StackText(anrs[0]);
+  const std::string again_dir = agent_test::NewReportDir("exec-own-again");
+  const RunResult again =
+      agent_test::Run(MatrixRun(again_dir, {"exec", "1200"}, {"--follow-exec"}));
+  ASSERT_EQ(again.exit_code(), 0) << again.out << again.err;
+  const auto again_anrs = Anrs(again_dir);
+  ASSERT_EQ(again_anrs.size(), 1u) << again.err;
+  EXPECT_EQ(again_anrs[0].issue.key(), anrs[0].issue.key());
 }
 
 // The program's own SIGQUIT and SIGPROF handlers keep working, and the ANR

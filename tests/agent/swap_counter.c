@@ -15,12 +15,20 @@
 //   swap-counter: first swap at <ms> ms since process start
 //   swap-counter: <swaps after the first> swaps in <seconds since the first> s
 //   swap-counter: total <swaps>
+// With SWAP_COUNTER_PACE_MS set (a program presenting at its own steady pace,
+// on a 60 Hz display), it also times each swap's return and prints at exit
+//   swap-counter: late <presents> presents, <vsyncs> vsyncs
+// where a present more than one pace plus half a refresh interval after the
+// previous one was late, and missed ceil((gap - (pace - half an interval)) /
+// interval) - 1 vsyncs: the rule of docs/tracers.md, measured here
+// independently of the agent.
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +47,9 @@ static EglSwapDamage g_damage_ext, g_damage_khr;
 static VkGetProc g_vk_instance_proc, g_vk_device_proc;
 static VkPresent g_vk_present;
 static atomic_long g_swaps, g_first_ns, g_next_print_ns;
+static atomic_long g_last_return_ns, g_late_presents, g_late_vsyncs;
+static long g_pace_ns;  // From SWAP_COUNTER_PACE_MS; 0: not timed.
+static const long kIntervalNs = 16666667;  // 60 Hz.
 
 static long NowNs(void) {
   struct timespec t;
@@ -86,26 +97,52 @@ static void Count(void) {
   }
 }
 
+// After a swap returned: a late present, against the pace (see the top).
+static void Returned(void) {
+  if (g_pace_ns == 0) return;
+  const long now = NowNs();
+  const long last = atomic_exchange(&g_last_return_ns, now);
+  if (last == 0) return;
+  const long late = now - last - (g_pace_ns - kIntervalNs / 2);
+  if (late <= kIntervalNs) return;
+  atomic_fetch_add(&g_late_presents, 1);
+  atomic_fetch_add(&g_late_vsyncs, (late + kIntervalNs - 1) / kIntervalNs - 1);
+}
+
 static void CountedGlx(void* d, unsigned long w) {
   Count();
   g_glx(d, w);
+  Returned();
 }
 static unsigned CountedEgl(void* d, void* s) {
   Count();
-  return g_egl(d, s);
+  const unsigned result = g_egl(d, s);
+  Returned();
+  return result;
 }
 static unsigned CountedDamageExt(void* d, void* s, const int* r, int n) {
   Count();
-  return g_damage_ext(d, s, r, n);
+  const unsigned result = g_damage_ext(d, s, r, n);
+  Returned();
+  return result;
 }
 static unsigned CountedDamageKhr(void* d, void* s, const int* r, int n) {
   Count();
-  return g_damage_khr(d, s, r, n);
+  const unsigned result = g_damage_khr(d, s, r, n);
+  Returned();
+  return result;
 }
 
 static int32_t CountedPresent(void* queue, const void* info) {
   Count();
-  return g_vk_present(queue, info);
+  const int32_t result = g_vk_present(queue, info);
+  Returned();
+  return result;
+}
+
+__attribute__((constructor)) static void ReadPace(void) {
+  const char* pace = getenv("SWAP_COUNTER_PACE_MS");
+  if (pace != NULL) g_pace_ns = (long)(atof(pace) * 1e6);
 }
 
 static VkVoid CountedInstanceProc(void* instance, const char* name);
@@ -149,6 +186,10 @@ static VkVoid CountedDeviceProc(void* device, const char* name) {
 __attribute__((destructor)) static void PrintTotal(void) {
   const long swaps = atomic_load(&g_swaps);
   if (swaps > 0) fprintf(stderr, "swap-counter: total %ld\n", swaps);
+  if (swaps > 0 && g_pace_ns != 0) {
+    fprintf(stderr, "swap-counter: late %ld presents, %ld vsyncs\n",
+            atomic_load(&g_late_presents), atomic_load(&g_late_vsyncs));
+  }
 }
 
 static Dlsym RealDlsym(void) {

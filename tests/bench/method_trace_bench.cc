@@ -32,7 +32,9 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,6 +58,24 @@ namespace {
 namespace wl = ::matrix_test_workload;
 
 constexpr int kChunk = 32768;  // ~50-150 us: clock quantum negligible.
+
+// The CPU's model name, from /proc/cpuinfo, in the benchmark's context
+// ("cpu: ..." in its header, "cpu" in its JSON): a traced call's cost differs
+// between CPUs (docs/performance.md gives the figures of each).
+std::string CpuModel() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown";
+}
+const bool kCpuInContext = [] {
+  benchmark::AddCustomContext("cpu", CpuModel());
+  return true;
+}();
 
 int64_t NowNs() { return matrix::MonotonicNow().ToNanoseconds(); }
 

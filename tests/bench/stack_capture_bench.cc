@@ -178,6 +178,20 @@ BENCHMARK(BM_SymbolizeStack_Cold)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 
+// The first report of a process run with --symbolize=off (raw frames: the
+// module scan with its build ids, no symbol table or DWARF read), against
+// BM_SymbolizeStack_Cold, what in-process naming costs then.
+void BM_SymbolizeStack_ColdRaw(benchmark::State& state) {
+  RawStack raw = CaptureDeepStack();
+  for (auto _ : state) {
+    Symbolizer symbolizer;
+    symbolizer.SetRawFrames(true);
+    benchmark::DoNotOptimize(SymbolizeStack(raw, &symbolizer));
+  }
+  state.counters["frames"] = raw.depth;
+}
+BENCHMARK(BM_SymbolizeStack_ColdRaw)->Unit(benchmark::kMillisecond)->Iterations(5);
+
 // The first report's symbolization when the program's modules were loaded
 // at start (Symbolizer::PreloadModules on the worker, untimed), against
 // _Cold (nothing loaded) and _Uncached (everything loaded before).

@@ -190,7 +190,9 @@ TEST(HangStackKeyTest, Fallback_NativeStackKeyWithoutTreeOrApplicationFrames) {
       std::vector<uint64_t>{MakeDispatchBeginRecord(t0), MakeDispatchEndRecord(t0 + kHang)});
   EXPECT_EQ(HangStackKey(stack, &dispatch_only, {}, kHang), "matrix::Looper::Loop()");
   EXPECT_EQ(HangStackKey(Stack({}), nullptr, {}, kHang), "unknown");
-  EXPECT_EQ(HangStackKey(Stack({NamedFrame("", kApp)}), nullptr, {}, kHang), "unknown");
+  // An unnamed frame of a module that names none (stripped): module+0xaddress.
+  EXPECT_EQ(HangStackKey(Stack({NamedFrame("", kApp)}), nullptr, {}, kHang),
+            UnnamedFrameKey(kApp, 0));
 }
 
 TEST(NativeStackKeyTest, InnermostApplicationFrame) {
@@ -211,14 +213,18 @@ TEST(NativeStackKeyTest, Fallbacks) {
   // Only the C runtime named: its innermost frame, but never the vDSO's.
   proto::ThreadStack only_libc;
   FillThreadStack(Stack({NamedFrame("__vdso_clock_gettime", "linux-vdso.so.1"),
-                         NamedFrame("clock_gettime", kLibc), NamedFrame("", kApp)}),
+                         NamedFrame("clock_gettime", kLibc), NamedFrame("", kLibc)}),
                   &only_libc);
   EXPECT_EQ(NativeStackKey(only_libc), "clock_gettime");
   proto::ThreadStack only_vdso;
   FillThreadStack(Stack({NamedFrame("__vdso_clock_gettime", "linux-vdso.so.1"),
-                         NamedFrame("", kApp)}),
+                         NamedFrame("", kLibc)}),
                   &only_vdso);
   EXPECT_EQ(NativeStackKey(only_vdso), "unknown");
+  // A stripped program's unnamed frame keys before the C runtime's named one.
+  proto::ThreadStack stripped;
+  FillThreadStack(Stack({NamedFrame("clock_gettime", kLibc), NamedFrame("", kApp)}), &stripped);
+  EXPECT_EQ(NativeStackKey(stripped), UnnamedFrameKey(kApp, 0));
 }
 
 TEST(NativeStackKeyTest, ABusyLoopInALibraryIsKeyedByTheLibraryNotWhereTheCaptureLanded) {

@@ -104,7 +104,8 @@ TEST(SampledStackKeyTest, NoProgramFrameHoldsTheMajority_TheHeaviestSampleDecide
   EXPECT_EQ(SampledStackKey(Weighted(stacks, {300, 400, 300})), "app::Decode()");
   EXPECT_EQ(SampledStackKey({}), "");
   const std::vector<SymbolizedStack> unnamed = {Stack({Frame("", kApp, 0x1234)})};
-  EXPECT_EQ(SampledStackKey(Weighted(unnamed, {100})), "");
+  // A stripped program's frame: module+0xaddress.
+  EXPECT_EQ(SampledStackKey(Weighted(unnamed, {100})), "gallery+0x234");
 }
 
 TEST(FillSampledCallTreeTest, RootedAtTheDeepestSharedFrame_CostIsTheSampledTime) {

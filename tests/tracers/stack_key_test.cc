@@ -194,5 +194,48 @@ TEST_F(StackKeyTest, SeveralCaptures_PythonFramesCompareByFunctionNotLine) {
   EXPECT_EQ(Key(a, std::vector<SymbolizedStack>{b}), "spin");
 }
 
+// A stripped program: its frames have a module and an ELF address but no
+// name. The innermost of them keys the report as "module+0xaddress" (stable
+// for one build), never the toolkit frame around it; unnamed C runtime and
+// vDSO frames are still skipped.
+TEST_F(StackKeyTest, AnUnnamedFrameOfTheProgram_KeysByModuleAndElfAddress) {
+  constexpr char kGlib[] = "/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0";
+  auto unnamed = [](std::string module, uintptr_t elf_address) {
+    StackFrame frame = Frame("", std::move(module), 0x55d0c0de0000 + elf_address);
+    frame.symbol.module_offset = elf_address;
+    return frame;
+  };
+  const SymbolizedStack stack =
+      Stack({unnamed("linux-vdso.so.1", 0x9a0), unnamed(kLibc, 0xe1234),
+             Frame("g_get_monotonic_time", kGlib), unnamed("/opt/myapp/bin/myapp", 0x1a2b),
+             Frame("g_main_context_dispatch", kGlib), unnamed("/opt/myapp/bin/myapp", 0x1100)});
+  EXPECT_EQ(Key(stack), "myapp+0x1a2b");
+  EXPECT_EQ(UnnamedFrameKey("/opt/myapp/bin/myapp", 0x1a2b), "myapp+0x1a2b");
+  EXPECT_EQ(UnnamedFrameKey("", 0x1a2b), "");
+  const absl::flat_hash_set<std::string> named = NamedModules(stack.frames);
+  EXPECT_EQ(ProgramFrameKey(stack.frames[3].symbol, named), "myapp+0x1a2b");
+  EXPECT_EQ(ProgramFrameKey(stack.frames[1].symbol, named), "");  // libc: never the key.
+  EXPECT_EQ(ProgramFrameKey(stack.frames[0].symbol, named), "");  // The vDSO neither.
+  // A module that names other frames has symbols: its unnamed frame (a stub,
+  // padding) never keys; its named one does.
+  SymbolizedStack with_names = stack;
+  with_names.frames[5].symbol.function = "main";
+  EXPECT_EQ(Key(with_names), "main");
+
+  // The report's form: elf_address, else the offset of older reports (an
+  // unnamed frame's offset is the same address).
+  proto::ThreadStack report;
+  FillThreadStack(stack, &report);
+  ASSERT_EQ(report.frames_size(), 6);
+  EXPECT_EQ(report.frames(3).elf_address(), 0x1a2bu);
+  EXPECT_EQ(NativeStackKey(report), "myapp+0x1a2b");
+  report.mutable_frames(3)->clear_elf_address();
+  EXPECT_EQ(NativeStackKey(report), "myapp+0x1a2b");
+  // A program frame with a name still wins over an unnamed one further out.
+  report.mutable_frames(5)->set_function("main");
+  report.mutable_frames(3)->set_function("app::Layout()");
+  EXPECT_EQ(NativeStackKey(report), "app::Layout()");
+}
+
 }  // namespace
 }  // namespace matrix

@@ -454,6 +454,19 @@ class ForeignFramesTest : public UIThreadMonitorTest {
     now_ += absl::Microseconds(busy_ms * 1000);
     foreign_looper_.DispatchEnd(now_);
   }
+  // A render thread presented at `presented`; the main thread then wakes
+  // `wait_ms` after it (or is in a dispatch already, when negative: it began
+  // that long before the present) and takes the present in a dispatch that
+  // ends `busy_ms` after the present, as matrix-run's agent marks it.
+  void PresentedDispatch(TimeTicks presented, double wait_ms, double busy_ms) {
+    const TimeTicks begin = presented + absl::Microseconds(wait_ms * 1000);
+    now_ = begin;
+    foreign_looper_.DispatchBegin(begin, "loop");
+    foreign_.MarkFrame(presented, RefreshRate::FromHz(60), ++frames_);
+    foreign_.MarkPresented(presented);
+    now_ = presented + absl::Microseconds(busy_ms * 1000);
+    foreign_looper_.DispatchEnd(now_);
+  }
   // A 60 Hz animation: frames of 4 ms with 12.67 ms waits.
   void Animate(int frames) {
     for (int i = 0; i < frames; ++i) Dispatch(12.67, 4, true);
@@ -463,8 +476,9 @@ class ForeignFramesTest : public UIThreadMonitorTest {
     TimeTicks previous_end;
     for (const FrameData& f : recorder_.frames) {
       dropped.push_back(
-          matrix::CountDroppedFrames(f.intended_frame_time, f.end, previous_end, f.refresh_rate));
-      previous_end = f.end;
+          matrix::CountDroppedFrames(f.intended_frame_time, f.shown(), previous_end, f.refresh_rate));
+      EXPECT_EQ(f.counted_drops, dropped.back());
+      previous_end = f.shown();
     }
     return dropped;
   }
@@ -583,6 +597,81 @@ TEST_F(ForeignFramesTest, UnsteadySlowFrames_AreCountedAgainstTheRefreshRate) {
   for (size_t i = 2; i < dropped.size(); ++i) {
     EXPECT_EQ(dropped[i], i % 2 == 0 ? 0 : 1) << "frame " << i;
   }
+}
+
+TEST_F(ForeignFramesTest, RenderThreadStream_CountsFromItsPresentsNotTheMainThread) {
+  // A video player's render thread presents a steady 30 fps; the main thread
+  // takes each present 0.3 ms later, and every fifth time it has 20 ms of its
+  // own work to finish first. The frames reached the screen at the presents:
+  // none is late (timed by the main thread's dispatch ends, every fifth
+  // dropped a vsync).
+  const TimeTicks start = now_ + absl::Milliseconds(10);
+  for (int i = 0; i < 40; ++i) {
+    const TimeTicks presented = start + absl::Microseconds(33'333 * i);
+    PresentedDispatch(presented, 0.3, i % 5 == 4 ? 20.3 : 0.4);
+  }
+  const std::vector<int64_t> dropped = Dropped();
+  for (size_t i = 0; i < dropped.size(); ++i) EXPECT_EQ(dropped[i], 0) << "frame " << i;
+  EXPECT_EQ(recorder_.frames.back().presented, start + absl::Microseconds(33'333 * 39));
+  EXPECT_EQ(recorder_.frames.back().end, now_);
+}
+
+TEST_F(ForeignFramesTest, FirstPresentedFrame_DuringALongDispatch_IsNotLate) {
+  // The first present comes 28 ms into a 30 ms dispatch of the main thread
+  // (its start-up work): the render thread's frame was not due at the
+  // dispatch's begin.
+  PresentedDispatch(now_ + absl::Milliseconds(40), -28, 2);
+  EXPECT_EQ(LastDropped(), 0);
+}
+
+TEST_F(ForeignFramesTest, RenderThreadLatePresent_DropsTheVsyncsItWasLate) {
+  const TimeTicks start = now_ + absl::Milliseconds(10);
+  for (int i = 0; i < 20; ++i) {
+    PresentedDispatch(start + absl::Microseconds(33'333 * i), 0.3, 0.4);
+  }
+  // The main thread goes on with its own timer every 10 ms (a loop that
+  // waits two paces says nothing was due), while the next present is 100 ms
+  // late: due 25 ms after the last present (one pace less half a refresh
+  // interval), shown 133.3 ms after it: 108.3 ms, 6.5 intervals.
+  for (int i = 0; i < 12; ++i) Dispatch(10, 0.1, false);
+  PresentedDispatch(start + absl::Microseconds(33'333 * 19 + 133'333), 0.3, 0.4);
+  EXPECT_EQ(LastDropped(), 6);
+}
+
+TEST_F(ForeignFramesTest, MainThreadStallStopsTheRenderThread_IsOneFrozenFrame) {
+  // Qt Quick's threaded loop: the render thread waits for the main thread's
+  // sync, so a 6 s stall of the main thread delays the next present.
+  const TimeTicks start = now_ + absl::Milliseconds(10);
+  for (int i = 0; i < 20; ++i) {
+    PresentedDispatch(start + absl::Microseconds(16'667 * i), 0.3, 0.4);
+  }
+  now_ += absl::Milliseconds(2);
+  foreign_looper_.DispatchBegin(now_, "loop");
+  now_ += absl::Seconds(6);
+  foreign_looper_.DispatchEnd(now_);
+  PresentedDispatch(now_ + absl::Milliseconds(5), 0.3, 0.4);
+  EXPECT_EQ(matrix::ClassifyDroppedFrames(LastDropped(), RefreshRate::FromHz(60), {}),
+            matrix::DropLevel::kFrozen);
+  EXPECT_GE(LastDropped(), 359);
+}
+
+TEST(FrameCadenceTest, ASteadyCadenceHoldsThroughLateFramesAndTheirCatchUps) {
+  // A 30 fps stream whose presents are now and then late by 10-17 ms (a
+  // render thread on a busy machine), each followed by a short catch-up.
+  matrix::FrameCadence c;
+  for (int i = 0; i < 8; ++i) c.Add(33'300'000);
+  ASSERT_EQ(c.SteadyNanoseconds(), 33'300'000);
+  // Two late frames and their catch-ups in one window: 4 of 8 near.
+  for (const int64_t ms : {33, 45, 22, 33, 48, 19, 33, 33}) c.Add(ms * 1'000'000);
+  EXPECT_EQ(c.SteadyNanoseconds(), 33'000'000);
+  // Frames of 16 to 50 ms by turns never become steady, nor does a stream
+  // whose intervals wander by more than 25 %.
+  matrix::FrameCadence unsteady;
+  for (int i = 0; i < 32; ++i) unsteady.Add((i % 2 == 0 ? 16 : 50) * 1'000'000);
+  EXPECT_EQ(unsteady.SteadyNanoseconds(), 0);
+  // Once steady, it lets go when fewer than half stay near the median.
+  for (const int64_t ms : {33, 60, 18, 45, 25, 70, 33, 20}) c.Add(ms * 1'000'000);
+  EXPECT_EQ(c.SteadyNanoseconds(), 0);
 }
 
 TEST(FrameCadenceTest, SteadyIntervalsGiveTheirMedian_OthersNone) {

@@ -1,7 +1,7 @@
 // matrix-run: watches an unmodified program with matrix-cpp (docs/matrix-run.md).
 //
 //   matrix-run [--report-dir D] [--anr MS] [--lag MS] [--evil MS] [--no-slow-stacks]
-//              [--no-frames]
+//              [--no-frames] [--symbolize=off]
 //              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
 //              [--key-skip M]... [--key-program M]... [--perf-map]
 //              [--app-version V] [--hostname] -- PROGRAM [ARGS...]
@@ -52,6 +52,8 @@ constexpr char kUsage[] =
     "  --timeline-window MS  how far a hang's timeline reaches back before the hang\n"
     "                     began (default 5000)\n"
     "  --refresh-hz HZ    display refresh rate for dropped frames (default: display's or 60)\n"
+    "  --symbolize=off    frames recorded raw (module, build id, ELF address), named off\n"
+    "                     the host by matrix-report symbolize; keys are module+0xADDR\n"
     "  --follow-exec      also monitor programs the program's children exec\n"
     "  --perf-map         JavaScript function names in node's stacks: runs node with\n"
     "                     --perf-basic-prof --interpreted-frames-native-stack (on its\n"
@@ -237,6 +239,10 @@ int main(int argc, char** argv) {
       env.emplace_back("MATRIX_SLOW_STACKS", "0");
     } else if (arg == "--no-frames") {
       env.emplace_back("MATRIX_FRAMES", "0");
+    } else if (arg == "--symbolize=off" || arg == "--symbolize=on") {
+      env.emplace_back("MATRIX_SYMBOLIZE", arg == "--symbolize=on" ? "1" : "0");
+    } else if (arg.starts_with("--symbolize")) {
+      Fail(absl::StrCat(arg, ": expected --symbolize=off or --symbolize=on"));
     } else if (arg == "--follow-exec") {
       env.emplace_back("MATRIX_AGENT_FOLLOW_EXEC", "1");
     } else if (arg == "--perf-map") {

@@ -92,9 +92,9 @@ void FrameTracer::DoFrame(const FrameData& frame) {
   const int64_t dropped =
       frame.has_counted_drops && frame.counted_drops_after == last_frame_end_
           ? frame.counted_drops
-          : CountDroppedFrames(frame.intended_frame_time, frame.end, last_frame_end_,
+          : CountDroppedFrames(frame.intended_frame_time, frame.shown(), last_frame_end_,
                                frame.refresh_rate);
-  last_frame_end_ = frame.end;
+  last_frame_end_ = frame.shown();
   if (!options_.report_in_background && !options_.app_state->is_foreground()) return;
 
   const bool to_worker =

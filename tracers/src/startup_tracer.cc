@@ -183,7 +183,7 @@ void StartupTracer::DoFrame(const FrameData& frame) {
   if (frame.is_vsync_frame && shown_pending_) {
     const SceneId scene = *shown_pending_;
     SetShownPending(std::nullopt);
-    OnShownDrawn(scene, frame.end);
+    OnShownDrawn(scene, frame.shown());
   }
 }
 

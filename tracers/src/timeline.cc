@@ -75,9 +75,9 @@ void Timeline::DoFrame(const FrameData& frame) {
       frame.dropped_frames > 0 ? frame.dropped_frames
       : frame.has_counted_drops && frame.counted_drops_after == last_frame_end_
           ? frame.counted_drops
-          : CountDroppedFrames(frame.intended_frame_time, frame.end, last_frame_end_,
+          : CountDroppedFrames(frame.intended_frame_time, frame.shown(), last_frame_end_,
                                frame.refresh_rate);
-  last_frame_end_ = frame.end;
+  last_frame_end_ = frame.shown();
   slot.version.store(version | kStateWriting, kRelaxed);
   std::atomic_thread_fence(std::memory_order_release);
   slot.words[kBegin].store(static_cast<uint64_t>(frame.start.ToNanoseconds()), kRelaxed);

@@ -21,6 +21,7 @@
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_groups.h"
 #include "matrix/report/issue_reader.h"
+#include "matrix/report/symbolize.h"
 #include "matrix/report/text_render.h"
 #include "matrix/report/timeline_export.h"
 
@@ -495,6 +496,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
                     std::ostream& err, const RunEnvironment& env) {
   if (IsFleetCommandLine(args)) return RunFleetCommand(args, out, err, env);
+  if (!args.empty() && args[0] == "symbolize") return RunSymbolizeCommand(args, out, err);
   absl::StatusOr<CommandLine> parsed = ParseCommandLine(args, env);
   if (!parsed.ok()) {
     err << "matrix-report: " << parsed.status().message() << "\n"
@@ -503,7 +505,7 @@ int RunMatrixReport(const std::vector<std::string>& args, std::istream& in, std:
   }
   CommandLine& cl = *parsed;
   if (cl.help) {
-    out << kUsage << "\n" << FleetUsageText();
+    out << kUsage << "\n" << FleetUsageText() << "\n" << SymbolizeUsageText();
     return kExitOk;
   }
   if (cl.inputs.empty()) cl.inputs.push_back(kDefaultInput);

@@ -19,6 +19,7 @@
 #include "matrix/report/format_util.h"
 #include "matrix/report/html_report.h"
 #include "matrix/report/issue_filter.h"
+#include "matrix/report/symbolize.h"
 #include "matrix/report/text_render.h"
 
 namespace matrix::report {
@@ -42,12 +43,16 @@ constexpr char kFleetUsage[] = R"(Fleet commands (ClickHouse; docs/fleet.md):
                         DB.issues_local on each shard through the Distributed
                         DB.issues; --clickhouse may then be repeated to create
                         the tables on every shard (rows go to the first)
+    --debuginfod URL, --debug-dir DIR
+                        name raw frames before the issues are stored
+                        (see symbolize)
   fleet --clickhouse URL [--database DB] QUERY
     top                 hang and slow-method keys by machines affected, with
                         counts, worst and median cost
     new --since=VERSION keys seen in VERSION or later and in no earlier version
     fps                 FPS and dropped-frame percentiles per scene and version
-    show KEY            one key's hosts, versions and worst report, in full
+    show KEY            one key's hosts, versions and worst report, in full,
+                        its raw frames named (--debuginfod, --debug-dir)
     --version=V         only issues of version V;  --limit=N  rows (default 20)
   html --clickhouse URL [--database DB] [-o FILE] [--limit=N]
               the HTML report over the fleet's newest N issues (default
@@ -78,6 +83,7 @@ struct FleetCommandLine {
   std::string output;
   bool utc = false;
   std::vector<std::string> positional;
+  SymbolizeOptions symbolize;  // push, fleet show: --debuginfod, --debug-dir.
 };
 
 absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
@@ -204,6 +210,19 @@ constexpr FleetFlag kFleetFlags[] = {
        cl.utc = true;
        return absl::OkStatus();
      }},
+    {"--debuginfod", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       if (!absl::StartsWith(v, "http://") && !absl::StartsWith(v, "https://")) {
+         return UsageError(absl::StrCat("--debuginfod needs a server's URL, not \"", v, "\""));
+       }
+       cl.symbolize.debuginfod_urls.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--debug-dir", true,
+     [](FleetCommandLine& cl, const std::string& v) {
+       cl.symbolize.debug_dirs.push_back(v);
+       return absl::OkStatus();
+     }},
 };
 
 const FleetFlag* FindFleetFlag(absl::string_view name) {
@@ -246,6 +265,10 @@ absl::Status CheckCommandLine(FleetCommandLine& cl) {
     }
   } else if (!cl.positional.empty()) {
     return UsageError("html --clickhouse reads the server, not files");
+  }
+  if (cl.command == "html" &&
+      (!cl.symbolize.debuginfod_urls.empty() || !cl.symbolize.debug_dirs.empty())) {
+    return UsageError("--debuginfod and --debug-dir name frames for push and fleet show, not html");
   }
   return absl::OkStatus();
 }
@@ -346,6 +369,24 @@ int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
   options.batch_rows = cl.batch;
   options.ignore_checkpoints = cl.all;
   options.take_unterminated_tail = !cl.follow;
+  // Issues are stored named when debug files are given (symbolize.h).
+  std::optional<FrameSymbolizer> symbolizer;
+  if (!cl.symbolize.debug_dirs.empty() || !cl.symbolize.debuginfod_urls.empty()) {
+    symbolizer.emplace(cl.symbolize);
+    options.before_store = [&symbolizer](IssueRecord& record) {
+      if (!symbolizer->SymbolizeIssue(&record.issue)) return false;
+      if (!record.issue.key().empty()) record.key = record.issue.key();
+      return true;
+    };
+  }
+  struct ReportProblems {
+    const std::optional<FrameSymbolizer>& symbolizer;
+    std::ostream& err;
+    ~ReportProblems() {
+      if (!symbolizer) return;
+      for (const std::string& line : symbolizer->problems()) err << "matrix-report: " << line;
+    }
+  } report_problems{symbolizer, err};
   // --follow stops on SIGINT/SIGTERM at once, even in a request or a retry
   // wait; its last look (below) stops on a second signal.
   const StopSignals signals(cl.follow);
@@ -541,6 +582,13 @@ int RunFleetQuery(const FleetCommandLine& cl, std::ostream& out, std::ostream& e
   } else {
     absl::StatusOr<FleetShow> show = fleet.Show(cl.positional[1], filter);
     if (!show.ok()) return fail(show.status());
+    // What is still raw is named here (symbolize.h; the module's own file
+    // when this host has the same build, without --debuginfod/--debug-dir).
+    FrameSymbolizer symbolizer(cl.symbolize);
+    if (symbolizer.SymbolizeIssue(&show->worst.issue) && !show->worst.issue.key().empty()) {
+      show->worst.key = show->worst.issue.key();
+    }
+    for (const std::string& problem : symbolizer.problems()) err << "matrix-report: " << problem;
     RenderOptions options;
     options.time_zone = cl.utc ? absl::UTCTimeZone() : env.local_zone;
     out << RenderFleetShow(cl.positional[1], *show, options);

@@ -320,7 +320,9 @@ absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushSta
 bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
                           absl::string_view trimmed, Pending& pending, std::string& reason) {
   IssueRecord& record = pending.record;
-  if (options_.fast_parse && pending.parser.Parse(trimmed, record)) {
+  // An issue to change before it is stored (before_store) needs all of it:
+  // the fast path reads only the stored columns.
+  if (options_.fast_parse && !options_.before_store && pending.parser.Parse(trimmed, record)) {
     if (record.source.file != file) record.source.file = file;
     record.source.line = line_number;
     pending.Add(MakeFleetRow(record, trimmed, options_.fallback_host_id));
@@ -333,9 +335,14 @@ bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
   while (reader.Next(record)) {
     record.source = {file, line_number};
     ++records;
-    // A clean line is stored as written; a glued one as parsed.
-    pending.Add(MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
-                             options_.fallback_host_id));
+    // A clean line is stored as written; a glued one as parsed. A line
+    // changed before it is stored keeps the id of its line as written
+    // (pushed again named, it replaces itself rather than being doubled).
+    const bool changed = options_.before_store && options_.before_store(record);
+    FleetRow row = MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
+                                options_.fallback_host_id);
+    if (changed) row.report = RecordToJson(record);
+    pending.Add(row);
   }
   if (read.malformed_lines == 0 && records > 0) return true;
   reason = read.malformed_files.empty() ? std::string("not an issue")

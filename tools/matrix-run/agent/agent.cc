@@ -316,6 +316,7 @@ bool StartSession(bool from_swap) {
           .EnableStartup(true)
           .SetStackKeyRule({.skip_modules = c.key_skip_modules,
                             .program_modules = c.key_program_modules})
+          .EnableSymbolize(c.symbolize)
           // The program is not method-traced: a small ring is enough.
           .SetMethodTraceBufferBytes(size_t{64} << 10)
           .Build();
@@ -610,11 +611,18 @@ inline void DispatchBegin(TimeTicks now, const char* label) {
 }
 
 // Presents on other threads since the last dispatch end (a render thread's):
-// this dispatch, the main thread's part of the frame, is marked as a frame.
+// this dispatch, the main thread's part of the frame, is marked as a frame,
+// shown at the last present. It was due then, unless an animation made it
+// due earlier (UIThreadMonitor's due rule): the main thread's dispatch says
+// nothing of when the render thread's frame was due.
 inline void MarkOffThreadFrame() {
   Session& s = *g_session;
-  if (TakeOffThreadPresents() == 0 || !s.config.frames || s.frame_marked) return;
-  MarkDispatchFrame(s, s.dispatch_begin);
+  TimeTicks presented;
+  if (TakeOffThreadPresents(&presented) == 0 || !s.config.frames || s.frame_marked) return;
+  s.frame_marked = true;
+  s.ui->MarkFrame(presented, s.rate, ++s.frames);
+  s.ui->MarkPresented(presented);
+  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.dispatch_begin);
 }
 
 // The main thread is about to block: the dispatch in progress ends.
@@ -812,7 +820,7 @@ inline bool Blocking(const struct timeval* t) {
 }
 
 // A swap that MainThreadMonitoring() turned away: counted when it is another
-// thread's while monitoring (one relaxed load, one relaxed increment).
+// thread's while monitoring (one relaxed load, then CountOffThreadPresent()).
 inline void CountIfOffThread() {
   if (g_state.load(std::memory_order_relaxed) == kRunning) CountOffThreadPresent();
 }
@@ -951,15 +959,14 @@ void OnFirstWindowMapped() {
 
 // Present hooks (present_hooks.h).
 bool PresentBegin() {
-  if (!MainThreadMonitoring(/*swap=*/true)) {
-    CountIfOffThread();
-    return false;
-  }
+  if (!MainThreadMonitoring(/*swap=*/true)) return false;
   SwapEnter(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   return true;
 }
 
 void PresentEnd() { SwapExit(); }
+
+void PresentedOffThread() { CountIfOffThread(); }
 
 }  // namespace matrix::agent
 
@@ -1129,8 +1136,9 @@ MATRIX_AGENT_EXPORT void glXSwapBuffers(void* display, unsigned long drawable) {
   const ma::SwapFn real = ma::Resolve(ma::g_glx_swap, "glXSwapBuffers");
   if (real == nullptr) return;  // No libGL: cannot be called legitimately.
   if (!ma::MainThreadMonitoring(/*swap=*/true)) {
+    real(display, drawable);
     ma::CountIfOffThread();
-    return real(display, drawable);
+    return;
   }
   if (!ma::g_session->glx_rate_read) {
     ma::g_session->glx_rate_read = true;
@@ -1145,8 +1153,9 @@ MATRIX_AGENT_EXPORT unsigned eglSwapBuffers(void* display, void* surface) {
   const ma::EglSwapFn real = ma::Resolve(ma::g_egl_swap, "eglSwapBuffers");
   if (real == nullptr) return 0;  // EGL_FALSE.
   if (!ma::MainThreadMonitoring(/*swap=*/true)) {
+    const unsigned result = real(display, surface);
     ma::CountIfOffThread();
-    return real(display, surface);
+    return result;
   }
   ma::SwapEnter(MATRIX_AGENT_FRAME());
   const unsigned result = real(display, surface);

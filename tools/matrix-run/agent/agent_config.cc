@@ -73,6 +73,9 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   if (const char* v = get_env("MATRIX_SLOW_STACKS")) {
     if (absl::Status s = ParseBool("MATRIX_SLOW_STACKS", v, &c.slow_stacks); !s.ok()) return s;
   }
+  if (const char* v = get_env("MATRIX_SYMBOLIZE")) {
+    if (absl::Status s = ParseBool("MATRIX_SYMBOLIZE", v, &c.symbolize); !s.ok()) return s;
+  }
   if (const char* v = get_env("MATRIX_FRAMES")) {
     if (absl::Status s = ParseBool("MATRIX_FRAMES", v, &c.frames); !s.ok()) return s;
   }

@@ -22,6 +22,7 @@
 //                              (StackKeyRule::skip_modules)
 //   MATRIX_KEY_PROGRAM         modules that are the program's own, comma-separated
 //                              (StackKeyRule::program_modules)
+//   MATRIX_SYMBOLIZE           0: frames recorded raw, named off the host (1)
 //   MATRIX_AGENT_PID           only this pid is monitored (matrix-run sets it)
 //   MATRIX_AGENT_FOLLOW_EXEC   1: also monitor programs exec'ed by children
 //   MATRIX_AGENT_DISABLE       1: the agent does nothing
@@ -56,6 +57,7 @@ struct AgentConfig {
   absl::Duration evil_threshold = absl::Milliseconds(700);
   bool slow_stacks = true;
   bool frames = true;
+  bool symbolize = true;  // TraceConfig::symbolize.
   absl::Duration fps_time_slice = absl::Seconds(10);
   double refresh_hz = 60;
   bool refresh_hz_set = false;  // MATRIX_REFRESH_HZ given: it overrides the display's.

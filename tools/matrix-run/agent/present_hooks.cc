@@ -9,6 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "matrix/core/tick_clock.h"
+
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace matrix::agent {
@@ -25,6 +27,8 @@ std::atomic<GetProcFn> g_egl_get_proc{nullptr};
 std::atomic<EglSwapDamageFn> g_egl_swap_damage_ext{nullptr};
 std::atomic<EglSwapDamageFn> g_egl_swap_damage_khr{nullptr};
 std::atomic<int64_t> g_off_thread_presents{0};
+// CLOCK_MONOTONIC nanoseconds of the last off-thread present's return.
+std::atomic<int64_t> g_last_off_thread_present_ns{0};
 
 // Vulkan, declared here: the agent links no Vulkan and must load into
 // programs without libvulkan. Dispatchable handles are opaque pointers,
@@ -84,7 +88,11 @@ std::atomic<GetProcFn>* GetProcSlot(const char* name) {
 unsigned SwapWithDamage(EglSwapDamageFn real, void* display, void* surface, const int* rects,
                         int n_rects) {
   if (real == nullptr) return 0;  // EGL_FALSE: never looked up, cannot be called.
-  if (!PresentBegin()) return real(display, surface, rects, n_rects);
+  if (!PresentBegin()) {
+    const unsigned result = real(display, surface, rects, n_rects);
+    PresentedOffThread();
+    return result;
+  }
   const unsigned result = real(display, surface, rects, n_rects);
   PresentEnd();
   return result;
@@ -94,7 +102,11 @@ unsigned SwapWithDamage(EglSwapDamageFn real, void* display, void* surface, cons
 // it is the present, like a swap's.
 VkResult Present(VkQueuePresentFn real, void* queue, const void* present_info) {
   if (real == nullptr) return kVkErrorInitializationFailed;  // Never looked up.
-  if (!PresentBegin()) return real(queue, present_info);
+  if (!PresentBegin()) {
+    const VkResult result = real(queue, present_info);
+    PresentedOffThread();
+    return result;
+  }
   const VkResult result = real(queue, present_info);
   PresentEnd();
   return result;
@@ -218,11 +230,17 @@ bool RendererLoaded() {
                            "libQt5Quick.so.5", "libvulkan.so.1"});
 }
 
-void CountOffThreadPresent() { g_off_thread_presents.fetch_add(1, std::memory_order_relaxed); }
+void CountOffThreadPresent() {
+  g_last_off_thread_present_ns.store(MonotonicNow().ToNanoseconds(), std::memory_order_relaxed);
+  g_off_thread_presents.fetch_add(1, std::memory_order_release);
+}
 
-int64_t TakeOffThreadPresents() {
+int64_t TakeOffThreadPresents(TimeTicks* last_present) {
   if (g_off_thread_presents.load(std::memory_order_relaxed) == 0) return 0;
-  return g_off_thread_presents.exchange(0, std::memory_order_relaxed);
+  const int64_t presents = g_off_thread_presents.exchange(0, std::memory_order_acquire);
+  *last_present =
+      TimeTicks::FromNanoseconds(g_last_off_thread_present_ns.load(std::memory_order_relaxed));
+  return presents;
 }
 
 }  // namespace matrix::agent

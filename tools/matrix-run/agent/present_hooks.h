@@ -42,6 +42,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "matrix/core/time_ticks.h"
+
 namespace matrix::agent {
 
 // glibc's dlsym (not the agent's interposer). The agent resolves its real
@@ -81,19 +83,21 @@ bool AnyLibraryLoaded(std::initializer_list<const char*> libraries);
 // startup ends at its first presented frame. Main thread, once per session.
 bool RendererLoaded();
 
-// A swap or present on a thread other than the main thread while monitoring: one
-// relaxed atomic increment.
+// A swap or present on a thread other than the main thread returned, while
+// monitoring: one clock read (vDSO), one relaxed store and one atomic increment.
 void CountOffThreadPresent();
 // The main thread: how many off-thread presents happened since its last
-// call (one atomic exchange).
-int64_t TakeOffThreadPresents();
+// call (one atomic exchange), and when the last of them returned.
+int64_t TakeOffThreadPresents(TimeTicks* last_present);
 
 // The agent's frame hooks for the wrappers in present_hooks.cc (defined in
 // agent.cc). PresentBegin returns true when the call is the main thread's and
-// monitored (then PresentEnd must follow the real call); on another thread it
-// counts the present and returns false.
+// monitored (then PresentEnd must follow the real call); otherwise it returns
+// false, and PresentedOffThread must follow the real call (it counts a present
+// of another thread while monitoring).
 bool PresentBegin();
 void PresentEnd();
+void PresentedOffThread();
 
 }  // namespace matrix::agent
 

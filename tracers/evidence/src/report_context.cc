@@ -76,6 +76,12 @@ void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out) {
     f->set_module(frame.symbol.module);
     f->set_offset(frame.symbol.function.empty() ? frame.symbol.module_offset
                                                 : frame.symbol.function_offset);
+    const bool elf_module = !frame.symbol.module.empty() && frame.symbol.module.front() != '[';
+    if (elf_module) {  // Not JIT or interpreted code: named off the host by these.
+      f->set_build_id(frame.symbol.build_id);
+      f->set_no_build_id(frame.symbol.no_build_id);
+      f->set_elf_address(frame.symbol.module_offset);
+    }
     f->set_file(frame.symbol.file);
     f->set_line(static_cast<uint32_t>(std::max(frame.symbol.line, 0)));
     f->set_column(static_cast<uint32_t>(std::max(frame.symbol.column, 0)));

@@ -98,9 +98,16 @@ std::vector<DominantFrame> DominantCallPath(absl::Span<const WeightedStack> samp
 
 std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
   const std::vector<DominantFrame> path = DominantCallPath(samples);
+  absl::flat_hash_set<std::string> named_modules;
+  for (const WeightedStack& sample : samples) {
+    if (sample.stack == nullptr) continue;
+    for (const std::string& module : NamedModules(sample.stack->frames)) {
+      named_modules.insert(module);
+    }
+  }
   for (auto it = path.rbegin(); it != path.rend(); ++it) {
     const StackFrame& frame = samples[it->sample].stack->frames[it->frame];
-    if (IsProgramFrame(frame)) return frame.symbol.function;
+    if (std::string key = ProgramFrameKey(frame.symbol, named_modules); !key.empty()) return key;
   }
   // No program frame holds the majority: the heaviest sample's own.
   const std::vector<absl::Duration> weights = Weights(samples);
@@ -112,7 +119,7 @@ std::string SampledStackKey(absl::Span<const WeightedStack> samples) {
   if (heaviest == samples.size()) return "";
   const std::vector<StackFrame>& frames = samples[heaviest].stack->frames;
   for (const StackFrame& frame : frames) {
-    if (IsProgramFrame(frame)) return frame.symbol.function;
+    if (std::string key = ProgramFrameKey(frame.symbol, named_modules); !key.empty()) return key;
   }
   // Where a capture happens to land in the C runtime or the vDSO differs
   // from run to run: never the key while any other frame is named.

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "internal/frame_id.h"
 #include "matrix/trace/symbolizer.h"
@@ -21,14 +22,28 @@ struct NamedFrame {
   std::string_view module;
   std::string_view function;
   std::string_view file;
+  uint64_t elf_address = 0;  // For an unnamed frame's key.
 };
+
+// The key of `f` when it is the program's own (named, or unnamed in a
+// module outside `named_modules`), else "".
+std::string ProgramKey(const NamedFrame& f, const absl::flat_hash_set<std::string>& named_modules) {
+  if (f.module.empty() && f.function.empty()) return "";
+  if (IsSystemOrRuntimeFrame(f.module, f.function, f.file)) return "";
+  if (!f.function.empty()) return std::string(f.function);
+  if (named_modules.contains(std::string(f.module))) return "";
+  return UnnamedFrameKey(f.module, f.elf_address);
+}
+
 template <typename Frames, typename Name>
 std::string FirstNamedFrame(const Frames& frames, Name name) {
+  absl::flat_hash_set<std::string> named_modules;
   for (const auto& frame : frames) {
     const NamedFrame f = name(frame);
-    if (!f.function.empty() && !IsSystemOrRuntimeFrame(f.module, f.function, f.file)) {
-      return std::string(f.function);
-    }
+    if (!f.function.empty()) named_modules.insert(std::string(f.module));
+  }
+  for (const auto& frame : frames) {
+    if (std::string key = ProgramKey(name(frame), named_modules); !key.empty()) return key;
   }
   for (const auto& frame : frames) {
     const NamedFrame f = name(frame);
@@ -147,6 +162,25 @@ RuleHolder& Holder() {
 
 }  // namespace
 
+std::string UnnamedFrameKey(std::string_view module, uint64_t elf_address) {
+  if (module.empty()) return "";
+  return absl::StrFormat("%s+0x%x", BaseName(module), elf_address);
+}
+
+absl::flat_hash_set<std::string> NamedModules(absl::Span<const StackFrame> frames) {
+  absl::flat_hash_set<std::string> named;
+  for (const StackFrame& frame : frames) {
+    if (!frame.symbol.function.empty()) named.insert(frame.symbol.module);
+  }
+  return named;
+}
+
+std::string ProgramFrameKey(const SymbolInfo& symbol,
+                            const absl::flat_hash_set<std::string>& named_modules) {
+  return ProgramKey({symbol.module, symbol.function, symbol.file, symbol.module_offset},
+                    named_modules);
+}
+
 absl::Status StackKeyRule::Validate() const {
   for (const auto* list : {&skip_modules, &program_modules}) {
     for (const std::string& p : *list) {
@@ -251,11 +285,12 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
       absl::MakeConstSpan(stack.frames).subspan(stack.frames.size() - shared);
 
   const absl::Duration costly = total_cost * CallTree::kKeyCostShare;
+  const absl::flat_hash_set<std::string> named_modules = NamedModules(frames);
   for (const StackFrame& frame : frames) {
     const SymbolInfo& sym = frame.symbol;
-    if (sym.function.empty() || IsSystemOrRuntimeFrame(sym.module, sym.function, sym.file)) {
-      continue;
-    }
+    std::string key = ProgramFrameKey(sym, named_modules);
+    if (key.empty()) continue;
+    if (sym.function.empty()) return key;  // Unnamed: nothing tells it was traced.
     const uintptr_t entry = frame.pc - sym.function_offset;
     if (!traced.contains(entry)) return sym.function;  // Not traced: stuck here.
     auto it = cost_of.find(entry);  // Trimmed away: cheap.
@@ -269,13 +304,15 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
     }
   }
   return FirstNamedFrame(frames, [](const StackFrame& frame) {
-    return NamedFrame{frame.symbol.module, frame.symbol.function, frame.symbol.file};
+    return NamedFrame{frame.symbol.module, frame.symbol.function, frame.symbol.file,
+                      frame.symbol.module_offset};
   });
 }
 
 std::string NativeStackKey(const proto::ThreadStack& stack) {
   return FirstNamedFrame(stack.frames(), [](const proto::StackFrame& frame) {
-    return NamedFrame{frame.module(), frame.function(), frame.file()};
+    return NamedFrame{frame.module(), frame.function(), frame.file(),
+                      frame.elf_address() != 0 ? frame.elf_address() : frame.offset()};
   });
 }
 

@@ -42,13 +42,15 @@ namespace internal {
 class SymbolModule {
  public:
   SymbolModule(std::string path, std::string open_path, uintptr_t bias,
-               std::vector<std::pair<uintptr_t, uintptr_t>> ranges)
+               std::vector<std::pair<uintptr_t, uintptr_t>> ranges, std::string build_id)
       : path_(std::move(path)),
         open_path_(std::move(open_path)),
         bias_(bias),
-        ranges_(std::move(ranges)) {}
+        ranges_(std::move(ranges)),
+        build_id_(std::move(build_id)) {}
 
   const std::string& path() const { return path_; }
+  const std::string& build_id() const { return build_id_; }
   uintptr_t bias() const { return bias_; }
   uintptr_t low() const { return ranges_.empty() ? 0 : ranges_.front().first; }
 
@@ -81,6 +83,7 @@ class SymbolModule {
   std::string open_path_;  // Path to read (differs for the main executable).
   uintptr_t bias_;
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges_;  // PT_LOAD, sorted.
+  std::string build_id_;  // Hex, "" when none.
   bool loaded_ = false;
   ElfSymbolTable symbols_;
   bool dwarf_loaded_ = false;
@@ -95,6 +98,7 @@ struct ScannedModule {
   std::string name;
   uintptr_t bias;
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  std::string build_id;
 };
 
 struct ScanResult {
@@ -113,7 +117,7 @@ int CollectModule(dl_phdr_info* info, size_t size, void* data) {
     result->adds = info->dlpi_adds;
     result->subs = info->dlpi_subs;
   }
-  ScannedModule module{info->dlpi_name != nullptr ? info->dlpi_name : "", info->dlpi_addr, {}};
+  ScannedModule module{info->dlpi_name != nullptr ? info->dlpi_name : "", info->dlpi_addr, {}, {}};
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
     if (phdr.p_type != PT_LOAD || phdr.p_memsz == 0) continue;
@@ -121,6 +125,20 @@ int CollectModule(dl_phdr_info* info, size_t size, void* data) {
     module.ranges.emplace_back(begin, begin + phdr.p_memsz);
   }
   std::sort(module.ranges.begin(), module.ranges.end());
+  // The build id, from the notes in memory: read once per scan, which
+  // happens only when objects were loaded or unloaded. Only notes inside a
+  // loaded segment are read (they always are, for the linkers' output).
+  for (int i = 0; i < info->dlpi_phnum && module.build_id.empty(); ++i) {
+    const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
+    if (phdr.p_type != PT_NOTE) continue;
+    const uintptr_t begin = info->dlpi_addr + phdr.p_vaddr;
+    for (const auto& [low, high] : module.ranges) {
+      if (begin < low || begin >= high || phdr.p_memsz > high - begin) continue;
+      module.build_id = internal::BuildIdFromNotes(
+          absl::string_view(reinterpret_cast<const char*>(begin), phdr.p_memsz));
+      break;
+    }
+  }
   if (!module.ranges.empty()) result->modules.push_back(std::move(module));
   return 0;
 }
@@ -186,7 +204,7 @@ void Symbolizer::RescanModulesLocked() {
     std::unique_ptr<internal::SymbolModule> reused;
     for (auto& old : modules_) {
       if (old && old->path() == path && old->bias() == scanned.bias &&
-          old->low() == scanned.ranges.front().first) {
+          old->low() == scanned.ranges.front().first && old->build_id() == scanned.build_id) {
         reused = std::move(old);
         break;
       }
@@ -194,7 +212,7 @@ void Symbolizer::RescanModulesLocked() {
     modules.push_back(reused ? std::move(reused)
                              : std::make_unique<internal::SymbolModule>(
                                    std::move(path), std::move(open_path), scanned.bias,
-                                   std::move(scanned.ranges)));
+                                   std::move(scanned.ranges), std::move(scanned.build_id)));
   }
   std::sort(modules.begin(), modules.end(),
             [](const auto& a, const auto& b) { return a->low() < b->low(); });
@@ -234,9 +252,11 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
     LookupPerfMapLocked(pc, &info);
     return info;
   }
-  {
-    info.module = module->path();
-    info.module_offset = pc - module->bias();
+  info.module = module->path();
+  info.module_offset = pc - module->bias();
+  info.build_id = module->build_id();
+  info.no_build_id = info.build_id.empty();
+  if (!raw_frames_) {
     const internal::ElfSymbolTable& table = module->Symbols(debug_directories_);
     if (const internal::ElfSymbol* symbol = table.Lookup(pc - module->bias())) {
       info.function = internal::Demangle(symbol->name);
@@ -254,7 +274,7 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
   // offset. Asked only about the vDSO: on files it writes warnings into the
   // host's stderr (ABSL_RAW_LOG, e.g. "too many executable LOAD segments" for
   // /usr/bin/node) and finds nothing the tables above did not.
-  const bool absl_fallback = !info.module.empty() && info.module.front() != '/';
+  const bool absl_fallback = !raw_frames_ && !info.module.empty() && info.module.front() != '/';
   if (info.function.empty() && absl_fallback) {
     char buffer[1024];
     if (absl::Symbolize(reinterpret_cast<const void*>(pc), buffer, sizeof(buffer))) {
@@ -350,6 +370,7 @@ size_t Symbolizer::PreloadModules() {
   const uintptr_t own_pc = reinterpret_cast<uintptr_t>(&Symbolizer::Get);
   const bool own_shared_object = InMatrixSharedObject(own_pc);
   absl::MutexLock lock(&mu_);
+  if (raw_frames_) return 0;  // Nothing is read in the process.
   FindModuleLocked(0);  // Rescans when modules were loaded or unloaded.
   size_t loaded = 0;
   for (auto& module : modules_) {
@@ -362,6 +383,12 @@ size_t Symbolizer::PreloadModules() {
     ++loaded;
   }
   return loaded;
+}
+
+void Symbolizer::SetRawFrames(bool raw) {
+  absl::MutexLock lock(&mu_);
+  raw_frames_ = raw;
+  cache_.clear();
 }
 
 void Symbolizer::ClearCache() {

@@ -31,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "matrix/trace/perf_map.h"
 
 namespace matrix {
@@ -157,27 +158,12 @@ class ElfView {
     return end == absl::string_view::npos ? absl::string_view() : rest.substr(0, end);
   }
 
-  // The GNU build id as lowercase hex, or "".
+  // The GNU build id as lowercase hex (from the SHT_NOTE sections), or "".
   std::string BuildId() const {
     for (uint64_t i = 0; i < section_count_; ++i) {
       if (sections_[i].sh_type != SHT_NOTE) continue;
-      absl::string_view notes = SectionData(sections_[i]);
-      while (notes.size() >= sizeof(Elf64_Nhdr)) {
-        Elf64_Nhdr note;
-        memcpy(&note, notes.data(), sizeof(note));
-        uint64_t name_size = (uint64_t{note.n_namesz} + 3) & ~uint64_t{3};
-        uint64_t desc_size = (uint64_t{note.n_descsz} + 3) & ~uint64_t{3};
-        if (sizeof(note) + name_size + desc_size > notes.size()) break;
-        absl::string_view name = notes.substr(sizeof(note), note.n_namesz);
-        absl::string_view desc = notes.substr(sizeof(note) + name_size, note.n_descsz);
-        if (note.n_type == NT_GNU_BUILD_ID && name == absl::string_view("GNU\0", 4) &&
-            !desc.empty()) {
-          std::string hex;
-          for (unsigned char byte : desc) absl::StrAppendFormat(&hex, "%02x", byte);
-          return hex;
-        }
-        notes.remove_prefix(sizeof(note) + name_size + desc_size);
-      }
+      std::string id = BuildIdFromNotes(SectionData(sections_[i]));
+      if (!id.empty()) return id;
     }
     return "";
   }
@@ -296,7 +282,73 @@ std::vector<std::string> DebugFileCandidates(const std::string& path, const ElfV
   return candidates;
 }
 
+// The program headers of a 64-bit native-endian ELF image; empty when it
+// is not one or they lie outside it.
+absl::Span<const Elf64_Phdr> ProgramHeaders(const uint8_t* data, size_t size) {
+  if (size < sizeof(Elf64_Ehdr)) return {};
+  Elf64_Ehdr ehdr;
+  memcpy(&ehdr, data, sizeof(ehdr));
+  if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_ident[EI_CLASS] != ELFCLASS64 ||
+      ehdr.e_phentsize != sizeof(Elf64_Phdr) || ehdr.e_phoff % alignof(Elf64_Phdr) != 0 ||
+      ehdr.e_phoff > size || ehdr.e_phnum > (size - ehdr.e_phoff) / sizeof(Elf64_Phdr)) {
+    return {};
+  }
+  return absl::MakeConstSpan(reinterpret_cast<const Elf64_Phdr*>(data + ehdr.e_phoff),
+                             ehdr.e_phnum);
+}
+
 }  // namespace
+
+std::string BuildIdFromNotes(absl::string_view notes) {
+  while (notes.size() >= sizeof(Elf64_Nhdr)) {
+    Elf64_Nhdr note;
+    memcpy(&note, notes.data(), sizeof(note));
+    const uint64_t name_size = (uint64_t{note.n_namesz} + 3) & ~uint64_t{3};
+    const uint64_t desc_size = (uint64_t{note.n_descsz} + 3) & ~uint64_t{3};
+    if (sizeof(note) + name_size + desc_size > notes.size()) break;
+    absl::string_view name = notes.substr(sizeof(note), note.n_namesz);
+    absl::string_view desc = notes.substr(sizeof(note) + name_size, note.n_descsz);
+    if (note.n_type == NT_GNU_BUILD_ID && name == absl::string_view("GNU\0", 4) &&
+        !desc.empty()) {
+      std::string hex;
+      for (unsigned char byte : desc) absl::StrAppendFormat(&hex, "%02x", byte);
+      return hex;
+    }
+    notes.remove_prefix(sizeof(note) + name_size + desc_size);
+  }
+  return "";
+}
+
+std::optional<ElfFileInfo> ElfFileInfo::Read(const std::string& path) {
+  std::optional<MappedFile> file = MappedFile::Open(path);
+  if (!file) return std::nullopt;
+  absl::Span<const Elf64_Phdr> phdrs = ProgramHeaders(file->data(), file->size());
+  std::optional<ElfView> elf = ElfView::Parse(file->data(), file->size());
+  if (phdrs.empty() && !elf) return std::nullopt;
+  ElfFileInfo info;
+  Elf64_Ehdr ehdr;
+  memcpy(&ehdr, file->data(), sizeof(ehdr));
+  info.pie = ehdr.e_type == ET_DYN;
+  const absl::string_view bytes(reinterpret_cast<const char*>(file->data()), file->size());
+  for (const Elf64_Phdr& phdr : phdrs) {
+    if (phdr.p_type == PT_LOAD) info.loads.push_back({phdr.p_offset, phdr.p_vaddr, phdr.p_filesz});
+    if (phdr.p_type == PT_NOTE && info.build_id.empty() && phdr.p_offset <= bytes.size()) {
+      info.build_id = BuildIdFromNotes(bytes.substr(phdr.p_offset, phdr.p_filesz));
+    }
+  }
+  // A debug file keeps its notes as sections (its segments' bytes are gone).
+  if (info.build_id.empty() && elf) info.build_id = elf->BuildId();
+  return info;
+}
+
+std::optional<uint64_t> ElfFileInfo::ElfAddressOfFileOffset(uint64_t file_offset) const {
+  for (const Load& load : loads) {
+    if (file_offset >= load.offset && file_offset - load.offset < load.filesz) {
+      return load.vaddr + (file_offset - load.offset);
+    }
+  }
+  return std::nullopt;
+}
 
 std::string StripCloneSuffixes(absl::string_view name) {
   // Compilers name specialized copies "<name>.<kind>[.<n>]", possibly

@@ -291,9 +291,15 @@ void UIThreadMonitor::MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int6
   SetFrame(intended_vsync, rate, frame_number);
 }
 
+void UIThreadMonitor::MarkPresented(TimeTicks presented) {
+  if (!in_dispatch() || !frame_.is_vsync_frame) return;
+  frame_.presented = presented;
+}
+
 void UIThreadMonitor::SetFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number) {
   RequestDispatchEnd();  // The frame ends with the dispatch.
   frame_.is_vsync_frame = true;
+  frame_.presented = TimeTicks();
   frame_.intended_frame_time = intended_vsync;
   frame_.refresh_rate = rate;
   frame_.frame_number = frame_number;
@@ -436,8 +442,12 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
       }
     }
   }
+  // A render thread's present (MarkPresented()) is when the frame was shown;
+  // otherwise the dispatch end is.
+  if (frame_.presented > end) frame_.presented = end;
+  const TimeTicks shown = frame_.shown();
   // Counted once here for every observer (see FrameData).
-  frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, end, last_frame_end_,
+  frame_.counted_drops = CountDroppedFrames(frame_.intended_frame_time, shown, last_frame_end_,
                                             frame_.refresh_rate);
   frame_.counted_drops_after = last_frame_end_;
   frame_.has_counted_drops = true;
@@ -445,11 +455,11 @@ void UIThreadMonitor::EndFrame(TimeTicks begin, TimeTicks end) {
   // Frames less than half a refresh interval apart (an uncapped renderer, a
   // paced one catching up after a hitch) say nothing of a cadence.
   if (!last_frame_end_.is_null() &&
-      (end.ToNanoseconds() - last_frame_end_.ToNanoseconds()) * 2 >= last_interval_ns_) {
-    cadence_.Add(end.ToNanoseconds() - last_frame_end_.ToNanoseconds());
+      (shown.ToNanoseconds() - last_frame_end_.ToNanoseconds()) * 2 >= last_interval_ns_) {
+    cadence_.Add(shown.ToNanoseconds() - last_frame_end_.ToNanoseconds());
   }
   frame_before_last_end_ = last_frame_end_;
-  last_frame_end_ = end;
+  last_frame_end_ = shown;
   // One interval in whole nanoseconds (RefreshRate::Intervals(1), without
   // absl::Duration arithmetic on the looper thread), worked out again only
   // when the rate changes.
@@ -487,14 +497,18 @@ void FrameCadence::Add(int64_t interval_ns) {
     for (; j > 0 && sorted[j - 1] > v; --j) sorted[j] = sorted[j - 1];
     sorted[j] = v;
   }
-  steady_ns_ = 0;
   const int64_t median = sorted[count_ / 2];
   int near = 0;
   for (int i = 0; i < count_; ++i) {
     const int64_t off = sorted[i] > median ? sorted[i] - median : median - sorted[i];
     near += off * 4 <= median;  // Within 25 %.
   }
-  if (near * 4 >= count_ * 3) steady_ns_ = median;
+  // Becomes steady with 3/4 near the median; stays steady with half of a
+  // full window, while the median stays within 25 % of the cadence.
+  const int64_t moved = median > steady_ns_ ? median - steady_ns_ : steady_ns_ - median;
+  const bool holds =
+      steady_ns_ != 0 && count_ == kWindow && near * 2 >= count_ && moved * 4 <= steady_ns_;
+  steady_ns_ = near * 4 >= count_ * 3 || holds ? median : 0;
 }
 
 std::optional<UIThreadMonitor::CpuSample> UIThreadMonitor::CpuSampleFor(

@@ -128,6 +128,13 @@ struct TraceConfig {
   // under /usr/lib. Process-wide: set at Matrix::Init, it also applies to
   // BlockCanary's keys.
   StackKeyRule stack_key_rule;
+  // Name frames in the process (matrix/trace/symbolizer.h: symbol tables and
+  // DWARF, read on a worker thread). False records frames raw: module, build
+  // id and ELF address only, nothing read from the modules' files, for
+  // hosts where in-process symbolization costs too much; unnamed frames key
+  // reports by "module+0xaddress" and `matrix-report symbolize` names them
+  // off the host (docs/stacks.md). Process-wide, like stack_key_rule.
+  bool symbolize = true;
   // Matrix's isDebug / isDevEnv: verbose logs.
   bool debug = false;
   bool dev_env = false;
@@ -184,6 +191,7 @@ class TraceConfig::Builder {
   Builder& SetTimelineWindow(absl::Duration d) { c_.timeline_window = d; return *this; }
   Builder& SetTimelineMaxBytes(size_t bytes) { c_.timeline_max_bytes = bytes; return *this; }
   Builder& SetStackKeyRule(StackKeyRule rule) { c_.stack_key_rule = std::move(rule); return *this; }
+  Builder& EnableSymbolize(bool on) { c_.symbolize = on; return *this; }
   Builder& IsDebug(bool on) { c_.debug = on; return *this; }
   Builder& IsDevEnv(bool on) { c_.dev_env = on; return *this; }
 

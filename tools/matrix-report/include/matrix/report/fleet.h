@@ -131,6 +131,11 @@ struct PushOptions {
   // baseline tools_fleet_bench measures the fast path against). The rows
   // are the same either way.
   bool fast_parse = true;
+  // Called on each issue of a JSON-lines file before it is stored; returns
+  // true when it changed the issue (which is then stored as changed, not as
+  // its line was written). push --debuginfod/--debug-dir names raw frames
+  // here. (BlockCanary text files carry no build ids: not called.)
+  std::function<bool(IssueRecord&)> before_store;
 };
 
 struct PushStats {

@@ -115,12 +115,42 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
 // NativeStackKey()
 //
 // The stack key of a native stack: the innermost frame that belongs to the
-// program (not IsSystemOrRuntimeFrame), named by its function. Falls back to
+// program (not IsSystemOrRuntimeFrame), named by its function, or by
+// UnnamedFrameKey() when it has no name and its module names no frame of the
+// stack (elf_address, else the offset of older reports, which is the same
+// address for an unnamed frame). Falls back to
 // the innermost named frame outside the C runtime (IsCRuntimeFrame: where a
 // capture happens to land, a clock read or a system call, differs from run
 // to run), then to the innermost named frame that is not the vDSO's, then to
 // "unknown". A vDSO or unnamed frame never keys a report.
 std::string NativeStackKey(const proto::ThreadStack& stack);
+
+// UnnamedFrameKey()
+//
+// How a frame without a function name keys a report: "myapp+0x1a2b", the
+// module's base name and the frame's address in the ELF file's own address
+// space (StackFrame::elf_address), stable for one build of the module. ""
+// without a module. matrix-report symbolize names such frames off the host
+// and recomputes the key.
+std::string UnnamedFrameKey(std::string_view module, uint64_t elf_address);
+
+// NamedModules()
+//
+// The modules that name at least one of `frames`. An unnamed frame of such a
+// module never keys a report: the module has symbols, so the address is
+// outside its functions (a stub, padding). Only a module with no named
+// frame (stripped, or recorded raw) keys by UnnamedFrameKey().
+absl::flat_hash_set<std::string> NamedModules(absl::Span<const StackFrame> frames);
+
+// ProgramFrameKey()
+//
+// The key a frame gives when it belongs to the program: its function, or
+// UnnamedFrameKey() for an unnamed frame of a module that is not a system or
+// runtime one and not in `named_modules` (a stripped executable or library
+// of the program). "" for a system or runtime frame and for an unnamed frame
+// of no module or of a module in `named_modules`.
+std::string ProgramFrameKey(const SymbolInfo& symbol,
+                            const absl::flat_hash_set<std::string>& named_modules);
 
 // IsCRuntimeFrame()
 //

@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,6 +101,11 @@ struct SymbolInfo {
   // which is what addr2line and llvm-symbolizer take. For PIE executables and
   // shared libraries this is pc minus the address the module is mapped at.
   uintptr_t module_offset = 0;
+  // The module's GNU build id, lowercase hex, read once per module from its
+  // PT_NOTE segments in memory; "" when unknown or when it has none.
+  std::string build_id;
+  // The module was read and has no build id note.
+  bool no_build_id = false;
   // The source line in `function`'s own code, from the DWARF line table: the
   // instruction's line, or, when code was inlined there, the line of the
   // outermost inlined call. "" / 0 without debug info (stripped binary, no
@@ -222,6 +228,15 @@ class Symbolizer {
   // stay. Any thread.
   void ClearCache() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // SetRawFrames()
+  //
+  // With `raw` true, Symbolize() fills only what names a frame later, off
+  // the host: module, module_offset (the ELF address) and the build id. No
+  // symbol table or DWARF is read (hosts where in-process symbolization
+  // costs too much; matrix-report symbolize names the frames). Clears the
+  // cache. Any thread.
+  void SetRawFrames(bool raw) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Number of cached lookups (for tests and memory accounting). Any thread.
   size_t CacheSizeForTesting() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -245,6 +260,7 @@ class Symbolizer {
   unsigned long long scanned_subs_ ABSL_GUARDED_BY(mu_) = 0;
   bool scanned_ ABSL_GUARDED_BY(mu_) = false;
   const SymbolizerOptions options_;
+  bool raw_frames_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uintptr_t, SymbolInfo> cache_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uintptr_t, std::string> registered_names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> debug_directories_ ABSL_GUARDED_BY(mu_);
@@ -348,6 +364,39 @@ class DwarfModule {
   struct Handle;  // libdwfl's state and the unit and function indexes.
   explicit DwarfModule(std::unique_ptr<Handle> handle);
   std::unique_ptr<Handle> handle_;
+};
+
+// The GNU build id in a run of ELF notes (a PT_NOTE segment's or a
+// SHT_NOTE section's bytes) as lowercase hex; "" when none is there or the
+// notes are malformed.
+std::string BuildIdFromNotes(absl::string_view notes);
+
+// ElfFileInfo
+//
+// What names an address of a 64-bit ELF file off the host: its build id
+// (from its PT_NOTE segments, else its SHT_NOTE sections, so a debug file
+// made by objcopy --only-keep-debug has it too) and its PT_LOAD segments.
+struct ElfFileInfo {
+  struct Load {
+    uint64_t offset = 0;  // p_offset
+    uint64_t vaddr = 0;   // p_vaddr
+    uint64_t filesz = 0;  // p_filesz
+  };
+  std::string build_id;  // Lowercase hex; "" when it has none.
+  std::vector<Load> loads;
+  bool pie = false;  // ET_DYN (PIE or shared library).
+
+  // Reads the file; nullopt when it is not a readable 64-bit ELF file.
+  static std::optional<ElfFileInfo> Read(const std::string& path);
+
+  // ElfAddressOfFileOffset()
+  //
+  // The address in the file's own address space of the byte at
+  // `file_offset` (what /proc/PID/maps gives: pc - mapping start + mapping
+  // offset), through the PT_LOAD segment holding it: p_vaddr + (offset -
+  // p_offset). For a PIE that is the pc minus the load bias; for a non-PIE
+  // executable the pc itself. Nullopt when no segment holds it.
+  std::optional<uint64_t> ElfAddressOfFileOffset(uint64_t file_offset) const;
 };
 
 // Demangles an Itanium C++ ABI name ("_ZN3app6Widget4DrawEiPKc" ->

@@ -83,6 +83,12 @@ struct FrameData {
   SceneId scene = AppState::kDefaultScene;
   TimeTicks start;  // Dispatch begin.
   TimeTicks end;    // Dispatch end.
+  // When a render thread's present put the frame on screen, if the loop knows
+  // it (UIThreadMonitor::MarkPresented()); null: the frame was shown at `end`.
+  TimeTicks presented;
+  // When the frame reached the screen: drops count up to it, and the next
+  // frame counts from it.
+  TimeTicks shown() const { return presented.is_null() ? end : presented; }
   bool is_vsync_frame = false;
   // The vsync that started the frame (== start for other messages).
   TimeTicks intended_frame_time;
@@ -204,15 +210,15 @@ class LooperObserver {
 // intervals between its frames' ends (UIThreadMonitor adds those of at least
 // half a refresh interval: frames closer than that, from an uncapped
 // renderer or a paced one catching up after a hitch, say nothing of a
-// cadence). The median of the last kWindow
-// intervals of at most kMaxIntervalNs (longer ones are idle time or a stall,
-// not the cadence) is the cadence when at least 3/4 of them lie within 25 %
-// of it (the first frames' intervals stand for it until there are
-// kWindow); otherwise there is none. A 30 fps stream on a 60 Hz display has
-// a cadence of 33.3 ms; a game whose frames take anything from 16 to 50 ms
-// has none. Once the window is full it is judged again every kWindow
-// intervals, so a frame costs a store and a compare. Fixed storage, no
-// allocation: the looper thread calls Add() once per frame.
+// cadence). The median of the last kWindow intervals of at most
+// kMaxIntervalNs (longer ones are idle or a stall) becomes the cadence when
+// 3/4 of them lie within 25 % of it, and stays it while half do and the
+// median moves less than 25 % (a late frame and its catch-up are two odd
+// intervals; the first intervals stand for it until there are kWindow).
+// A 30 fps stream on a 60 Hz display has a cadence of 33.3 ms; frames of
+// anything from 16 to 50 ms have none. A full window is judged again every
+// kWindow intervals, so a frame costs a store and a compare. Fixed storage,
+// no allocation: the looper thread calls Add() once per frame.
 class FrameCadence {
  public:
   static constexpr int kWindow = 8;  // A power of two.
@@ -286,6 +292,12 @@ class UIThreadMonitor : public LooperDispatchListener {
   // `intended_vsync`. The rule only ever adds drops. Looper thread.
   static constexpr int kDueIntervals = 2;
   void MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number = 0);
+  // A render thread presented the frame this dispatch marked, at `presented`
+  // (no later than now; it may be before the dispatch began, during the
+  // loop's wait). The frame counts as shown then: its drops, the cadence and
+  // the next frame's due time count from the present, not from the main
+  // thread's dispatch end. Looper thread, after MarkFrame().
+  void MarkPresented(TimeTicks presented);
   void MarkPhase(Phase phase, TimeTicks start);
 
   // A foreign render loop that will draw frames (calls MarkFrame()) registers
