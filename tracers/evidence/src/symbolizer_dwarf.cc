@@ -20,8 +20,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/base/options.h"
 #include "absl/debugging/symbolize.h"
@@ -64,6 +66,7 @@ struct DwarfModule::Handle {
   }
   std::string debuginfo_path;
   char* debuginfo_path_ptr = nullptr;
+  std::vector<std::string> debug_directories;
   Dwfl_Callbacks callbacks{};
   Dwfl* dwfl = nullptr;
   Dwfl_Module* module = nullptr;
@@ -160,6 +163,51 @@ InlinedFrame CallSite(Dwarf_Die* inlined, Dwarf_Files* files, size_t file_count)
   return site;
 }
 
+// libdwfl's find_debuginfo callback: its standard search on this host,
+// without its last step. elfutils 0.188's dwfl_standard_find_debuginfo
+// ends by dlopen()ing libdebuginfod, and with it libcurl and the TLS
+// libraries (about 6 MB of RSS), into every process where a module lacks
+// DWARF; a debug server is asked off the host (matrix-report symbolize).
+// By build id under the search path's absolute directories
+// (dwfl_build_id_find_debuginfo), then by the .gnu_debuglink name in the
+// module's directory, its .debug subdirectory and each debug directory
+// (the symbol search's order): a file whose build id differs is not it.
+int FindDebuginfoOnHost(Dwfl_Module* mod, void** userdata, const char* modname, GElf_Addr base,
+                        const char* file_name, const char* debuglink_file,
+                        GElf_Word debuglink_crc, char** debuginfo_file_name) {
+  const int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
+                                              debuglink_file, debuglink_crc, debuginfo_file_name);
+  if (fd >= 0 || debuglink_file == nullptr || file_name == nullptr || *userdata == nullptr) {
+    return fd;
+  }
+  const auto& debug_directories = *static_cast<const std::vector<std::string>*>(*userdata);
+  const std::string path = file_name;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::vector<std::string> candidates = {absl::StrCat(dir, "/", debuglink_file),
+                                         absl::StrCat(dir, "/.debug/", debuglink_file)};
+  for (const std::string& debug_dir : debug_directories) {
+    candidates.push_back(absl::StrCat(debug_dir, dir, "/", debuglink_file));
+    candidates.push_back(absl::StrCat(debug_dir, "/", debuglink_file));
+  }
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  const int length = dwfl_module_build_id(mod, &bits, &vaddr);
+  std::string build_id;
+  for (int i = 0; i < length; ++i) absl::StrAppend(&build_id, absl::Hex(bits[i], absl::kZeroPad2));
+  for (const std::string& candidate : candidates) {
+    if (candidate == path) continue;
+    const std::optional<ElfFileInfo> info = ElfFileInfo::Read(candidate);
+    if (!info.has_value()) continue;
+    if (!build_id.empty() && !info->build_id.empty() && info->build_id != build_id) continue;
+    const int debug_fd = open(candidate.c_str(), O_RDONLY | O_CLOEXEC);
+    if (debug_fd < 0) continue;
+    *debuginfo_file_name = strdup(candidate.c_str());  // libdwfl frees it.
+    return debug_fd;
+  }
+  return -1;
+}
+
 }  // namespace
 
 DwarfModule::DwarfModule(std::unique_ptr<Handle> handle) : handle_(std::move(handle)) {}
@@ -176,7 +224,8 @@ std::unique_ptr<DwarfModule> DwarfModule::Open(const std::string& path,
   handle->debuginfo_path = absl::StrCat("+:.debug:", absl::StrJoin(debug_directories, ":"));
   handle->debuginfo_path_ptr = handle->debuginfo_path.data();
   handle->callbacks.find_elf = dwfl_build_id_find_elf;
-  handle->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  handle->debug_directories = debug_directories;
+  handle->callbacks.find_debuginfo = FindDebuginfoOnHost;
   handle->callbacks.section_address = dwfl_offline_section_address;
   handle->callbacks.debuginfo_path = &handle->debuginfo_path_ptr;
   handle->dwfl = dwfl_begin(&handle->callbacks);
@@ -191,6 +240,11 @@ std::unique_ptr<DwarfModule> DwarfModule::Open(const std::string& path,
   if (handle->module == nullptr) close(fd);
   dwfl_report_end(handle->dwfl, nullptr, nullptr);
   if (handle->module == nullptr) return nullptr;
+  // FindDebuginfoOnHost() finds the debug directories through the module.
+  void** userdata = nullptr;
+  dwfl_module_info(handle->module, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr,
+                   nullptr);
+  if (userdata != nullptr) *userdata = &handle->debug_directories;
   return std::unique_ptr<DwarfModule>(new DwarfModule(std::move(handle)));
 }
 
