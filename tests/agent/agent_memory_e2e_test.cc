@@ -58,8 +58,8 @@ TEST(AgentMemoryTest, TheAgentAddsAbout8MBToGlxgears_LessWithoutSymbolizing) {
     return args;
   };
   const long bare = MedianPeakRssKib(with({GLXGEARS_PATH}));
-  const long agent =
-      MedianPeakRssKib(with({MATRIX_RUN_PATH, "--quiet", "--report-dir", dir, "--", GLXGEARS_PATH}));
+  const long agent = MedianPeakRssKib(
+      with({MATRIX_RUN_PATH, "--quiet", "--report-dir", dir, "--", GLXGEARS_PATH}));
   const long raw = MedianPeakRssKib(with({MATRIX_RUN_PATH, "--quiet", "--symbolize=off",
                                           "--report-dir", dir, "--", GLXGEARS_PATH}));
   std::printf("glxgears peak RSS: %ld KiB alone, %ld KiB under matrix-run (+%ld), %ld KiB with "

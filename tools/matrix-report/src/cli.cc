@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "internal/option_split.h"
 #include "matrix/report/export.h"
 #include "matrix/report/fleet_cli.h"
 #include "matrix/report/format_util.h"
@@ -371,12 +372,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       cl.inputs.push_back(arg);
       continue;
     }
-    std::string name = arg;
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
+    auto [name, value] = internal::SplitOptionArgument(arg);
     auto it = Flags().find(name);
     if (it == Flags().end()) return UsageError(absl::StrCat("unknown option ", name));
     const FlagSpec spec = it->second;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "internal/option_split.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
 #include "matrix/report/format_util.h"
@@ -282,12 +283,7 @@ absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
       cl.positional.push_back(arg);
       continue;
     }
-    std::string name = arg;
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
+    auto [name, value] = internal::SplitOptionArgument(arg);
     const FleetFlag* flag = FindFleetFlag(name);
     if (flag == nullptr) {
       return UsageError(absl::StrCat("unknown option ", name, " for ", cl.command));

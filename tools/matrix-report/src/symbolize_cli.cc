@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "internal/option_split.h"
 #include "matrix/report/cli.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/issue_record.h"
@@ -64,12 +65,7 @@ absl::StatusOr<SymbolizeCommandLine> ParseSymbolize(const std::vector<std::strin
       cl.inputs.push_back(arg);
       continue;
     }
-    std::string name = arg;
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); eq != std::string::npos && absl::StartsWith(arg, "--")) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
+    auto [name, value] = internal::SplitOptionArgument(arg);
     std::optional<SymbolizeFlag> flag;
     for (const auto& spec : kSymbolizeFlags) {
       if (name == spec.name) flag = spec.flag;
