@@ -258,11 +258,11 @@ struct Session {
 Session* g_session = nullptr;  // Leaked on purpose: alive until exit.
 
 // This dispatch draws a frame (one per dispatch: the caller checks and
-// sets nothing else): it counts from the dispatch's begin, its traversal
-// phase from `traversal`. Main thread, in a dispatch.
-void MarkDispatchFrame(Session& s, TimeTicks traversal) {
+// sets nothing else): it counts from `due` (by default the dispatch's
+// begin), its traversal phase from `traversal`. Main thread, in a dispatch.
+void MarkDispatchFrame(Session& s, TimeTicks traversal, TimeTicks due = TimeTicks()) {
   s.frame_marked = true;
-  s.ui->MarkFrame(s.dispatch_begin, s.rate, ++s.frames);
+  s.ui->MarkFrame(due.is_null() ? s.dispatch_begin : due, s.rate, ++s.frames);
   s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, traversal);
 }
 
@@ -619,10 +619,8 @@ inline void MarkOffThreadFrame() {
   Session& s = *g_session;
   TimeTicks presented;
   if (TakeOffThreadPresents(&presented) == 0 || !s.config.frames || s.frame_marked) return;
-  s.frame_marked = true;
-  s.ui->MarkFrame(presented, s.rate, ++s.frames);
+  MarkDispatchFrame(s, s.dispatch_begin, presented);
   s.ui->MarkPresented(presented);
-  s.ui->MarkPhase(UIThreadMonitor::Phase::kTraversal, s.dispatch_begin);
 }
 
 // The main thread is about to block: the dispatch in progress ends.
