@@ -219,158 +219,207 @@ std::string FormatBlockLog(const BlockInfo& info, absl::Time write_time, absl::T
   return out;
 }
 
-absl::StatusOr<BlockInfo> ParseBlockLog(absl::string_view text, absl::TimeZone tz) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
-  for (absl::string_view& line : lines) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  }
-  size_t i = 0;
-  while (i < lines.size() && lines[i].empty()) ++i;
-  if (i >= lines.size() || lines[i] != kStars) return Corrupt("no '*****' header line");
-  ++i;
-  if (i >= lines.size() || !absl::EndsWith(lines[i], kWriteLogTime)) {
-    return Corrupt("no '(write log time)' header line");
-  }
-  absl::Time write_time;
-  {
-    std::string err;
-    absl::string_view t = lines[i];
-    t.remove_suffix(sizeof(kWriteLogTime) - 1);
-    if (!absl::ParseTime(kHeaderTimeFormat, t, tz, &write_time, &err)) {
-      return Corrupt(absl::StrCat("bad write time '", t, "': ", err));
+namespace {
+
+// The 'key = value' fields that are copied as text, or read as integers.
+struct TextField {
+  const char* key;
+  std::string BlockInfo::*member;
+};
+constexpr TextField kTextFields[] = {
+    {kQua, &BlockInfo::qualifier},   {kVersionName, &BlockInfo::version_name},
+    {kUid, &BlockInfo::uid},         {kNetwork, &BlockInfo::network},
+    {kModel, &BlockInfo::model},     {kApi, &BlockInfo::api_level},
+    {kMachine, &BlockInfo::machine}, {kProcess, &BlockInfo::process},
+    {kMessage, &BlockInfo::message}, {kScene, &BlockInfo::scene},
+};
+struct IntField {
+  const char* key;
+  int64_t BlockInfo::*member;
+  bool non_negative;
+};
+constexpr IntField kIntFields[] = {
+    {kVersionCode, &BlockInfo::version_code, false},
+    {kFreeMemory, &BlockInfo::free_memory_kb, false},
+    {kTotalMemory, &BlockInfo::total_memory_kb, false},
+    {kVmRss, &BlockInfo::vm_rss_kb, false},
+    {kTime, &BlockInfo::time_cost_ms, true},
+    {kThreadTime, &BlockInfo::thread_time_ms, false},
+    {kStoppedTime, &BlockInfo::stopped_ms, true},
+};
+
+absl::Status BadValue(absl::string_view key, absl::string_view value) {
+  return Corrupt(absl::StrCat("bad ", key, " '", value, "'"));
+}
+
+// Reads one block log top to bottom: the header, the fields, the cpu-rate
+// and stack sections; then resolves the entries' times against the header's.
+class BlockLogParser {
+ public:
+  BlockLogParser(absl::string_view text, absl::TimeZone tz)
+      : lines_(absl::StrSplit(text, '\n')), tz_(tz) {
+    for (absl::string_view& line : lines_) {
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     }
   }
-  ++i;
 
-  BlockInfo info;
-  bool has_time = false;
-  absl::string_view start_text, end_text;
-  std::vector<std::pair<absl::string_view, absl::string_view>> rate_lines;  // time, rates
+  absl::StatusOr<BlockInfo> Parse() {
+    if (absl::Status s = ReadHeader(); !s.ok()) return s;
+    for (; i_ < lines_.size(); ++i_) {
+      const absl::string_view line = lines_[i_];
+      if (line.empty()) continue;
+      const size_t eq = line.find(kKv);
+      if (eq == absl::string_view::npos) {
+        return Corrupt(absl::StrCat("unexpected line '", line, "'"));
+      }
+      absl::Status s = ReadField(line.substr(0, eq), line.substr(eq + sizeof(kKv) - 1));
+      if (!s.ok()) return s;
+    }
+    if (absl::Status s = ResolveTimes(); !s.ok()) return s;
+    return std::move(info_);
+  }
+
+ private:
   struct RawSample {
     absl::string_view time;
     std::vector<BlockFrame> frames;
   };
-  std::vector<RawSample> raw_samples;
 
-  auto bad = [](absl::string_view key, absl::string_view value) {
-    return Corrupt(absl::StrCat("bad ", key, " '", value, "'"));
-  };
-  auto read_rate_entry = [&](absl::string_view line) -> bool {
-    if (line.size() < kEntryTimeLength + 1 || line[kEntryTimeLength] != ' ') return false;
-    rate_lines.emplace_back(line.substr(0, kEntryTimeLength), line.substr(kEntryTimeLength + 1));
-    return true;
-  };
+  absl::Status ReadHeader() {
+    while (i_ < lines_.size() && lines_[i_].empty()) ++i_;
+    if (i_ >= lines_.size() || lines_[i_] != kStars) return Corrupt("no '*****' header line");
+    ++i_;
+    if (i_ >= lines_.size() || !absl::EndsWith(lines_[i_], kWriteLogTime)) {
+      return Corrupt("no '(write log time)' header line");
+    }
+    std::string err;
+    absl::string_view t = lines_[i_];
+    t.remove_suffix(sizeof(kWriteLogTime) - 1);
+    if (!absl::ParseTime(kHeaderTimeFormat, t, tz_, &write_time_, &err)) {
+      return Corrupt(absl::StrCat("bad write time '", t, "': ", err));
+    }
+    ++i_;
+    return absl::OkStatus();
+  }
 
-  for (; i < lines.size(); ++i) {
-    const absl::string_view line = lines[i];
-    if (line.empty()) continue;
-    const size_t eq = line.find(kKv);
-    if (eq == absl::string_view::npos) return Corrupt(absl::StrCat("unexpected line '", line, "'"));
-    const absl::string_view key = line.substr(0, eq);
-    const absl::string_view value = line.substr(eq + sizeof(kKv) - 1);
-    if (key == kQua) {
-      info.qualifier = std::string(value);
-    } else if (key == kVersionName) {
-      info.version_name = std::string(value);
-    } else if (key == kVersionCode) {
-      if (!ParseInt(value, &info.version_code)) return bad(key, value);
-    } else if (key == kUid) {
-      info.uid = std::string(value);
-    } else if (key == kNetwork) {
-      info.network = std::string(value);
-    } else if (key == kModel) {
-      info.model = std::string(value);
-    } else if (key == kApi) {
-      info.api_level = std::string(value);
-    } else if (key == kMachine) {
-      info.machine = std::string(value);
-    } else if (key == kCpuCore) {
-      if (!ParseInt(value, &info.cpu_cores)) return bad(key, value);
-    } else if (key == kProcess) {
-      info.process = std::string(value);
-    } else if (key == kPid) {
-      if (!ParseInt(value, &info.pid)) return bad(key, value);
-    } else if (key == kFreeMemory) {
-      if (!ParseInt(value, &info.free_memory_kb)) return bad(key, value);
-    } else if (key == kTotalMemory) {
-      if (!ParseInt(value, &info.total_memory_kb)) return bad(key, value);
-    } else if (key == kVmRss) {
-      if (!ParseInt(value, &info.vm_rss_kb)) return bad(key, value);
-    } else if (key == kTime) {
-      if (!ParseInt(value, &info.time_cost_ms) || info.time_cost_ms < 0) return bad(key, value);
-      has_time = true;
-    } else if (key == kThreadTime) {
-      if (!ParseInt(value, &info.thread_time_ms)) return bad(key, value);
-    } else if (key == kStoppedTime) {
-      if (!ParseInt(value, &info.stopped_ms) || info.stopped_ms < 0) return bad(key, value);
-    } else if (key == kTimeStart) {
-      start_text = value;
-    } else if (key == kTimeEnd) {
-      end_text = value;
-    } else if (key == kMessage) {
-      info.message = std::string(value);
-    } else if (key == kScene) {
-      info.scene = std::string(value);
-    } else if (key == kCpuBusy) {
-      if (value != "true" && value != "false") return bad(key, value);
-      info.cpu_busy = value == "true";
-    } else if (key == kBlockCpu) {
-      std::optional<BlockCpuRate> r = ParseRates(value);
-      if (!r) return bad(key, value);
-      info.block_cpu = *r;
-    } else if (key == kCpuRate) {
-      // Entries until a blank line; the first shares the key's line.
-      if (!value.empty() && !read_rate_entry(value)) return bad(key, value);
-      while (i + 1 < lines.size() && !lines[i + 1].empty() &&
-             lines[i + 1].find(kKv) == absl::string_view::npos) {
-        ++i;
-        if (!read_rate_entry(lines[i])) return bad(key, lines[i]);
-      }
-    } else if (key == kStack) {
-      // "<time>", blank, frames until a blank line; repeated until a blank
-      // line stands where the next time would.
-      absl::string_view time = value;
-      for (;;) {
-        RawSample sample{time, {}};
-        ++i;
-        if (i >= lines.size() || !lines[i].empty()) {
-          return Corrupt(absl::StrCat("stack entry '", time, "' lacks its blank line"));
-        }
-        for (++i; i < lines.size() && !lines[i].empty(); ++i) {
-          std::optional<BlockFrame> f = ParseFrame(lines[i]);
-          if (!f) return Corrupt(absl::StrCat("bad stack frame '", lines[i], "'"));
-          sample.frames.push_back(std::move(*f));
-        }
-        raw_samples.push_back(std::move(sample));
-        if (i + 1 >= lines.size() || lines[i + 1].empty()) break;
-        ++i;
-        time = lines[i];
+  absl::Status ReadField(absl::string_view key, absl::string_view value) {
+    for (const TextField& f : kTextFields) {
+      if (key == f.key) {
+        info_.*f.member = std::string(value);
+        return absl::OkStatus();
       }
     }
+    for (const IntField& f : kIntFields) {
+      if (key != f.key) continue;
+      int64_t& field = info_.*f.member;
+      if (!ParseInt(value, &field) || (f.non_negative && field < 0)) return BadValue(key, value);
+      if (key == kTime) has_time_ = true;
+      return absl::OkStatus();
+    }
+    if (key == kCpuCore || key == kPid) {
+      if (!ParseInt(value, key == kPid ? &info_.pid : &info_.cpu_cores)) {
+        return BadValue(key, value);
+      }
+    } else if (key == kTimeStart) {
+      start_text_ = value;
+    } else if (key == kTimeEnd) {
+      end_text_ = value;
+    } else if (key == kCpuBusy) {
+      if (value != "true" && value != "false") return BadValue(key, value);
+      info_.cpu_busy = value == "true";
+    } else if (key == kBlockCpu) {
+      std::optional<BlockCpuRate> r = ParseRates(value);
+      if (!r) return BadValue(key, value);
+      info_.block_cpu = *r;
+    } else if (key == kCpuRate) {
+      return ReadCpuRates(value);
+    } else if (key == kStack) {
+      return ReadStackSamples(value);
+    }
     // Unknown keys are skipped: newer writers may add fields.
+    return absl::OkStatus();
   }
 
-  if (!has_time) return Corrupt("no 'time'");
-  if (start_text.empty() || end_text.empty()) return Corrupt("no 'time-start' or 'time-end'");
-  std::optional<absl::Time> start = ParseEntryTime(start_text, write_time, tz);
-  if (!start) return bad(kTimeStart, start_text);
-  info.time_start = *start;
-  std::optional<absl::Time> end = ParseEntryTime(end_text, *start, tz);
-  if (!end || *end < *start) return bad(kTimeEnd, end_text);
-  info.time_end = *end;
-  for (const auto& [time_text, rates_text] : rate_lines) {
-    std::optional<absl::Time> t = ParseEntryTime(time_text, *start, tz);
-    std::optional<BlockCpuRate> r = ParseRates(rates_text);
-    if (!t || !r) return bad(kCpuRate, absl::StrCat(time_text, " ", rates_text));
-    r->time = *t;
-    info.cpu_rate.push_back(*r);
+  // Entries until a blank line; the first shares the key's line.
+  absl::Status ReadCpuRates(absl::string_view first) {
+    if (!first.empty() && !ReadRateEntry(first)) return BadValue(kCpuRate, first);
+    while (i_ + 1 < lines_.size() && !lines_[i_ + 1].empty() &&
+           lines_[i_ + 1].find(kKv) == absl::string_view::npos) {
+      ++i_;
+      if (!ReadRateEntry(lines_[i_])) return BadValue(kCpuRate, lines_[i_]);
+    }
+    return absl::OkStatus();
   }
-  for (RawSample& raw : raw_samples) {
-    std::optional<absl::Time> t = ParseEntryTime(raw.time, *start, tz);
-    if (!t) return bad(kStack, raw.time);
-    info.samples.push_back(BlockStackSample{*t, std::move(raw.frames)});
+
+  bool ReadRateEntry(absl::string_view line) {
+    if (line.size() < kEntryTimeLength + 1 || line[kEntryTimeLength] != ' ') return false;
+    rate_lines_.emplace_back(line.substr(0, kEntryTimeLength), line.substr(kEntryTimeLength + 1));
+    return true;
   }
-  return info;
+
+  // "<time>", blank, frames until a blank line; repeated until a blank line
+  // stands where the next time would.
+  absl::Status ReadStackSamples(absl::string_view time) {
+    for (;;) {
+      RawSample sample{time, {}};
+      ++i_;
+      if (i_ >= lines_.size() || !lines_[i_].empty()) {
+        return Corrupt(absl::StrCat("stack entry '", time, "' lacks its blank line"));
+      }
+      for (++i_; i_ < lines_.size() && !lines_[i_].empty(); ++i_) {
+        std::optional<BlockFrame> f = ParseFrame(lines_[i_]);
+        if (!f) return Corrupt(absl::StrCat("bad stack frame '", lines_[i_], "'"));
+        sample.frames.push_back(std::move(*f));
+      }
+      raw_samples_.push_back(std::move(sample));
+      if (i_ + 1 >= lines_.size() || lines_[i_ + 1].empty()) return absl::OkStatus();
+      ++i_;
+      time = lines_[i_];
+    }
+  }
+
+  // Entry times carry no year: each is read closest to the one before it.
+  absl::Status ResolveTimes() {
+    if (!has_time_) return Corrupt("no 'time'");
+    if (start_text_.empty() || end_text_.empty()) {
+      return Corrupt("no 'time-start' or 'time-end'");
+    }
+    std::optional<absl::Time> start = ParseEntryTime(start_text_, write_time_, tz_);
+    if (!start) return BadValue(kTimeStart, start_text_);
+    info_.time_start = *start;
+    std::optional<absl::Time> end = ParseEntryTime(end_text_, *start, tz_);
+    if (!end || *end < *start) return BadValue(kTimeEnd, end_text_);
+    info_.time_end = *end;
+    for (const auto& [time_text, rates_text] : rate_lines_) {
+      std::optional<absl::Time> t = ParseEntryTime(time_text, *start, tz_);
+      std::optional<BlockCpuRate> r = ParseRates(rates_text);
+      if (!t || !r) return BadValue(kCpuRate, absl::StrCat(time_text, " ", rates_text));
+      r->time = *t;
+      info_.cpu_rate.push_back(*r);
+    }
+    for (RawSample& raw : raw_samples_) {
+      std::optional<absl::Time> t = ParseEntryTime(raw.time, *start, tz_);
+      if (!t) return BadValue(kStack, raw.time);
+      info_.samples.push_back(BlockStackSample{*t, std::move(raw.frames)});
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<absl::string_view> lines_;
+  const absl::TimeZone tz_;
+  size_t i_ = 0;  // the line being read
+  absl::Time write_time_;
+  BlockInfo info_;
+  bool has_time_ = false;
+  absl::string_view start_text_, end_text_;
+  std::vector<std::pair<absl::string_view, absl::string_view>> rate_lines_;  // time, rates
+  std::vector<RawSample> raw_samples_;
+};
+
+}  // namespace
+
+absl::StatusOr<BlockInfo> ParseBlockLog(absl::string_view text, absl::TimeZone tz) {
+  return BlockLogParser(text, tz).Parse();
 }
 
 proto::BlockReport ToBlockReport(const BlockInfo& info) {

@@ -64,9 +64,10 @@ absl::StatusOr<TraceConfig> TraceConfig::Builder::Build() const {
   return c_;
 }
 
-absl::Status TraceConfig::Validate() const {
-  const TraceConfig& c = *this;
-  Problems problems;
+namespace {
+
+// The durations: each positive, the sampling periods within their bounds.
+void CheckDurations(const TraceConfig& c, Problems& problems) {
   problems.RequirePositive("evil_threshold", c.evil_threshold);
   problems.RequirePositive("anr_threshold", c.anr_threshold);
   problems.RequirePositive("lag_threshold", c.lag_threshold);
@@ -74,27 +75,32 @@ absl::Status TraceConfig::Validate() const {
   problems.RequirePositive("touch_event_threshold", c.touch_event_threshold);
   problems.RequirePositive("cold_startup_threshold", c.cold_startup_threshold);
   problems.RequirePositive("warm_startup_threshold", c.warm_startup_threshold);
-  if (c.fps_time_slice < kMinFpsTimeSlice || c.fps_time_slice == absl::InfiniteDuration()) {
+  if (c.fps_time_slice < TraceConfig::kMinFpsTimeSlice ||
+      c.fps_time_slice == absl::InfiniteDuration()) {
     problems.Add(absl::StrCat("fps_time_slice must be a finite duration of at least ",
-                              absl::FormatDuration(kMinFpsTimeSlice), ", got ",
+                              absl::FormatDuration(TraceConfig::kMinFpsTimeSlice), ", got ",
                               absl::FormatDuration(c.fps_time_slice)));
   }
   if (c.cpu_sample_period == absl::InfiniteDuration() ||
-      c.cpu_sample_period < kMinCpuSamplePeriod) {
+      c.cpu_sample_period < TraceConfig::kMinCpuSamplePeriod) {
     problems.Add(absl::StrCat("cpu_sample_period must be a finite duration of at least ",
-                              absl::FormatDuration(kMinCpuSamplePeriod), ", got ",
+                              absl::FormatDuration(TraceConfig::kMinCpuSamplePeriod), ", got ",
                               absl::FormatDuration(c.cpu_sample_period)));
   }
 
-  if (c.evil_method_stacks && (c.evil_method_sample_interval < kMinEvilMethodSampleInterval ||
-                               c.evil_method_sample_interval > c.evil_threshold)) {
+  if (c.evil_method_stacks &&
+      (c.evil_method_sample_interval < TraceConfig::kMinEvilMethodSampleInterval ||
+       c.evil_method_sample_interval > c.evil_threshold)) {
     problems.Add(absl::StrCat("evil_method_sample_interval must be at least ",
-                              absl::FormatDuration(kMinEvilMethodSampleInterval),
+                              absl::FormatDuration(TraceConfig::kMinEvilMethodSampleInterval),
                               " and at most evil_threshold (",
                               absl::FormatDuration(c.evil_threshold), "), got ",
                               absl::FormatDuration(c.evil_method_sample_interval)));
   }
+}
 
+// How the thresholds relate: the drop levels in order, a LAG before an ANR.
+void CheckThresholds(const TraceConfig& c, Problems& problems) {
   const DropThresholds& t = c.drop_thresholds;
   if (!(0 < t.normal && t.normal < t.middle && t.middle < t.high && t.high < t.frozen)) {
     problems.Add(absl::StrCat(
@@ -106,36 +112,56 @@ absl::Status TraceConfig::Validate() const {
                               ") must be shorter than anr_threshold (",
                               absl::FormatDuration(c.anr_threshold), ")"));
   }
-  if (c.method_trace_enabled() && (c.method_trace_buffer_bytes < kMinMethodTraceBufferBytes ||
-                                   c.method_trace_buffer_bytes > kMaxMethodTraceBufferBytes)) {
+}
+
+// The method-trace buffer and the flight recorder's sizes.
+void CheckBuffers(const TraceConfig& c, Problems& problems) {
+  if (c.method_trace_enabled() &&
+      (c.method_trace_buffer_bytes < TraceConfig::kMinMethodTraceBufferBytes ||
+       c.method_trace_buffer_bytes > TraceConfig::kMaxMethodTraceBufferBytes)) {
     problems.Add(absl::StrCat("method_trace_buffer_bytes must be in [",
-                              kMinMethodTraceBufferBytes, ", ", kMaxMethodTraceBufferBytes,
-                              "] (4 KiB to 1 GiB), got ", c.method_trace_buffer_bytes));
+                              TraceConfig::kMinMethodTraceBufferBytes, ", ",
+                              TraceConfig::kMaxMethodTraceBufferBytes, "] (4 KiB to 1 GiB), got ",
+                              c.method_trace_buffer_bytes));
   }
-  if (c.timeline_capacity != 0 && (c.timeline_capacity < kMinTimelineCapacity ||
-                                   c.timeline_capacity > kMaxTimelineCapacity)) {
-    problems.Add(absl::StrCat("timeline_capacity must be 0 (off) or in [", kMinTimelineCapacity,
-                              ", ", kMaxTimelineCapacity, "] events, got ", c.timeline_capacity));
+  if (c.timeline_capacity != 0 && (c.timeline_capacity < TraceConfig::kMinTimelineCapacity ||
+                                   c.timeline_capacity > TraceConfig::kMaxTimelineCapacity)) {
+    problems.Add(absl::StrCat(
+        "timeline_capacity must be 0 (off) or in [", TraceConfig::kMinTimelineCapacity, ", ",
+        TraceConfig::kMaxTimelineCapacity, "] events, got ", c.timeline_capacity));
   }
   if (c.timeline_capacity != 0) problems.RequirePositive("timeline_window", c.timeline_window);
-  if (c.timeline_max_bytes != 0 && c.timeline_max_bytes < kMinTimelineMaxBytes) {
+  if (c.timeline_max_bytes != 0 && c.timeline_max_bytes < TraceConfig::kMinTimelineMaxBytes) {
     problems.Add(absl::StrCat("timeline_max_bytes must be 0 (no limit) or at least ",
-                              kMinTimelineMaxBytes, ", got ", c.timeline_max_bytes));
+                              TraceConfig::kMinTimelineMaxBytes, ", got ", c.timeline_max_bytes));
   }
-  if (c.signal_anr) {
-    const int signo = c.signal_anr_signal;
-    if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP) {
-      problems.Add(absl::StrCat("signal_anr_signal ", signo, " cannot be caught"));
-    } else if (IsSynchronousFaultSignal(signo)) {
-      problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
-                                ") is a fault signal: a crash would be taken for a dump "
-                                "request"));
-    } else if (!IsAllowedDumpSignal(signo)) {
-      problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
-                                ") has a default meaning the program relies on; use SIGQUIT, "
-                                "SIGUSR1, SIGUSR2 or a real-time signal other than SIGRTMIN+5"));
-    }
+}
+
+// The signal that asks for a dump: one that can be caught, no fault signal,
+// none whose default meaning the program relies on.
+void CheckSignalAnrSignal(int signo, Problems& problems) {
+  if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP) {
+    problems.Add(absl::StrCat("signal_anr_signal ", signo, " cannot be caught"));
+  } else if (IsSynchronousFaultSignal(signo)) {
+    problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
+                              ") is a fault signal: a crash would be taken for a dump "
+                              "request"));
+  } else if (!IsAllowedDumpSignal(signo)) {
+    problems.Add(absl::StrCat("signal_anr_signal ", signo, " (SIG", sigabbrev_np(signo),
+                              ") has a default meaning the program relies on; use SIGQUIT, "
+                              "SIGUSR1, SIGUSR2 or a real-time signal other than SIGRTMIN+5"));
   }
+}
+
+}  // namespace
+
+absl::Status TraceConfig::Validate() const {
+  const TraceConfig& c = *this;
+  Problems problems;
+  CheckDurations(c, problems);
+  CheckThresholds(c, problems);
+  CheckBuffers(c, problems);
+  if (c.signal_anr) CheckSignalAnrSignal(c.signal_anr_signal, problems);
   if (absl::Status rule = c.stack_key_rule.Validate(); !rule.ok()) {
     problems.Add(std::string(rule.message()));
   }

@@ -94,99 +94,92 @@ void TracePlugin::CreateMonitors() {
     timeline_ = std::make_unique<Timeline>(timeline_options);
   }
 
+  CreateTracers(/*has_choreographer=*/choreographer != nullptr);
+}
+
+TracerEnv TracePlugin::TracerEnvFor() {
+  return {.monitor = ui_thread_monitor_.get(),
+          .watchdog_looper = context().watchdog_looper,
+          .worker_looper = context().worker_looper,
+          .app_state = context().app_state,
+          .report = [this](Issue issue) { OnDetectIssue(std::move(issue)); },
+          .timeline = TimelineAttachmentFor()};
+}
+
+void TracePlugin::CreateTracers(bool has_choreographer) {
+  const TracerEnv env = TracerEnvFor();
+  // Startup and the lag tracers attach no flight recorder.
+  TracerEnv no_timeline = env;
+  no_timeline.timeline = {};
+
   FrameTracer::Options frame_options;
-  frame_options.monitor = ui_thread_monitor_.get();
-  frame_options.worker_looper = context().worker_looper;
-  frame_options.app_state = context().app_state;
+  frame_options.env = env;
   frame_options.fps_report = config_.fps;
   frame_options.report_in_background = config_.fps_in_background;
   frame_options.thresholds = config_.drop_thresholds;
   frame_options.time_slice = config_.fps_time_slice;
-  frame_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
-  frame_options.timeline = TimelineAttachmentFor();
   frame_tracer_ = std::make_unique<FrameTracer>(std::move(frame_options));
 
   if (config_.anr) {
     AnrTracer::Options anr_options;
-    anr_options.monitor = ui_thread_monitor_.get();
-    anr_options.watchdog_looper = context().watchdog_looper;
-    anr_options.worker_looper = context().worker_looper;
+    anr_options.env = env;
     anr_options.anr_threshold = config_.anr_threshold;
     anr_options.lag_threshold = config_.lag_threshold;
     anr_options.report_with_debugger = config_.anr_with_debugger;
-    anr_options.app_state = context().app_state;
-    anr_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
-    anr_options.timeline = TimelineAttachmentFor();
     anr_tracer_ = std::make_unique<AnrTracer>(std::move(anr_options));
   }
   if (config_.evil_method) {
     EvilMethodTracer::Options evil_options;
-    evil_options.monitor = ui_thread_monitor_.get();
-    evil_options.worker_looper = context().worker_looper;
+    evil_options.env = env;
     evil_options.threshold = config_.evil_threshold;
-    evil_options.app_state = context().app_state;
     evil_options.anr_tracer = anr_tracer_.get();
     evil_options.report_with_debugger = config_.anr_with_debugger;
-    evil_options.report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
-    evil_options.timeline = TimelineAttachmentFor();
-    if (config_.evil_method_stacks) {
-      evil_options.sampling.watchdog_looper = context().watchdog_looper;
-      evil_options.sampling.interval = config_.evil_method_sample_interval;
-    }
+    evil_options.sampling.enabled = config_.evil_method_stacks;
+    evil_options.sampling.interval = config_.evil_method_sample_interval;
     evil_method_tracer_ = std::make_unique<EvilMethodTracer>(std::move(evil_options));
   }
-  auto report = [this](Issue issue) { OnDetectIssue(std::move(issue)); };
   if (config_.startup) {
     StartupTracer::Options startup_options;
-    startup_options.monitor = ui_thread_monitor_.get();
-    startup_options.worker_looper = context().worker_looper;
+    startup_options.env = no_timeline;
     startup_options.looper = context().main_looper;
-    startup_options.app_state = context().app_state;
     startup_options.cold_threshold = config_.cold_startup_threshold;
     startup_options.warm_threshold = config_.warm_startup_threshold;
     startup_options.splash_scenes = config_.splash_scenes;
-    startup_options.wait_for_frame = choreographer != nullptr;
-    startup_options.report = report;
+    startup_options.wait_for_frame = has_choreographer;
     startup_tracer_ = std::make_unique<StartupTracer>(std::move(startup_options));
   }
+  CreateLagTracers(no_timeline);
+}
+
+void TracePlugin::CreateLagTracers(const TracerEnv& env) {
+  Looper* looper = context().main_looper;
   // Our Looper's idle handlers, or a foreign loop's idle callbacks (reported
   // by its adapter through the LooperMonitor, e.g. matrix::glib).
   const bool foreign = looper_monitor_->source() == LooperMonitor::Source::kForeign;
   if (config_.idle_handler && (foreign || looper != nullptr)) {
     IdleHandlerLagTracer::Options idle_options;
+    idle_options.env = env;
     if (foreign) {
       idle_options.looper_monitor = looper_monitor_.get();
     } else {
       idle_options.looper = looper;
     }
-    idle_options.monitor = ui_thread_monitor_.get();
-    idle_options.watchdog_looper = context().watchdog_looper;
-    idle_options.worker_looper = context().worker_looper;
     idle_options.threshold = config_.idle_handler_threshold;
-    idle_options.app_state = context().app_state;
-    idle_options.report = report;
     idle_handler_tracer_ = std::make_unique<IdleHandlerLagTracer>(std::move(idle_options));
   }
   if (config_.touch_event) {
     InputLagTracer::Options input_options;
-    input_options.monitor = ui_thread_monitor_.get();
-    input_options.watchdog_looper = context().watchdog_looper;
-    input_options.worker_looper = context().worker_looper;
+    input_options.env = env;
     input_options.threshold = config_.touch_event_threshold;
     input_options.throttle = config_.touch_event_threshold * 2;
     input_options.frame_tracer = frame_tracer_.get();
-    input_options.app_state = context().app_state;
-    input_options.report = report;
     input_lag_tracer_ = std::make_unique<InputLagTracer>(std::move(input_options));
   }
   if (config_.signal_anr) {
     SignalAnrTracer::Options signal_options;
-    signal_options.monitor = ui_thread_monitor_.get();
+    signal_options.env = env;
     signal_options.looper = looper;
-    signal_options.worker_looper = context().worker_looper;
     signal_options.signal_number = config_.signal_anr_signal;
-    signal_options.app_state = context().app_state;
-    signal_options.report = report;
     signal_anr_tracer_ = std::make_unique<SignalAnrTracer>(std::move(signal_options));
   }
 }
@@ -338,11 +331,9 @@ TimelineAttachment TracePlugin::TimelineAttachmentFor() const {
 
 void TracePlugin::AttachTimeline(Issue& issue, TimeTicks detected_at, const std::string& detected_by,
                                  absl::Duration span) const {
-  if (timeline_ == nullptr || ui_thread_monitor_ == nullptr) return;
-  const TimelineAttachment attachment = TimelineAttachmentFor();
-  const TimeTicks now = std::max(ui_thread_monitor_->clock()->NowTicks(), detected_at);
-  attachment.Fill(attachment.Snapshot(now, detected_at, span), detected_by,
-                  ui_thread_monitor_->looper_thread().tid(), issue.mutable_proto());
+  if (ui_thread_monitor_ == nullptr) return;
+  TimelineAttachmentFor().Attach(*ui_thread_monitor_, detected_at, span, detected_by,
+                                 issue.mutable_proto());
 }
 
 void TracePlugin::DecorateIssue(Issue& issue) {

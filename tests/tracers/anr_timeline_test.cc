@@ -41,7 +41,7 @@ class AnrTimelineTest : public ::testing::Test, protected trace_test::TracerRig 
     Wire(&options, monitor_.get());
     options.anr_threshold = kAnr;
     options.lag_threshold = kLag;
-    options.timeline = {.timeline = timeline_.get(), .window = absl::Seconds(3)};
+    options.env.timeline = {.timeline = timeline_.get(), .window = absl::Seconds(3)};
     anr_ = std::make_unique<AnrTracer>(std::move(options));
     anr_->OnStartTrace();
     env_.RunUntilIdle();

@@ -85,7 +85,7 @@ class EvilMethodTracerTest : public ::testing::Test, protected trace_test::Trace
     options.anr_tracer = anr_.get();
     options.report_with_debugger = start.report_with_debugger;
     if (start.stack_sampling) {
-      options.sampling.watchdog_looper = watchdog_;
+      options.sampling.enabled = true;
       options.sampling.max_samples = start.max_samples;
       options.sampling.capture = capture_.AsFunction();
     }

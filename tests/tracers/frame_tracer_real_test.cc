@@ -60,8 +60,8 @@ class FrameTracerRealTest : public ::testing::Test {
                                                  UIThreadMonitor::Options{});
     monitor_->Start();
     FrameTracer::Options options;
-    options.monitor = monitor_.get();
-    options.worker_looper = worker_;
+    options.env.monitor = monitor_.get();
+    options.env.worker_looper = worker_;
     options.fps_report = false;
     tracer_ = std::make_unique<FrameTracer>(std::move(options));
     tracer_->OnStartTrace();
@@ -220,11 +220,11 @@ TEST(FrameTracerRealWorkerTest, Destructor_WaitsForADrainInProgressOnTheWorker) 
   absl::Notification in_report;
   std::atomic<bool> report_returned{false};
   FrameTracer::Options options;
-  options.monitor = &monitor;
-  options.worker_looper = worker.GetLooper();
+  options.env.monitor = &monitor;
+  options.env.worker_looper = worker.GetLooper();
   options.drain_period = absl::Milliseconds(1);
   options.time_slice = absl::Milliseconds(10);
-  options.report = [&](matrix::Issue) {
+  options.env.report = [&](matrix::Issue) {
     in_report.Notify();
     absl::SleepFor(absl::Milliseconds(100));
     report_returned.store(true);

@@ -69,9 +69,9 @@ class Harness {
                                                  UIThreadMonitor::Options{});
     monitor_->Start();
     FrameTracer::Options options;
-    options.monitor = monitor_.get();
-    options.worker_looper = worker_;
-    options.report = [this](Issue issue) { issues_.push_back(std::move(issue)); };
+    options.env.monitor = monitor_.get();
+    options.env.worker_looper = worker_;
+    options.env.report = [this](Issue issue) { issues_.push_back(std::move(issue)); };
     if (tweak) tweak(options);
     tracer_ = std::make_unique<FrameTracer>(std::move(options));
     tracer_->OnStartTrace();

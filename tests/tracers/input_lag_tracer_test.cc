@@ -51,9 +51,9 @@ class InputLagTracerTest : public ::testing::Test, protected trace_test::TracerR
     looper_monitor_.Start();
     monitor_.Start();
     FrameTracer::Options frame_options;
-    frame_options.monitor = &monitor_;
-    frame_options.worker_looper = worker_;
-    frame_options.report = frame_issues_.callback();
+    frame_options.env.monitor = &monitor_;
+    frame_options.env.worker_looper = worker_;
+    frame_options.env.report = frame_issues_.callback();
     frame_tracer_ = std::make_unique<FrameTracer>(std::move(frame_options));
     frame_tracer_->OnStartTrace();
     InputLagTracer::Options options;

@@ -88,10 +88,10 @@ class SignalAnrTracerRealTest : public ::testing::Test {
 
   void Start(UIThreadMonitor* monitor = nullptr) {
     SignalAnrTracer::Options options;
-    options.monitor = monitor != nullptr ? monitor : &monitor_;
+    options.env.monitor = monitor != nullptr ? monitor : &monitor_;
     options.looper = env_.looper();
-    options.worker_looper = worker_;
-    options.report = issues_.callback();
+    options.env.worker_looper = worker_;
+    options.env.report = issues_.callback();
     tracer_ = std::make_unique<SignalAnrTracer>(std::move(options));
     tracer_->OnStartTrace();
   }

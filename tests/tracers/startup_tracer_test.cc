@@ -59,13 +59,13 @@ class StartupTracerTest : public ::testing::Test, protected trace_test::TracerRi
                                                  monitor_options);
     monitor_->Start();
     StartupTracer::Options options;
-    options.monitor = monitor_.get();
-    options.worker_looper = worker_;
+    options.env.monitor = monitor_.get();
+    options.env.worker_looper = worker_;
     options.looper = env_.looper();
     options.process_start = process_start_;
     options.splash_scenes = std::move(splash);
     options.wait_for_frame = wait_for_frame;
-    options.report = issues_.callback();
+    options.env.report = issues_.callback();
     startup_ = std::make_unique<StartupTracer>(std::move(options));
     startup_->OnStartTrace();
     env_.RunUntilIdle();

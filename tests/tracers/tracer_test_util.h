@@ -309,10 +309,10 @@ class TracerRig {
   // collector as the report callback (each only if the Options have it).
   template <typename TracerOptions>
   void Wire(TracerOptions* options, UIThreadMonitor* monitor) {
-    options->monitor = monitor;
-    options->report = issues_.callback();
-    if constexpr (requires { options->watchdog_looper; }) options->watchdog_looper = watchdog_;
-    if constexpr (requires { options->worker_looper; }) options->worker_looper = worker_;
+    options->env.monitor = monitor;
+    options->env.report = issues_.callback();
+    options->env.watchdog_looper = watchdog_;
+    options->env.worker_looper = worker_;
     if constexpr (requires { options->capture; }) options->capture = capture_.AsFunction();
     if constexpr (requires { options->proc_root; }) options->proc_root = proc_.root();
   }

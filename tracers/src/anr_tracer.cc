@@ -44,9 +44,9 @@ AnrTracer::AnrTracer(Options options)
     : Tracer(kDispatchEnd), options_(std::move(options)), proc_(options_.proc_root) {
   // DispatchEnd() matters only while a LAG is pending (see SyncEndFloor()).
   set_dispatch_end_floor_ns(kNoDispatchEnd);
-  MATRIX_CHECK(options_.monitor != nullptr, "AnrTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.watchdog_looper != nullptr, "AnrTracer needs a watchdog looper");
-  MATRIX_CHECK(options_.worker_looper != nullptr, "AnrTracer needs a worker looper");
+  MATRIX_CHECK(options_.env.monitor != nullptr, "AnrTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.watchdog_looper != nullptr, "AnrTracer needs a watchdog looper");
+  MATRIX_CHECK(options_.env.worker_looper != nullptr, "AnrTracer needs a worker looper");
   MATRIX_CHECK(options_.lag_threshold < options_.anr_threshold,
                "the lag threshold must be shorter than the ANR threshold");
   MATRIX_CHECK(options_.key_captures >= 0 && options_.key_captures <= kMaxKeyCaptures,
@@ -61,8 +61,9 @@ AnrTracer::AnrTracer(Options options)
                                               };
   }
   if (!options_.capture) options_.capture = CaptureStack;
-  watchdog_handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::AnrTracer");
-  worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::AnrTracer$Report");
+  watchdog_handler_ = std::make_unique<Handler>(options_.env.watchdog_looper, "matrix::AnrTracer");
+  worker_handler_ =
+      std::make_unique<Handler>(options_.env.worker_looper, "matrix::AnrTracer$Report");
 }
 
 AnrTracer::~AnrTracer() {
@@ -72,7 +73,7 @@ AnrTracer::~AnrTracer() {
 }
 
 void AnrTracer::OnAlive() {
-  monitor_registration_ = options_.monitor->AddObserver(this);
+  monitor_registration_ = options_.env.monitor->AddObserver(this);
   alive_.store(true);
   // The first check: any dispatch running now is watched from its begin. It
   // was not scheduled, so it cannot be late (the last check before a stop
@@ -115,7 +116,7 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   FillMessageInfo(s, &crossing->message);
   crossing->captured_at = now;
   crossing->threshold_at = threshold_at;
-  const ThreadHandle& looper_thread = options_.monitor->looper_thread();
+  const ThreadHandle& looper_thread = options_.env.monitor->looper_thread();
   crossing->stack_status = options_.capture(looper_thread, &crossing->stack);
   // The stack's own instant (the looper thread ran the capture's handler
   // then; a loaded machine may run it well after the watchdog asked), on the
@@ -131,23 +132,23 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   }
   key_captures_.count = 0;
   // The rest of the evidence, as close to the crossing as possible.
-  crossing->frame = options_.monitor->SnapshotFrame(now);
+  crossing->frame = options_.env.monitor->SnapshotFrame(now);
   FillThreadInfo(proc_, looper_thread.tid(), &crossing->thread);
   FillMemoryInfo(proc_, &crossing->memory);
   crossing->thread_name = crossing->thread.name();
-  crossing->cpu_sample = options_.monitor->CpuSampleFor(s.dispatch_number);
-  crossing->cpu_now = options_.monitor->clock()->ThreadCpuTime(looper_thread);
-  crossing->scene = options_.app_state->visible_scene_id();
-  crossing->foreground = options_.app_state->is_foreground();
+  crossing->cpu_sample = options_.env.monitor->CpuSampleFor(s.dispatch_number);
+  crossing->cpu_now = options_.env.monitor->clock()->ThreadCpuTime(looper_thread);
+  crossing->scene = options_.env.app_state->visible_scene_id();
+  crossing->foreground = options_.env.app_state->is_foreground();
   // A provisional dispatch has no begin record yet: no call tree.
-  if (MethodTracer* tracer = options_.monitor->method_tracer();
+  if (MethodTracer* tracer = options_.env.monitor->method_tracer();
       tracer != nullptr && !s.provisional) {
     crossing->records = tracer->Copy(s.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
-  if (options_.timeline.enabled()) {
+  if (options_.env.timeline.enabled()) {
     // The stuck dispatch and the window of what came before it.
-    crossing->timeline = options_.timeline.Snapshot(now, now, now - s.begin);
+    crossing->timeline = options_.env.timeline.Snapshot(now, now, now - s.begin);
     crossing->has_timeline = true;
   }
   return crossing;
@@ -155,18 +156,18 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
 
 void AnrTracer::Check() {
   if (!alive_.load()) return;
-  const TickClock* clock = options_.monitor->clock();
+  const TickClock* clock = options_.env.monitor->clock();
   const TimeTicks now = clock->NowTicks();
   // A check far later than scheduled saw the process stopped meanwhile (one
   // tolerance for the stopped time and for what this tracer watched).
-  StoppedTime& stopped_time = options_.monitor->mutable_stopped_time();
+  StoppedTime& stopped_time = options_.env.monitor->mutable_stopped_time();
   const bool late = stopped_time.OnWakeup(scheduled_for_, now);
   if (late) late_wakeups_.fetch_add(1);
 
-  DispatchHeartbeat::Snapshot s = options_.monitor->heartbeat().Read();
+  DispatchHeartbeat::Snapshot s = options_.env.monitor->heartbeat().Read();
   // A loop that reports its dispatches late (libuv's I/O callbacks) may say
   // that the next one already runs: watch it as that dispatch.
-  const bool provisional = options_.monitor->ReadProvisional(&s);
+  const bool provisional = options_.env.monitor->ReadProvisional(&s);
   if (!s.active && watch_.provisional && watch_.number == s.dispatch_number + 1) {
     // The provisional dispatch was never reported (the source went away):
     // forget it, so the dispatch that will carry its number is judged alone.
@@ -196,45 +197,9 @@ void AnrTracer::Check() {
     const TimeTicks running_from = watch_.watch_from + stopped;
 
     if (!watch_.anr_done && watched >= options_.anr_threshold) {
-      watch_.anr_done = watch_.lag_done = true;
-      lag_pending_number_.store(0);  // The ANR replaces the pending LAG.
-      pending_lag_.reset();
-      if (!DebuggerSuppresses()) {
-        auto crossing = Capture(s, now, running_from + options_.anr_threshold, /*for_anr=*/true);
-        crossing->detail = proto::ANR;
-        anr_count_.fetch_add(1);
-        worker_handler_->Post([this, c = std::shared_ptr<Crossing>(std::move(crossing))] {
-          BuildAndReport(*c);
-        });
-      }
+      CrossAnr(s, now, running_from + options_.anr_threshold);
     } else if (!watch_.lag_done && watched >= options_.lag_threshold) {
-      watch_.lag_done = true;
-      // Published before the capture, and even when suppressed (no pending
-      // report then): the next check is this dispatch's ANR deadline, so its
-      // end must wake the watchdog (DispatchEnd), or the dispatches after it
-      // would go unwatched until that deadline. Before the capture, so that a
-      // dispatch ending while the capture runs (a slow capture: a loaded
-      // machine, ThreadSanitizer) still reports its own end time: its
-      // DispatchEnd posts the LAG, which runs on this thread after this check.
-      set_dispatch_end_floor_ns(0);  // First: the looper must call DispatchEnd() now.
-      lag_pending_number_.store(s.dispatch_number);
-      if (!DebuggerSuppresses()) {
-        pending_lag_ = Capture(s, now, running_from + options_.lag_threshold, /*for_anr=*/false);
-        pending_lag_->detail = proto::LAG;
-      }
-      // If the dispatch ended before the looper could see the pending
-      // number, report it from here and look at the looper again at once.
-      // (A provisional dispatch runs on while the heartbeat shows the one
-      // before it, or shows it running.)
-      const DispatchHeartbeat::Snapshot after = options_.monitor->heartbeat().Read();
-      const bool still_provisional = provisional && after.dispatch_number + 1 == s.dispatch_number;
-      if (!still_provisional && (after.dispatch_number != s.dispatch_number || !after.active)) {
-        watched_ended = true;
-        uint64_t expected = s.dispatch_number;
-        if (lag_pending_number_.compare_exchange_strong(expected, 0)) {
-          EmitLag(after.dispatch_number == s.dispatch_number ? after.last_end : now);
-        }
-      }
+      watched_ended = CrossLag(s, provisional, now, running_from + options_.lag_threshold);
     }
     if (watched_ended) {
       next = now;
@@ -249,6 +214,51 @@ void AnrTracer::Check() {
   // signal): its other tasks due meanwhile are not a stopped process.
   stopped_time.OnBusyUntil(clock->NowTicks());
   ScheduleCheck(next);
+}
+
+void AnrTracer::CrossAnr(const DispatchHeartbeat::Snapshot& s, TimeTicks now,
+                         TimeTicks crossed_at) {
+  watch_.anr_done = watch_.lag_done = true;
+  lag_pending_number_.store(0);  // The ANR replaces the pending LAG.
+  pending_lag_.reset();
+  if (DebuggerSuppresses()) return;
+  auto crossing = Capture(s, now, crossed_at, /*for_anr=*/true);
+  crossing->detail = proto::ANR;
+  anr_count_.fetch_add(1);
+  worker_handler_->Post(
+      [this, c = std::shared_ptr<Crossing>(std::move(crossing))] { BuildAndReport(*c); });
+}
+
+bool AnrTracer::CrossLag(const DispatchHeartbeat::Snapshot& s, bool provisional, TimeTicks now,
+                         TimeTicks crossed_at) {
+  watch_.lag_done = true;
+  // Published before the capture, and even when suppressed (no pending
+  // report then): the next check is this dispatch's ANR deadline, so its
+  // end must wake the watchdog (DispatchEnd), or the dispatches after it
+  // would go unwatched until that deadline. Before the capture, so that a
+  // dispatch ending while the capture runs (a slow capture: a loaded
+  // machine, ThreadSanitizer) still reports its own end time: its
+  // DispatchEnd posts the LAG, which runs on this thread after this check.
+  set_dispatch_end_floor_ns(0);  // First: the looper must call DispatchEnd() now.
+  lag_pending_number_.store(s.dispatch_number);
+  if (!DebuggerSuppresses()) {
+    pending_lag_ = Capture(s, now, crossed_at, /*for_anr=*/false);
+    pending_lag_->detail = proto::LAG;
+  }
+  // If the dispatch ended before the looper could see the pending
+  // number, report it from here and look at the looper again at once.
+  // (A provisional dispatch runs on while the heartbeat shows the one
+  // before it, or shows it running.)
+  const DispatchHeartbeat::Snapshot after = options_.env.monitor->heartbeat().Read();
+  const bool still_provisional = provisional && after.dispatch_number + 1 == s.dispatch_number;
+  if (still_provisional || (after.dispatch_number == s.dispatch_number && after.active)) {
+    return false;
+  }
+  uint64_t expected = s.dispatch_number;
+  if (lag_pending_number_.compare_exchange_strong(expected, 0)) {
+    EmitLag(after.dispatch_number == s.dispatch_number ? after.last_end : now);
+  }
+  return true;
 }
 
 void AnrTracer::SyncEndFloor() {
@@ -272,7 +282,7 @@ TimeTicks AnrTracer::TakeKeyCapture(const DispatchHeartbeat::Snapshot& s, TimeTi
   const TimeTicks due = deadline - spacing * (n - k.count);
   if (now < due) return due;
   RawStack& stack = k.stacks[static_cast<size_t>(k.count++)];
-  if (!options_.key_capture(options_.monitor->looper_thread(), &stack).ok()) stack.depth = 0;
+  if (!options_.key_capture(options_.env.monitor->looper_thread(), &stack).ok()) stack.depth = 0;
   if (k.count >= n) return deadline;
   return std::min(deadline, std::max(deadline - spacing * (n - k.count), now + spacing));
 }
@@ -302,16 +312,16 @@ void AnrTracer::EmitLag(TimeTicks end, std::optional<uint64_t> method_mark) {
     crossing->snapshot.method_mark = *method_mark;
     crossing->snapshot.provisional = false;
   }
-  if (MethodTracer* tracer = options_.monitor->method_tracer();
+  if (MethodTracer* tracer = options_.env.monitor->method_tracer();
       tracer != nullptr && !crossing->snapshot.provisional) {
     // The whole dispatch is known now.
     crossing->records = tracer->Copy(crossing->snapshot.method_mark, tracer->Mark());
     crossing->has_records = true;
   }
-  if (options_.timeline.enabled()) {
+  if (options_.env.timeline.enabled()) {
     // Again, now that the dispatch has ended; the detection stays the crossing.
-    const TimeTicks now = std::max(options_.monitor->clock()->NowTicks(), end);
-    crossing->timeline = options_.timeline.Snapshot(
+    const TimeTicks now = std::max(options_.env.monitor->clock()->NowTicks(), end);
+    crossing->timeline = options_.env.timeline.Snapshot(
         now, crossing->captured_at, crossing->captured_at - crossing->snapshot.begin);
   }
   lag_count_.fetch_add(1);
@@ -326,19 +336,19 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   const TimeTicks until = c->detail == proto::LAG && !c->end.is_null() ? c->end : c->captured_at;
   // Stopped time (a breakpoint, SIGSTOP) is reported apart, not as cost.
   const absl::Duration stopped =
-      options_.monitor->stopped_time().Within(c->snapshot.begin, until);
+      options_.env.monitor->stopped_time().Within(c->snapshot.begin, until);
   const absl::Duration cost = until - c->snapshot.begin - stopped;
   anr.set_cost_ms(absl::ToDoubleMilliseconds(cost));
   anr.set_stopped_ms(absl::ToDoubleMilliseconds(stopped));
   anr.set_throttled_ms(absl::ToDoubleMilliseconds(
-      options_.monitor->stopped_time().ThrottledWithin(c->snapshot.begin, until)));
-  anr.set_scene(std::string(options_.app_state->SceneName(c->scene)));
+      options_.env.monitor->stopped_time().ThrottledWithin(c->snapshot.begin, until)));
+  anr.set_scene(std::string(options_.env.app_state->SceneName(c->scene)));
   anr.set_is_process_foreground(c->foreground);
   anr.set_detection_delay_ms(absl::ToDoubleMilliseconds(c->captured_at - c->threshold_at));
 
   proto::ThreadStack* stack = anr.mutable_thread_stack();
   const SymbolizedStack symbolized = FillCapturedStack(
-      c->stack, c->stack_status, options_.monitor->looper_thread().tid(), stack);
+      c->stack, c->stack_status, options_.env.monitor->looper_thread().tid(), stack);
   stack->set_thread_name(c->thread_name);
   stack->set_captured_at_ms(absl::ToDoubleMilliseconds(c->captured_at - c->snapshot.begin));
 
@@ -380,12 +390,12 @@ void AnrTracer::BuildAndReport(const Crossing& crossing) {
   issue.mutable_proto()->set_key(key);
   *issue.mutable_proto()->mutable_anr() = std::move(anr);
   if (c->has_timeline) {
-    options_.timeline
+    options_.env.timeline
         .Fill(c->timeline, c->detail == proto::ANR ? "ANR watchdog" : "lag watchdog",
-              options_.monitor->looper_thread().tid(), issue.mutable_proto())
+              options_.env.monitor->looper_thread().tid(), issue.mutable_proto())
         ->set_thread_name(c->thread_name);
   }
-  if (options_.report) options_.report(std::move(issue));
+  if (options_.env.report) options_.env.report(std::move(issue));
 }
 
 }  // namespace matrix

@@ -34,15 +34,15 @@ EvilMethodTracer::EvilMethodTracer(Options options)
     : Tracer(kDispatchEnd), options_(std::move(options)) {
   // The monitor calls DispatchEnd() for dispatches this long only.
   set_dispatch_end_floor_ns(absl::ToInt64Nanoseconds(options_.threshold));
-  MATRIX_CHECK(options_.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.worker_looper != nullptr, "EvilMethodTracer needs a worker looper");
+  MATRIX_CHECK(options_.env.monitor != nullptr, "EvilMethodTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.worker_looper != nullptr, "EvilMethodTracer needs a worker looper");
   MATRIX_CHECK(options_.threshold > absl::ZeroDuration(), "the evil threshold must be positive");
   worker_handler_ =
-      std::make_unique<Handler>(options_.worker_looper, "matrix::EvilMethodTracer");
-  if (const Sampling& sampling = options_.sampling; sampling.watchdog_looper != nullptr) {
+      std::make_unique<Handler>(options_.env.worker_looper, "matrix::EvilMethodTracer");
+  if (const Sampling& sampling = options_.sampling; sampling.enabled) {
     SlowDispatchSampler::Options sampler;
-    sampler.monitor = options_.monitor;
-    sampler.watchdog_looper = sampling.watchdog_looper;
+    sampler.monitor = options_.env.monitor;
+    sampler.watchdog_looper = options_.env.watchdog_looper;
     sampler.interval = sampling.interval;
     sampler.max_samples = sampling.max_samples;
     sampler.threshold = [this] { return evil_threshold(); };
@@ -76,7 +76,7 @@ void EvilMethodTracer::ModifyEvilThreshold(absl::Duration threshold) {
 void EvilMethodTracer::OnAlive() {
   closing_.store(false);
   cancelled_.store(false);
-  monitor_registration_ = options_.monitor->AddObserver(this);
+  monitor_registration_ = options_.env.monitor->AddObserver(this);
   if (sampler_ != nullptr) sampler_->Start();
 }
 
@@ -117,14 +117,14 @@ __attribute__((noinline)) void EvilMethodTracer::OnSlowDispatch(const DispatchDa
   auto slow = std::make_shared<SlowDispatch>();
   slow->dispatch = dispatch;
   slow->dispatch.info = nullptr;
-  slow->message = options_.monitor->heartbeat().Read();
+  slow->message = options_.env.monitor->heartbeat().Read();
   FillMessageInfo(slow->message, &slow->message_info);
   // The monitor still holds the frame this dispatch drew (no copy per frame
   // on the looper thread: only a slow dispatch reads it).
   slow->is_frame = dispatch.is_vsync_frame;
-  if (slow->is_frame) slow->frame = options_.monitor->current_frame();
-  slow->scene = options_.app_state->visible_scene_id();
-  slow->foreground = options_.app_state->is_foreground();
+  if (slow->is_frame) slow->frame = options_.env.monitor->current_frame();
+  slow->scene = options_.env.app_state->visible_scene_id();
+  slow->foreground = options_.env.app_state->is_foreground();
   worker_handler_->Post([this, slow] { Analyze(*slow); });
 }
 
@@ -138,7 +138,7 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   // since the dispatch ended (the process may just have been continued),
   // look again one poll later; not once the tracer closes (the sampler
   // stopped with it), when it is judged on what the sampler saw.
-  const UIThreadMonitor* monitor = options_.monitor;
+  const UIThreadMonitor* monitor = options_.env.monitor;
   const DispatchData& d = slow.dispatch;
   if (monitor->observes_stops() && monitor->stopped_time().observed_until() < d.end &&
       slow.deferrals < 3 && !closing_.load()) {
@@ -181,8 +181,8 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
   report.set_cost_ms(absl::ToDoubleMilliseconds(cost));
   report.set_stopped_ms(absl::ToDoubleMilliseconds(stopped));
   report.set_throttled_ms(absl::ToDoubleMilliseconds(
-      options_.monitor->stopped_time().ThrottledWithin(d.begin, d.end)));
-  report.set_scene(std::string(options_.app_state->SceneName(slow.scene)));
+      options_.env.monitor->stopped_time().ThrottledWithin(d.begin, d.end)));
+  report.set_scene(std::string(options_.env.app_state->SceneName(slow.scene)));
   report.set_is_process_foreground(slow.foreground);
   report.set_cpu_usage(d.CpuUsagePercent());
   *report.mutable_message() = slow.message_info;
@@ -195,7 +195,7 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
   }
 
   std::string key;
-  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr) {
+  if (MethodTracer* tracer = options_.env.monitor->method_tracer(); tracer != nullptr) {
     RecordCopy copy = tracer->Copy(d.method_mark, d.method_end);
     TracedCallTree traced = BuildCallTree(copy.records, d.end, cost);
     key = std::move(traced.key);
@@ -214,20 +214,16 @@ void EvilMethodTracer::Conclude(const SlowDispatch& slow, absl::Duration cost,
   issue.mutable_proto()->set_tag(kTagEvilMethod);
   issue.mutable_proto()->set_key(key);
   *issue.mutable_proto()->mutable_evil_method() = std::move(report);
-  if (options_.timeline.enabled()) {
-    const TimeTicks now = std::max(options_.monitor->clock()->NowTicks(), d.end);
-    options_.timeline.Fill(options_.timeline.Snapshot(now, d.end, d.end - d.begin),
-                           "slow-method check at dispatch end",
-                           options_.monitor->looper_thread().tid(), issue.mutable_proto());
-  }
-  if (options_.report) options_.report(std::move(issue));
+  options_.env.timeline.Attach(*options_.env.monitor, d.end, d.end - d.begin,
+                               "slow-method check at dispatch end", issue.mutable_proto());
+  if (options_.env.report) options_.env.report(std::move(issue));
 }
 
 void EvilMethodTracer::AddSamples(const DispatchData& d, proto::EvilMethodReport* report,
                                   std::string* key) {
   std::optional<SlowDispatchSampler::Samples> samples = sampler_->Take(d.dispatch_number, d.end);
   if (!samples.has_value()) return;  // Ended before the sampler saw it cross.
-  const UIThreadMonitor* monitor = options_.monitor;
+  const UIThreadMonitor* monitor = options_.env.monitor;
   const pid_t tid = monitor->looper_thread().tid();
   proto::ThreadStack* crossing = report->mutable_thread_stack();
   if (!samples->crossing_status.ok()) {

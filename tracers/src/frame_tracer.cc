@@ -28,9 +28,9 @@ FrameTracer::FrameTracer(Options options)
       input_ring_(std::make_unique<internal::SpscRing<InputLatency, 256>>()),
       stats_(FrameStatsCollector::Options{options_.thresholds, options_.time_slice,
                                           absl::Seconds(1)}) {
-  MATRIX_CHECK(options_.monitor != nullptr, "FrameTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.worker_looper != nullptr, "FrameTracer needs a worker looper");
-  worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::FrameTracer");
+  MATRIX_CHECK(options_.env.monitor != nullptr, "FrameTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.worker_looper != nullptr, "FrameTracer needs a worker looper");
+  worker_handler_ = std::make_unique<Handler>(options_.env.worker_looper, "matrix::FrameTracer");
 }
 
 FrameTracer::~FrameTracer() {
@@ -40,7 +40,7 @@ FrameTracer::~FrameTracer() {
 
 void FrameTracer::OnAlive() {
   MATRIX_DCHECK_CALLED_ON_VALID_THREAD(thread_checker_);
-  monitor_registration_ = options_.monitor->AddObserver(this);
+  monitor_registration_ = options_.env.monitor->AddObserver(this);
   draining_.store(true);
   ScheduleDrain(drain_generation_.fetch_add(1) + 1);
 }
@@ -95,7 +95,7 @@ void FrameTracer::DoFrame(const FrameData& frame) {
           : CountDroppedFrames(frame.intended_frame_time, frame.shown(), last_frame_end_,
                                frame.refresh_rate);
   last_frame_end_ = frame.shown();
-  if (!options_.report_in_background && !options_.app_state->is_foreground()) return;
+  if (!options_.report_in_background && !options_.env.app_state->is_foreground()) return;
 
   const bool to_worker =
       options_.fps_report || has_async_listeners_.load(std::memory_order_relaxed);
@@ -112,7 +112,7 @@ void FrameTracer::DoFrame(const FrameData& frame) {
   FrameData f = frame;
   f.dropped_frames = dropped;
   if (!sync_listeners_.empty()) {
-    const TickClock* clock = options_.monitor->clock();
+    const TickClock* clock = options_.env.monitor->clock();
     sync_listeners_.Notify([&](IDoFrameListener* listener) {
       const TimeTicks t0 = clock->NowTicks();
       listener->DoFrameSync(f);
@@ -159,12 +159,12 @@ void FrameTracer::Drain() {
     slots = async_slots_;
   }
   while (std::optional<InputLatency> input = input_ring_->Pop()) {
-    stats_.AddInputLatency(input->scene, options_.app_state->SceneName(input->scene),
+    stats_.AddInputLatency(input->scene, options_.env.app_state->SceneName(input->scene),
                            absl::Nanoseconds(input->latency_ns));
   }
   while (std::optional<FrameData> frame = ring_->Pop()) {
     if (options_.fps_report) {
-      if (auto report = stats_.Add(*frame, options_.app_state->SceneName(frame->scene))) {
+      if (auto report = stats_.Add(*frame, options_.env.app_state->SceneName(frame->scene))) {
         PublishReport(std::move(*report));
       }
     }
@@ -174,7 +174,7 @@ void FrameTracer::Drain() {
     // Slices are wall time: one that ended with no frame after it (the scene
     // went idle) is reported now, not whenever the scene draws again.
     for (proto::FrameReport& report :
-         stats_.ReportEndedSlices(options_.monitor->clock()->NowTicks())) {
+         stats_.ReportEndedSlices(options_.env.monitor->clock()->NowTicks())) {
       PublishReport(std::move(report));
     }
   }
@@ -243,13 +243,12 @@ void FrameTracer::PublishReport(proto::FrameReport report) {
   issue.mutable_proto()->set_tag(kTagFps);
   issue.mutable_proto()->set_key(report.scene());
   *issue.mutable_proto()->mutable_frame() = std::move(report);
-  if (options_.timeline.enabled() && issue.proto().frame().drop_level().frozen() > 0) {
-    const TimeTicks now = options_.monitor->clock()->NowTicks();
-    options_.timeline.Fill(options_.timeline.Snapshot(now, now, absl::ZeroDuration()),
-                           "FPS report (frozen frames)", options_.monitor->looper_thread().tid(),
-                           issue.mutable_proto());
+  if (issue.proto().frame().drop_level().frozen() > 0) {
+    const UIThreadMonitor& monitor = *options_.env.monitor;
+    options_.env.timeline.Attach(monitor, monitor.clock()->NowTicks(), absl::ZeroDuration(),
+                                 "FPS report (frozen frames)", issue.mutable_proto());
   }
-  if (options_.report) options_.report(std::move(issue));
+  if (options_.env.report) options_.env.report(std::move(issue));
 }
 
 void FrameTracer::OnForeground(bool foreground) {

@@ -10,14 +10,14 @@ IdleHandlerLagTracer::IdleHandlerLagTracer(Options options)
     : DispatchObserver(kIdleHandlers), options_(std::move(options)) {
   MATRIX_CHECK((options_.looper != nullptr) != (options_.looper_monitor != nullptr),
                "IdleHandlerLagTracer needs a Looper or a foreign LooperMonitor (one of them)");
-  MATRIX_CHECK(options_.monitor != nullptr, "IdleHandlerLagTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.watchdog_looper != nullptr && options_.worker_looper != nullptr,
+  MATRIX_CHECK(options_.env.monitor != nullptr, "IdleHandlerLagTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.watchdog_looper != nullptr && options_.env.worker_looper != nullptr,
                "IdleHandlerLagTracer needs watchdog and worker loopers");
   if (!options_.capture) options_.capture = CaptureStack;
   watchdog_handler_ =
-      std::make_unique<Handler>(options_.watchdog_looper, "matrix::IdleHandlerLagTracer");
+      std::make_unique<Handler>(options_.env.watchdog_looper, "matrix::IdleHandlerLagTracer");
   worker_handler_ =
-      std::make_unique<Handler>(options_.worker_looper, "matrix::IdleHandlerLagTracer$Report");
+      std::make_unique<Handler>(options_.env.worker_looper, "matrix::IdleHandlerLagTracer$Report");
 }
 
 IdleHandlerLagTracer::~IdleHandlerLagTracer() {
@@ -64,7 +64,7 @@ void IdleHandlerLagTracer::RunEnd() {
 
 void IdleHandlerLagTracer::Check() {
   if (!alive_.load()) return;
-  const TimeTicks now = options_.monitor->clock()->NowTicks();
+  const TimeTicks now = options_.env.monitor->clock()->NowTicks();
   const uint64_t seq = run_seq_.load(std::memory_order_acquire);
   const TimeTicks begin = TimeTicks::FromNanoseconds(run_begin_ns_.load(std::memory_order_relaxed));
   const char* name = run_name_.load(std::memory_order_relaxed);
@@ -73,10 +73,11 @@ void IdleHandlerLagTracer::Check() {
     if (now - begin >= options_.threshold) {
       reported_seq_ = seq;
       auto stack = std::make_shared<RawStack>();
-      const absl::Status status = options_.capture(options_.monitor->looper_thread(), stack.get());
+      const absl::Status status =
+          options_.capture(options_.env.monitor->looper_thread(), stack.get());
       lag_count_.fetch_add(1);
-      const SceneId scene = options_.app_state->visible_scene_id();
-      const bool foreground = options_.app_state->is_foreground();
+      const SceneId scene = options_.env.app_state->visible_scene_id();
+      const bool foreground = options_.env.app_state->is_foreground();
       worker_handler_->Post([this, stack, status, name, begin, now, scene, foreground] {
         proto::AnrReport report;
         report.set_detail(proto::LAG_IDLE_HANDLER);
@@ -84,17 +85,18 @@ void IdleHandlerLagTracer::Check() {
         report.set_detection_delay_ms(
             absl::ToDoubleMilliseconds(now - (begin + options_.threshold)));
         report.set_idle_handler(name != nullptr && name[0] != '\0' ? name : "unknown");
-        report.set_scene(std::string(options_.app_state->SceneName(scene)));
+        report.set_scene(std::string(options_.env.app_state->SceneName(scene)));
         report.set_is_process_foreground(foreground);
-        const SymbolizedStack symbolized = FillCapturedStack(
-            *stack, status, options_.monitor->looper_thread().tid(), report.mutable_thread_stack());
+        const SymbolizedStack symbolized =
+            FillCapturedStack(*stack, status, options_.env.monitor->looper_thread().tid(),
+                              report.mutable_thread_stack());
         report.mutable_thread_stack()->set_captured_at_ms(absl::ToDoubleMilliseconds(now - begin));
         report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - begin));
         Issue issue;
         issue.mutable_proto()->set_tag(kTagEvilMethod);
         issue.mutable_proto()->set_key(report.stack_key());
         *issue.mutable_proto()->mutable_anr() = std::move(report);
-        if (options_.report) options_.report(std::move(issue));
+        if (options_.env.report) options_.env.report(std::move(issue));
       });
     } else {
       next = begin + options_.threshold;

@@ -8,13 +8,14 @@
 namespace matrix {
 
 InputLagTracer::InputLagTracer(Options options) : options_(std::move(options)) {
-  MATRIX_CHECK(options_.monitor != nullptr, "InputLagTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.watchdog_looper != nullptr && options_.worker_looper != nullptr,
+  MATRIX_CHECK(options_.env.monitor != nullptr, "InputLagTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.watchdog_looper != nullptr && options_.env.worker_looper != nullptr,
                "InputLagTracer needs watchdog and worker loopers");
   if (!options_.capture) options_.capture = CaptureStack;
-  watchdog_handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::InputLagTracer");
+  watchdog_handler_ =
+      std::make_unique<Handler>(options_.env.watchdog_looper, "matrix::InputLagTracer");
   worker_handler_ =
-      std::make_unique<Handler>(options_.worker_looper, "matrix::InputLagTracer$Report");
+      std::make_unique<Handler>(options_.env.worker_looper, "matrix::InputLagTracer$Report");
 }
 
 InputLagTracer::~InputLagTracer() {
@@ -25,7 +26,7 @@ InputLagTracer::~InputLagTracer() {
 
 void InputLagTracer::OnAlive() {
   alive_.store(true);
-  ScheduleCheck(options_.monitor->clock()->NowTicks() + options_.threshold);
+  ScheduleCheck(options_.env.monitor->clock()->NowTicks() + options_.threshold);
 }
 
 void InputLagTracer::OnDead() {
@@ -58,14 +59,14 @@ uint64_t InputLagTracer::OnInputEventReceived(TimeTicks event_time, const char* 
 
 void InputLagTracer::OnInputEventHandled(uint64_t id) {
   if (id == 0) return;
-  const TimeTicks now = options_.monitor->clock()->NowTicks();
+  const TimeTicks now = options_.env.monitor->clock()->NowTicks();
   for (Slot& slot : slots_) {
     if (slot.id.load(std::memory_order_acquire) != id) continue;
     const TimeTicks event_time =
         TimeTicks::FromNanoseconds(slot.event_time_ns.load(std::memory_order_relaxed));
     slot.id.store(0, std::memory_order_release);
     if (options_.frame_tracer != nullptr) {
-      options_.frame_tracer->OnInputHandled(options_.app_state->visible_scene_id(),
+      options_.frame_tracer->OnInputHandled(options_.env.app_state->visible_scene_id(),
                                             now - event_time);
     }
     return;
@@ -91,7 +92,7 @@ void InputLagTracer::ScheduleCheck(TimeTicks at) {
 
 void InputLagTracer::Check() {
   if (!alive_.load()) return;
-  const TimeTicks now = options_.monitor->clock()->NowTicks();
+  const TimeTicks now = options_.env.monitor->clock()->NowTicks();
   TimeTicks next = now + options_.threshold;
   const Slot* overdue = nullptr;
   TimeTicks overdue_time;
@@ -125,10 +126,11 @@ void InputLagTracer::Check() {
       last_report_ = now;
       lag_count_.fetch_add(1);
       auto stack = std::make_shared<RawStack>();
-      const absl::Status status = options_.capture(options_.monitor->looper_thread(), stack.get());
+      const absl::Status status =
+          options_.capture(options_.env.monitor->looper_thread(), stack.get());
       const char* description = overdue->description.load(std::memory_order_relaxed);
-      const SceneId scene = options_.app_state->visible_scene_id();
-      const bool foreground = options_.app_state->is_foreground();
+      const SceneId scene = options_.env.app_state->visible_scene_id();
+      const bool foreground = options_.env.app_state->is_foreground();
       const TimeTicks event_time = overdue_time;
       worker_handler_->Post([this, stack, status, description, event_time, now, scene,
                              foreground] {
@@ -138,16 +140,17 @@ void InputLagTracer::Check() {
         report.set_detection_delay_ms(
             absl::ToDoubleMilliseconds(now - (event_time + options_.threshold)));
         report.set_input_event(description != nullptr ? description : "input");
-        report.set_scene(std::string(options_.app_state->SceneName(scene)));
+        report.set_scene(std::string(options_.env.app_state->SceneName(scene)));
         report.set_is_process_foreground(foreground);
-        const SymbolizedStack symbolized = FillCapturedStack(
-            *stack, status, options_.monitor->looper_thread().tid(), report.mutable_thread_stack());
+        const SymbolizedStack symbolized =
+            FillCapturedStack(*stack, status, options_.env.monitor->looper_thread().tid(),
+                              report.mutable_thread_stack());
         report.set_stack_key(HangStackKey(symbolized, nullptr, {}, now - event_time));
         Issue issue;
         issue.mutable_proto()->set_tag(kTagEvilMethod);
         issue.mutable_proto()->set_key(report.stack_key());
         *issue.mutable_proto()->mutable_anr() = std::move(report);
-        if (options_.report) options_.report(std::move(issue));
+        if (options_.env.report) options_.env.report(std::move(issue));
       });
     }
   }

@@ -54,9 +54,10 @@ constexpr absl::Duration kHandlerWait = absl::Milliseconds(200);
 }  // namespace
 
 SignalAnrTracer::SignalAnrTracer(Options options) : options_(std::move(options)) {
-  MATRIX_CHECK(options_.monitor != nullptr, "SignalAnrTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.worker_looper != nullptr, "SignalAnrTracer needs a worker looper");
-  worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::SignalAnrTracer");
+  MATRIX_CHECK(options_.env.monitor != nullptr, "SignalAnrTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.worker_looper != nullptr, "SignalAnrTracer needs a worker looper");
+  worker_handler_ =
+      std::make_unique<Handler>(options_.env.worker_looper, "matrix::SignalAnrTracer");
 }
 
 SignalAnrTracer::~SignalAnrTracer() {
@@ -146,9 +147,9 @@ void SignalAnrTracer::Dump() {
   while (g_handlers_running.load(std::memory_order_acquire) > 0 && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  const TickClock* clock = options_.monitor->clock();
+  const TickClock* clock = options_.env.monitor->clock();
   const TimeTicks now = clock->NowTicks();
-  const DispatchHeartbeat::Snapshot dispatch = options_.monitor->heartbeat().Read();
+  const DispatchHeartbeat::Snapshot dispatch = options_.env.monitor->heartbeat().Read();
   // Now: the snapshot points into the message's Handler, which may be gone
   // by the time the worker builds the report.
   proto::MessageInfo message;
@@ -156,16 +157,16 @@ void SignalAnrTracer::Dump() {
   std::optional<MessageQueue::HeadInfo> head;
   if (options_.looper != nullptr) head = options_.looper->queue()->PeekHead();
   auto threads = std::make_shared<std::vector<ThreadStack>>(StackCapturer::Get()->CaptureAllThreads());
-  const bool foreground = options_.app_state->is_foreground();
-  const SceneId scene = options_.app_state->visible_scene_id();
-  const pid_t looper_tid = options_.monitor->looper_thread().tid();
+  const bool foreground = options_.env.app_state->is_foreground();
+  const SceneId scene = options_.env.app_state->visible_scene_id();
+  const pid_t looper_tid = options_.env.monitor->looper_thread().tid();
 
   worker_handler_->Post([this, now, dispatch, message, head, threads, foreground, scene,
                          looper_tid] {
     proto::AnrReport report;
     report.set_detail(proto::SIGNAL_ANR);
     report.set_signal(options_.signal_number);
-    report.set_scene(std::string(options_.app_state->SceneName(scene)));
+    report.set_scene(std::string(options_.env.app_state->SceneName(scene)));
     report.set_is_process_foreground(foreground);
     absl::Duration overdue = -absl::InfiniteDuration();
     if (head) {
@@ -201,7 +202,7 @@ void SignalAnrTracer::Dump() {
     issue.mutable_proto()->set_tag(kTagEvilMethod);
     issue.mutable_proto()->set_key(report.stack_key());
     *issue.mutable_proto()->mutable_anr() = std::move(report);
-    if (options_.report) options_.report(std::move(issue));
+    if (options_.env.report) options_.env.report(std::move(issue));
   });
 }
 

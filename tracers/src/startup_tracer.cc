@@ -95,9 +95,9 @@ StartupTracer::StartupTracer(Options options)
     : Tracer(kDoFrame | kDispatchEnd), options_(std::move(options)) {
   // DispatchEnd() matters only while a shown scene waits (see SetShownPending()).
   set_dispatch_end_floor_ns(kNoDispatchEnd);
-  MATRIX_CHECK(options_.monitor != nullptr, "StartupTracer needs a UIThreadMonitor");
-  MATRIX_CHECK(options_.worker_looper != nullptr, "StartupTracer needs a worker looper");
-  worker_handler_ = std::make_unique<Handler>(options_.worker_looper, "matrix::StartupTracer");
+  MATRIX_CHECK(options_.env.monitor != nullptr, "StartupTracer needs a UIThreadMonitor");
+  MATRIX_CHECK(options_.env.worker_looper != nullptr, "StartupTracer needs a worker looper");
+  worker_handler_ = std::make_unique<Handler>(options_.env.worker_looper, "matrix::StartupTracer");
   if (options_.looper != nullptr) {
     looper_handler_ = std::make_unique<Handler>(options_.looper, "matrix::StartupTracer$Events");
   }
@@ -109,7 +109,7 @@ StartupTracer::StartupTracer(Options options)
     process_start_ = g_load_time;
   }
   for (const std::string& scene : options_.splash_scenes) {
-    splash_ids_.push_back(options_.app_state->InternScene(scene));
+    splash_ids_.push_back(options_.env.app_state->InternScene(scene));
   }
 }
 
@@ -120,9 +120,9 @@ StartupTracer::~StartupTracer() {
 }
 
 void StartupTracer::OnAlive() {
-  monitor_registration_ = options_.monitor->AddObserver(this);
-  app_state_registration_ = options_.app_state->AddObserver(this);
-  live_scenes_ = options_.app_state->live_scene_count();
+  monitor_registration_ = options_.env.monitor->AddObserver(this);
+  app_state_registration_ = options_.env.app_state->AddObserver(this);
+  live_scenes_ = options_.env.app_state->live_scene_count();
 }
 
 void StartupTracer::OnDead() {
@@ -144,13 +144,13 @@ bool StartupTracer::IsSplash(SceneId scene) const {
 
 void StartupTracer::OnSceneCreated(SceneId scene) {
   MATRIX_ON_LOOPER_THREAD(OnSceneCreated(scene));
-  const TimeTicks now = options_.monitor->clock()->NowTicks();
+  const TimeTicks now = options_.env.monitor->clock()->NowTicks();
   if (first_scene_created_.is_null()) first_scene_created_ = now;
   if (cold_done_ && live_scenes_ == 0 && !warm_pending_) {
     // Every scene had gone away: this is a warm start.
     warm_pending_ = true;
     warm_begin_ = now;
-    if (MethodTracer* tracer = options_.monitor->method_tracer()) {
+    if (MethodTracer* tracer = options_.env.monitor->method_tracer()) {
       warm_mark_time_ = tracer->CachedTime();
       warm_mark_ = tracer->Mark();
     }
@@ -160,8 +160,8 @@ void StartupTracer::OnSceneCreated(SceneId scene) {
 
 void StartupTracer::OnSceneShown(SceneId scene) {
   MATRIX_ON_LOOPER_THREAD(OnSceneShown(scene));
-  if (!WaitsForFrame() && !options_.monitor->in_dispatch()) {
-    OnShownDrawn(scene, options_.monitor->clock()->NowTicks());
+  if (!WaitsForFrame() && !options_.env.monitor->in_dispatch()) {
+    OnShownDrawn(scene, options_.env.monitor->clock()->NowTicks());
     return;
   }
   SetShownPending(scene);
@@ -196,7 +196,7 @@ void StartupTracer::DispatchEnd(const DispatchData& dispatch) {
 }
 
 void StartupTracer::OnShownDrawn(SceneId scene, TimeTicks at) {
-  MethodTracer* tracer = options_.monitor->method_tracer();
+  MethodTracer* tracer = options_.env.monitor->method_tracer();
   if (!cold_done_) {
     if (first_scene_shown_.is_null()) {
       first_scene_shown_ = at;
@@ -218,7 +218,7 @@ void StartupTracer::OnShownDrawn(SceneId scene, TimeTicks at) {
       startup->create_end = TimeTicks::FromNanoseconds(end_ns);
       startup->create_source = "marks";
     } else {
-      const TimeTicks first_dispatch = options_.monitor->first_dispatch_begin();
+      const TimeTicks first_dispatch = options_.env.monitor->first_dispatch_begin();
       startup->create_end = !first_dispatch.is_null() ? first_dispatch : at;
       startup->create_source = "first_dispatch";
     }
@@ -271,9 +271,9 @@ void StartupTracer::Analyze(const Startup& s) {
   proto::StartupReport report;
   report.set_is_warm_start_up(s.warm);
   report.set_startup_duration_ms(absl::ToDoubleMilliseconds(cost));
-  report.set_first_scene(std::string(options_.app_state->SceneName(s.first_scene)));
+  report.set_first_scene(std::string(options_.env.app_state->SceneName(s.first_scene)));
   for (SceneId scene : s.scenes) {
-    report.add_scenes(std::string(options_.app_state->SceneName(scene)));
+    report.add_scenes(std::string(options_.env.app_state->SceneName(scene)));
   }
   if (!s.warm) {
     report.set_before_main_ms(ms_since(s.begin, g_load_time));
@@ -296,7 +296,7 @@ void StartupTracer::Analyze(const Startup& s) {
                                     : report.scenes(report.scenes_size() - 1);
   issue.mutable_proto()->set_key(absl::StrCat(s.warm ? "warm:" : "cold:", end_scene));
   *issue.mutable_proto()->mutable_startup() = report;
-  if (options_.report) options_.report(issue);
+  if (options_.env.report) options_.env.report(issue);
 
   const absl::Duration threshold = s.warm ? options_.warm_threshold : options_.cold_threshold;
   if (cost <= threshold) return;  // Matrix: strictly over the threshold.
@@ -307,7 +307,7 @@ void StartupTracer::Analyze(const Startup& s) {
   evil.set_scene(report.first_scene());
   evil.set_cpu_usage(-1);
   std::string key;
-  if (MethodTracer* tracer = options_.monitor->method_tracer(); tracer != nullptr && s.traced) {
+  if (MethodTracer* tracer = options_.env.monitor->method_tracer(); tracer != nullptr && s.traced) {
     RecordCopy copy = CopyFromMark(*tracer, s.mark_begin, s.mark_begin_time, s.mark_end);
     TracedCallTree traced = BuildCallTree(copy.records, s.end, cost);
     key = std::move(traced.key);
@@ -320,7 +320,7 @@ void StartupTracer::Analyze(const Startup& s) {
   slow.mutable_proto()->set_tag(kTagEvilMethod);
   slow.mutable_proto()->set_key(key);
   *slow.mutable_proto()->mutable_evil_method() = std::move(evil);
-  if (options_.report) options_.report(std::move(slow));
+  if (options_.env.report) options_.env.report(std::move(slow));
 }
 
 }  // namespace matrix

@@ -402,6 +402,14 @@ proto::Timeline* TimelineAttachment::Fill(const TimelineSnapshot& snapshot,
   return out;
 }
 
+proto::Timeline* TimelineAttachment::Attach(const UIThreadMonitor& monitor, TimeTicks detected_at,
+                                            absl::Duration span, const std::string& detected_by,
+                                            proto::Issue* issue) const {
+  if (!enabled()) return nullptr;
+  const TimeTicks now = std::max(monitor.clock()->NowTicks(), detected_at);
+  return Fill(Snapshot(now, detected_at, span), detected_by, monitor.looper_thread().tid(), issue);
+}
+
 void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
                   proto::Timeline* out, size_t max_calls, size_t max_json_bytes) {
   const TimeTicks origin = snapshot.begin;

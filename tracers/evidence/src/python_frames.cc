@@ -47,7 +47,7 @@ struct Layout {
 constexpr size_t kNoField = ~size_t{0};
 
 // CPython 3.11: tracers/evidence/src/internal/python311_layout.h, checked against
-// Debian 12's python3.11-dev (3.11.2) by tests/tracers/python311_layout_check.c.
+// Debian 12's python3.11-dev (3.11.2) by tests/tracers/evidence/python311_layout_check.c.
 constexpr Layout kLayout311 = {internal::kPy311RuntimeInterpretersHead,
                                internal::kPy311InterpNext,
                                internal::kPy311InterpThreadsHead,
@@ -82,7 +82,7 @@ constexpr Layout kLayout311 = {internal::kPy311RuntimeInterpretersHead,
                                internal::kPy311UnicodeCompactData};
 
 // CPython 3.12: tracers/evidence/src/internal/python312_layout.h, checked against
-// CPython 3.12.1 by tests/tracers/python312_layout_check.c.
+// CPython 3.12.1 by tests/tracers/evidence/python312_layout_check.c.
 constexpr Layout kLayout312 = {internal::kPy312RuntimeInterpretersHead,
                                internal::kPy312InterpNext,
                                internal::kPy312InterpThreadsHead,
@@ -424,53 +424,46 @@ void CapturePythonStack(pid_t tid, RawPythonStack* out) {
   ReadPythonStack(*runtime, tid, out);
 }
 
-PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, RawPythonStack* out) {
-  const Layout* const layout_or_null = LayoutFor(runtime.version_hex);
-  if (runtime.runtime == 0 || runtime.code_type == 0 || layout_or_null == nullptr) {
-    return Fail(out, PythonReadError::kNoRuntime);
-  }
-  const Layout& layout = *layout_or_null;
-  const Reader reader;
-  // Find the thread's PyThreadState: interpreters -> threads, matched on
-  // native_thread_id. These lists change under HEAD_LOCK, which we do not
-  // take: a torn read gives a bad pointer (caught) or misses the thread.
+namespace {
+
+// The current frame's CFrame of thread `tid`'s PyThreadState: interpreters
+// -> threads, matched on native_thread_id. These lists change under
+// HEAD_LOCK, which we do not take: a torn read gives a bad pointer (caught)
+// or misses the thread.
+PythonReadError FindThreadCFrame(const Reader& reader, const Layout& layout, uintptr_t runtime,
+                                 pid_t tid, uintptr_t* cframe) {
   uintptr_t interp = 0;
-  if (!reader.ReadPointer(runtime.runtime + layout.runtime_interpreters_head, &interp)) {
-    return Fail(out, PythonReadError::kFault);
+  if (!reader.ReadPointer(runtime + layout.runtime_interpreters_head, &interp)) {
+    return PythonReadError::kFault;
   }
-  uintptr_t cframe = 0;
-  bool found = false;
-  for (int i = 0; i < kMaxInterpreters && interp != 0 && !found; ++i) {
-    if (!PlausiblePointer(interp)) return Fail(out, PythonReadError::kBadPointer);
+  for (int i = 0; i < kMaxInterpreters && interp != 0; ++i) {
+    if (!PlausiblePointer(interp)) return PythonReadError::kBadPointer;
     unsigned char interp_fields[kMaxStructRead];
     if (!reader.Read(interp, interp_fields, layout.interp_read_size)) {
-      return Fail(out, PythonReadError::kFault);
+      return PythonReadError::kFault;
     }
     uintptr_t thread = Field<uintptr_t>(interp_fields, layout.interp_threads_head);
     for (int t = 0; t < kMaxThreadStates && thread != 0; ++t) {
-      if (!PlausiblePointer(thread)) return Fail(out, PythonReadError::kBadPointer);
+      if (!PlausiblePointer(thread)) return PythonReadError::kBadPointer;
       unsigned char fields[kMaxStructRead];
-      if (!reader.Read(thread, fields, layout.thread_read_size)) {
-        return Fail(out, PythonReadError::kFault);
-      }
+      if (!reader.Read(thread, fields, layout.thread_read_size)) return PythonReadError::kFault;
       if (Field<uintptr_t>(fields, layout.thread_interp) != interp) {
-        return Fail(out, PythonReadError::kBadPointer);
+        return PythonReadError::kBadPointer;
       }
       if (Field<uint64_t>(fields, layout.thread_native_thread_id) == static_cast<uint64_t>(tid)) {
-        cframe = Field<uintptr_t>(fields, layout.thread_cframe);
-        found = true;
-        break;
+        *cframe = Field<uintptr_t>(fields, layout.thread_cframe);
+        return PythonReadError::kNone;
       }
       thread = Field<uintptr_t>(fields, layout.thread_next);
     }
     interp = Field<uintptr_t>(interp_fields, layout.interp_next);
   }
-  if (!found) return Fail(out, PythonReadError::kNoThreadState);
-  if (!PlausiblePointer(cframe)) return Fail(out, PythonReadError::kBadPointer);
-  uintptr_t frame = 0;
-  if (!reader.ReadPointer(cframe + layout.cframe_current_frame, &frame)) {
-    return Fail(out, PythonReadError::kFault);
-  }
+  return PythonReadError::kNoThreadState;
+}
+
+// Walks the frame chain from `frame` into `out`'s frames, innermost first.
+PythonReadError WalkFrames(const Reader& reader, const Layout& layout, uintptr_t frame,
+                           RawPythonStack* out) {
   ScopedPageCache cache;  // The chain is the calling thread's: it is not changing.
   // Frames visited, shims included (3.12 links one per eval call).
   ChainWalk<2 * kMaxPythonFrames> walk;
@@ -481,18 +474,16 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, Raw
       truncated = true;
       break;
     }
-    if (!PlausiblePointer(frame)) return Fail(out, PythonReadError::kBadPointer);
-    if (!walk.Visit(frame)) return Fail(out, PythonReadError::kCycle);
+    if (!PlausiblePointer(frame)) return PythonReadError::kBadPointer;
+    if (!walk.Visit(frame)) return PythonReadError::kCycle;
     unsigned char fields[kMaxStructRead];
-    if (!cache.Read(reader, frame, fields, layout.frame_read_size)) {
-      return Fail(out, PythonReadError::kFault);
-    }
+    if (!cache.Read(reader, frame, fields, layout.frame_read_size)) return PythonReadError::kFault;
     const uintptr_t code = Field<uintptr_t>(fields, layout.frame_code);
     const uintptr_t prev_instr = Field<uintptr_t>(fields, layout.frame_prev_instr);
     const uint8_t is_entry = layout.frame_is_entry != kNoField ? fields[layout.frame_is_entry] : 0;
     const uint8_t owner = fields[layout.frame_owner];
     if (!PlausiblePointer(code) || is_entry > 1 || owner > layout.frame_owner_max) {
-      return Fail(out, PythonReadError::kBadPointer);
+      return PythonReadError::kBadPointer;
     }
     frame = Field<uintptr_t>(fields, layout.frame_previous);
     if (owner == layout.frame_owner_cstack) {
@@ -506,7 +497,7 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, Raw
     const int64_t offset =
         static_cast<int64_t>(prev_instr) - static_cast<int64_t>(code + layout.code_code_adaptive);
     if (offset < -2 || offset >= 2 * kMaxCodeUnits || (offset & 1) != 0) {
-      return Fail(out, PythonReadError::kBadPointer);
+      return PythonReadError::kBadPointer;
     }
     RawPythonFrame& raw = out->frames[static_cast<size_t>(depth++)];
     raw.code = code;
@@ -516,6 +507,30 @@ PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, Raw
   }
   out->depth = depth;
   out->truncated = truncated;
+  return PythonReadError::kNone;
+}
+
+}  // namespace
+
+PythonReadError ReadPythonStack(const PythonRuntimeInfo& runtime, pid_t tid, RawPythonStack* out) {
+  const Layout* const layout = LayoutFor(runtime.version_hex);
+  if (runtime.runtime == 0 || runtime.code_type == 0 || layout == nullptr) {
+    return Fail(out, PythonReadError::kNoRuntime);
+  }
+  const Reader reader;
+  uintptr_t cframe = 0;
+  if (PythonReadError e = FindThreadCFrame(reader, *layout, runtime.runtime, tid, &cframe);
+      e != PythonReadError::kNone) {
+    return Fail(out, e);
+  }
+  if (!PlausiblePointer(cframe)) return Fail(out, PythonReadError::kBadPointer);
+  uintptr_t frame = 0;
+  if (!reader.ReadPointer(cframe + layout->cframe_current_frame, &frame)) {
+    return Fail(out, PythonReadError::kFault);
+  }
+  if (PythonReadError e = WalkFrames(reader, *layout, frame, out); e != PythonReadError::kNone) {
+    return Fail(out, e);
+  }
   out->error = PythonReadError::kNone;
   return PythonReadError::kNone;
 }

@@ -118,7 +118,15 @@ class TracePlugin : public Plugin {
   // no main looper, or it is not looping), else posted. With `wait`, blocks
   // until it ran.
   void RunOnLooperThread(absl::AnyInvocable<void()> fn, bool wait);
+  // Looper thread: the monitors, the flight recorder, then the tracers the
+  // configuration enables.
   void CreateMonitors();
+  void CreateTracers(bool has_choreographer);
+  // The idle-handler, input and signal lag tracers.
+  void CreateLagTracers(const TracerEnv& env);
+  // What every tracer is given: this plugin's monitor, loopers, app state
+  // and report channel, and the flight recorder.
+  TracerEnv TracerEnvFor();
   void StartTracers();
   void StopTracers();
   void DestroyMonitors();

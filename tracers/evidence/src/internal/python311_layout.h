@@ -4,7 +4,7 @@
 // from the 3.11 headers (Include/internal/pycore_runtime.h, pycore_interp.h,
 // pycore_frame.h, Include/cpython/pystate.h, code.h, bytesobject.h,
 // unicodeobject.h). They did not change within 3.11.x. Valid C and C++:
-// tests/tracers/python311_layout_check.c _Static_asserts every one against
+// tests/tracers/evidence/python311_layout_check.c _Static_asserts every one against
 // the interpreter's own headers (offsetof with Py_BUILD_CORE) when
 // python3.11-dev is installed.
 //

@@ -5,7 +5,7 @@
 // with f_code and previous and has no is_entry (each _PyEval_EvalFrameDefault
 // call links a shim frame owned by the C stack, owner 3, before the frames it
 // runs); PyASCIIObject lost wstr. Checked against CPython 3.12.1's headers by
-// tests/tracers/python312_layout_check.c when they are installed.
+// tests/tracers/evidence/python312_layout_check.c when they are installed.
 //
 //   uintptr_t code_address = frame + kPy312FrameCode;
 //

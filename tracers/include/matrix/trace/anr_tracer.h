@@ -79,13 +79,13 @@ class AnrTracer : public Tracer {
   using CaptureFn = std::function<absl::Status(const ThreadHandle& thread, RawStack* out)>;
 
   struct Options {
-    UIThreadMonitor* monitor = nullptr;  // Required.
-    Looper* watchdog_looper = nullptr;   // Required: deadlines only.
-    Looper* worker_looper = nullptr;     // Required: report building.
+    // Required: monitor, watchdog_looper (deadlines only), worker_looper
+    // (report building), report. The timeline, when given, is snapshot at the
+    // crossing (ANR) or when the lagging dispatch ends (LAG).
+    TracerEnv env;
     absl::Duration anr_threshold = absl::Seconds(5);
     absl::Duration lag_threshold = absl::Seconds(2);
     bool report_with_debugger = false;
-    AppState* app_state = AppState::Get();
     // Reads the looper thread's state, memory and the debugger flag.
     std::string proc_root = "/proc";
     // Captures the looper thread's stack (default: StackCapturer::Get()).
@@ -102,11 +102,6 @@ class AnrTracer : public Tracer {
     // StackCapturer::Get() with a kKeyCaptureTimeout deadline, so a thread
     // that does not answer in time never delays the crossing.
     CaptureFn key_capture;
-    IssueCallback report;  // Receives the issues (worker thread).
-    // The flight recorder (none by default): the hung dispatch and the
-    // window before it are snapshot at the crossing (ANR) or when the lagging
-    // dispatch ends (LAG) and attached as Issue.timeline.
-    TimelineAttachment timeline;
   };
 
   static constexpr int kMaxKeyCaptures = 4;
@@ -137,6 +132,12 @@ class AnrTracer : public Tracer {
  private:
   struct Crossing;
   void Check();
+  // The watched dispatch `s` crossed the ANR threshold at `crossed_at`.
+  void CrossAnr(const DispatchHeartbeat::Snapshot& s, TimeTicks now, TimeTicks crossed_at);
+  // The watched dispatch `s` crossed the LAG threshold at `crossed_at`. True
+  // when it had already ended (its LAG is reported from here).
+  bool CrossLag(const DispatchHeartbeat::Snapshot& s, bool provisional, TimeTicks now,
+                TimeTicks crossed_at);
   void ScheduleCheck(TimeTicks at);
   void SyncEndFloor();
   std::unique_ptr<Crossing> Capture(const DispatchHeartbeat::Snapshot& s, TimeTicks now,

@@ -62,7 +62,7 @@ class EvilMethodTracer : public Tracer {
 
   // Stacks of slow dispatches, taken on the watchdog looper.
   struct Sampling {
-    Looper* watchdog_looper = nullptr;  // Null: no sampling.
+    bool enabled = false;  // Samples on env.watchdog_looper.
     absl::Duration interval = absl::Milliseconds(50);
     // Per dispatch (even, at least 4): a longer one keeps every other
     // sample and halves the rate, so the samples still span it.
@@ -71,10 +71,11 @@ class EvilMethodTracer : public Tracer {
   };
 
   struct Options {
-    UIThreadMonitor* monitor = nullptr;  // Required.
-    Looper* worker_looper = nullptr;     // Required.
+    // Required: monitor, worker_looper, report. watchdog_looper: needed by
+    // `sampling`. The timeline, when given, is snapshot at the slow
+    // dispatch's end.
+    TracerEnv env;
     absl::Duration threshold = absl::Milliseconds(700);
-    AppState* app_state = AppState::Get();
     // Report dispatches made slow by a debugger (breakpoints, stepping)?
     // Checked on the worker from TracerPid under `proc_root`.
     bool report_with_debugger = false;
@@ -82,11 +83,6 @@ class EvilMethodTracer : public Tracer {
     // When set, a dispatch this AnrTracer already reported as LAG or ANR is
     // not reported again (one report per stuck dispatch). Not owned.
     const AnrTracer* anr_tracer = nullptr;
-    IssueCallback report;  // Receives the issues (worker thread).
-    // The flight recorder (none by default): the slow dispatch and the
-    // window before it, detected at the dispatch's end, attached as
-    // Issue.timeline.
-    TimelineAttachment timeline;
     Sampling sampling;
   };
 

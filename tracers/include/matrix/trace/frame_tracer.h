@@ -89,9 +89,10 @@ class IDoFrameListener {
 class FrameTracer : public Tracer {
  public:
   struct Options {
-    UIThreadMonitor* monitor = nullptr;  // Required.
-    Looper* worker_looper = nullptr;     // Required: drains frames, builds reports.
-    AppState* app_state = AppState::Get();
+    // Required: monitor, worker_looper (drains frames, builds reports),
+    // report (Trace_FPS issues). The timeline, when given, goes with a report
+    // that has frozen frames, detected when it is published.
+    TracerEnv env;
     bool fps_report = true;            // Publish Trace_FPS reports.
     bool report_in_background = false;  // Count frames drawn in the background.
     DropThresholds thresholds;
@@ -101,10 +102,6 @@ class FrameTracer : public Tracer {
     absl::Duration drain_period = absl::Milliseconds(100);
     // A sync listener taking longer than this is reported in a warning.
     absl::Duration slow_sync_listener = absl::Milliseconds(4);
-    IssueCallback report;  // Receives Trace_FPS issues (worker thread).
-    // The flight recorder (none by default): a report with frozen frames
-    // carries the window before it, detected when it is published.
-    TimelineAttachment timeline;
   };
   static constexpr size_t kRingCapacity = 1024;
 
@@ -147,7 +144,7 @@ class FrameTracer : public Tracer {
   // while that timer is current (a stop then start does not leave two).
   void ScheduleDrain(uint64_t generation);
   void Deliver(const std::shared_ptr<AsyncSlot>& slot, std::vector<FrameData> frames);
-  // Sends one Trace_FPS issue to options_.report (worker).
+  // Sends one Trace_FPS issue to options_.env.report (worker).
   void PublishReport(proto::FrameReport report);
 
   Options options_;

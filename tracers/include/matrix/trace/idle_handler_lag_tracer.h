@@ -46,17 +46,14 @@ class IdleHandlerLagTracer : public Tracer,
                              private LooperIdleListener {
  public:
   struct Options {
+    // Required: monitor, watchdog_looper, worker_looper, report.
+    TracerEnv env;
     // Exactly one of the two: the looper whose idle handlers to watch, or a
     // foreign-loop (kForeign) monitor whose IdleBegin()/IdleEnd() to watch.
     Looper* looper = nullptr;
     LooperMonitor* looper_monitor = nullptr;
-    UIThreadMonitor* monitor = nullptr;  // Required: clock and looper thread.
-    Looper* watchdog_looper = nullptr;   // Required.
-    Looper* worker_looper = nullptr;     // Required.
     absl::Duration threshold = absl::Seconds(2);
-    AppState* app_state = AppState::Get();
     AnrTracer::CaptureFn capture;  // Default: StackCapturer::Get().
-    IssueCallback report;
   };
 
   explicit IdleHandlerLagTracer(Options options);

@@ -53,16 +53,13 @@ class InputLagTracer : public Tracer {
   static constexpr size_t kMaxPending = 64;
 
   struct Options {
-    UIThreadMonitor* monitor = nullptr;  // Required: clock and looper thread.
-    Looper* watchdog_looper = nullptr;   // Required.
-    Looper* worker_looper = nullptr;     // Required.
+    // Required: monitor, watchdog_looper, worker_looper, report.
+    TracerEnv env;
     absl::Duration threshold = absl::Seconds(2);
     // Between two reports (Matrix: 2 x threshold).
     absl::Duration throttle = absl::Seconds(4);
     FrameTracer* frame_tracer = nullptr;  // Receives handled latencies (optional).
-    AppState* app_state = AppState::Get();
-    AnrTracer::CaptureFn capture;  // Default: StackCapturer::Get().
-    IssueCallback report;
+    AnrTracer::CaptureFn capture;         // Default: StackCapturer::Get().
   };
 
   explicit InputLagTracer(Options options);

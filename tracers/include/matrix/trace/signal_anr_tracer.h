@@ -47,14 +47,12 @@ class Looper;
 class SignalAnrTracer : public Tracer {
  public:
   struct Options {
-    UIThreadMonitor* monitor = nullptr;  // Required: heartbeat, looper thread.
-    Looper* looper = nullptr;            // The monitored looper (queue head); may be null.
-    Looper* worker_looper = nullptr;     // Required.
+    // Required: monitor (heartbeat, looper thread), worker_looper, report.
+    TracerEnv env;
+    Looper* looper = nullptr;  // The monitored looper (queue head); may be null.
     int signal_number = SIGQUIT;
     absl::Duration foreground_overdue = absl::Seconds(2);
     absl::Duration background_overdue = absl::Seconds(10);
-    AppState* app_state = AppState::Get();
-    IssueCallback report;
   };
 
   explicit SignalAnrTracer(Options options);

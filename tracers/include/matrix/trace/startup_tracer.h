@@ -65,12 +65,11 @@ void ResetStartupMarksForTesting();
 class StartupTracer : public Tracer, private AppStateObserver {
  public:
   struct Options {
-    UIThreadMonitor* monitor = nullptr;  // Required.
-    Looper* worker_looper = nullptr;     // Required.
+    // Required: monitor, worker_looper, report.
+    TracerEnv env;
     // The monitored looper: AppState events from other threads are handled
     // there. Null (foreign loops): handled on the calling thread.
     Looper* looper = nullptr;
-    AppState* app_state = AppState::Get();
     absl::Duration cold_threshold = absl::Seconds(10);
     absl::Duration warm_threshold = absl::Seconds(4);
     std::vector<std::string> splash_scenes;
@@ -81,7 +80,6 @@ class StartupTracer : public Tracer, private AppStateObserver {
     // UIThreadMonitor::AddFrameSource()); otherwise the dispatch that
     // reported it shown is enough.
     bool wait_for_frame = true;
-    IssueCallback report;  // Receives the issues (worker thread).
   };
 
   explicit StartupTracer(Options options);
@@ -107,7 +105,7 @@ class StartupTracer : public Tracer, private AppStateObserver {
   void Analyze(const Startup& startup);
   bool IsSplash(SceneId scene) const;
   bool WaitsForFrame() const {
-    return options_.wait_for_frame || options_.monitor->has_frame_source();
+    return options_.wait_for_frame || options_.env.monitor->has_frame_source();
   }
 
   Options options_;

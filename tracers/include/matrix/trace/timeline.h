@@ -201,6 +201,12 @@ struct TimelineAttachment {
   // Fills `issue`'s timeline from `snapshot` for thread `tid`; returns it.
   proto::Timeline* Fill(const TimelineSnapshot& snapshot, const std::string& detected_by,
                         int tid, proto::Issue* issue) const;
+  // Snapshot() then Fill() for `monitor`'s looper thread, now by its clock
+  // (never before `detected_at`). Returns null, attaching nothing, when no
+  // timeline is given.
+  proto::Timeline* Attach(const UIThreadMonitor& monitor, TimeTicks detected_at,
+                          absl::Duration span, const std::string& detected_by,
+                          proto::Issue* issue) const;
 };
 
 // FitTimelineToBudget()

@@ -18,13 +18,35 @@
 
 #include <functional>
 
+#include "matrix/core/app_state.h"
 #include "matrix/core/issue.h"
+#include "matrix/core/looper.h"
+#include "matrix/trace/timeline.h"
 #include "matrix/trace/ui_thread_monitor.h"
 
 namespace matrix {
 
 // Where a tracer sends the issues it finds (TracePlugin::OnDetectIssue).
 using IssueCallback = std::function<void(Issue issue)>;
+
+// TracerEnv
+//
+// What every tracer is given: the monitor it observes, the loopers it works
+// on, the app state it reads, where it sends its issues and the flight
+// recorder it attaches. TracePlugin fills one and hands it to each tracer;
+// each tracer's Options says which fields it requires.
+//
+// Thread safety: a plain value, copied into each tracer.
+struct TracerEnv {
+  UIThreadMonitor* monitor = nullptr;  // Clock, looper thread, observers.
+  Looper* watchdog_looper = nullptr;   // Deadlines and stack samples.
+  Looper* worker_looper = nullptr;     // Report building, off the looper thread.
+  AppState* app_state = AppState::Get();
+  IssueCallback report;  // Receives the issues (worker thread).
+  // The flight recorder (none by default): reports that have a moment of
+  // detection (ANR, LAG, slow method, frozen frames) carry the window before it.
+  TimelineAttachment timeline;
+};
 
 class Tracer : public LooperObserver {
  public:

@@ -18,7 +18,7 @@
 #include "matrix/core/observer_list.h"
 #include "matrix/testing/test_environment.h"
 #include "matrix/trace/dispatch_heartbeat.h"
-#include "tracer_test_util.h"
+#include "../tracer_test_util.h"
 
 namespace {
 

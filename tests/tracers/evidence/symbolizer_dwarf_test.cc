@@ -1,5 +1,5 @@
 // Source lines and inlined frames from DWARF (libdw): a module built with -g
-// (tests/tracers/dwarf_fixture), loaded as copies that carry their debug info
+// (tests/tracers/evidence/dwarf_fixture), loaded as copies that carry their debug info
 // themselves, in a separate file found by .gnu_debuglink or by build id, or
 // not at all. Uses binutils' objcopy and readelf.
 
@@ -38,7 +38,7 @@ using ::testing::IsEmpty;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
 
-constexpr char kFixtureSource[] = "/tests/tracers/dwarf_fixture/dwarf_fixture.cc";
+constexpr char kFixtureSource[] = "/tests/tracers/evidence/dwarf_fixture/dwarf_fixture.cc";
 
 // What one loaded copy of the fixture reported about itself.
 struct FixtureAddresses {
@@ -292,7 +292,7 @@ TEST(FillCallTreeTest, CallsCarryTheirDefinitionOrScopeLine) {
   FillCallTree(tree, &calls, nullptr);
   ASSERT_EQ(calls.size(), 2);
   EXPECT_EQ(calls[0].name(), "matrix::(anonymous namespace)::TracedFunction(int)");
-  EXPECT_THAT(calls[0].file(), EndsWith("/tests/tracers/symbolizer_dwarf_test.cc"));
+  EXPECT_THAT(calls[0].file(), EndsWith("/tests/tracers/evidence/symbolizer_dwarf_test.cc"));
   EXPECT_EQ(calls[0].line(), static_cast<uint32_t>(kTracedFunctionLine));
   EXPECT_EQ(calls[1].name(), "app.scope");
   EXPECT_EQ(calls[1].file(), "/src/app/scope.cc");

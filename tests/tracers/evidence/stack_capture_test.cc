@@ -89,7 +89,7 @@ TEST(SymbolizedStackTest, ToString_OneFramePerLineThenItsSourceLine) {
   EXPECT_THAT(lines[0], StartsWith("#0  0x"));
   EXPECT_THAT(lines[0], HasSubstr(" stack_capture_test::Leaf(int)+0x2 ("));
   EXPECT_THAT(lines[1], StartsWith("      at /"));
-  EXPECT_THAT(lines[1], HasSubstr("/tests/tracers/stack_capture_test.cc:"));
+  EXPECT_THAT(lines[1], HasSubstr("/tests/tracers/evidence/stack_capture_test.cc:"));
   EXPECT_EQ(lines[2], "#1  0x0000000000000010 ???");
 
   raw.truncated = true;
