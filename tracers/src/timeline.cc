@@ -119,55 +119,76 @@ bool Timeline::ReadSlot(uint64_t number, TimelineEvent* out) const {
   return true;
 }
 
+namespace {
+
+// Adds `e` to `snapshot` unless it was written after the snapshot's instant.
+// False, with `reached_window_start` set, for an event that ended before the
+// window: the older ones did too (events are written in begin order, and a
+// dispatch ends before the next begins; so does a frame, which is one of them).
+bool KeepEvent(const TimelineEvent& e, TimelineSnapshot& snapshot, bool* reached_window_start) {
+  if (e.begin > snapshot.end) return true;
+  if (e.finished() && e.end < snapshot.begin) {
+    *reached_window_start = true;
+    return false;
+  }
+  snapshot.events.push_back(e);
+  return true;
+}
+
+// The heartbeat's dispatch records, newest first, into `snapshot`. True when
+// the ring no longer holds the window's start.
+bool ReadDispatches(const DispatchHeartbeat& dispatches, TimelineSnapshot& snapshot) {
+  const uint64_t head = dispatches.dispatch_number();
+  const uint64_t kept = dispatches.capacity();
+  const uint64_t oldest = head > kept ? head - kept : 0;  // Dispatches before #oldest+1 are gone.
+  bool reached_window_start = false;
+  for (uint64_t n = head; n > oldest; --n) {
+    DispatchHeartbeat::Record r;
+    if (!dispatches.ReadRecord(n, &r)) {
+      ++snapshot.lost;  // Overwritten (or being rewritten) while we read.
+      continue;
+    }
+    TimelineEvent e;
+    e.kind = TimelineEvent::Kind::kDispatch;
+    e.number = n;
+    e.begin = r.begin;
+    if (r.ended) e.end = r.end;
+    e.target_name = r.target_name;
+    e.function = r.function;
+    e.file = r.file;
+    e.line = r.function != nullptr ? r.line : 0;
+    e.has_callback = r.has_callback;
+    e.label = r.label;
+    e.method_mark = r.method_mark;
+    if (!KeepEvent(e, snapshot, &reached_window_start)) break;
+  }
+  return !reached_window_start && oldest > 0;
+}
+
+// The method records from the first dispatch in the window that carries a
+// mark to now.
+void CopyMethodRecords(const MethodTracer& tracer, TimelineSnapshot& snapshot) {
+  for (const TimelineEvent& e : snapshot.events) {
+    if (e.kind == TimelineEvent::Kind::kDispatch && e.method_mark != 0) {
+      snapshot.method_records = tracer.Copy(e.method_mark, tracer.Mark());
+      snapshot.has_method_records = true;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
                                     TimeTicks detected_at) const {
   TimelineSnapshot snapshot;
   snapshot.end = now;
   snapshot.begin = now - window;
   snapshot.detected_at = detected_at;
-  // Each ring newest first, until an event ends before the window (events
-  // are written in begin order, and a dispatch ends before the next begins;
-  // so does a frame, which is one of them). Then both, oldest first.
+  // Each ring newest first, until an event ends before the window; then
+  // both, oldest first.
   bool wrapped = false;
-  std::vector<TimelineEvent>& events = snapshot.events;
-  auto keep = [&](const TimelineEvent& e, bool* reached_window_start) {
-    if (e.begin > now) return true;  // Written after the snapshot instant.
-    if (e.finished() && e.end < snapshot.begin) {
-      *reached_window_start = true;
-      return false;
-    }
-    events.push_back(e);
-    return true;
-  };
-
-  if (const DispatchHeartbeat* dispatches = options_.dispatches) {
-    const uint64_t head = dispatches->dispatch_number();
-    const uint64_t kept = dispatches->capacity();
-    const uint64_t oldest = head > kept ? head - kept : 0;  // Dispatches before #oldest+1 are gone.
-    bool reached_window_start = false;
-    for (uint64_t n = head; n > oldest; --n) {
-      DispatchHeartbeat::Record r;
-      if (!dispatches->ReadRecord(n, &r)) {
-        ++snapshot.lost;  // Overwritten (or being rewritten) while we read.
-        continue;
-      }
-      TimelineEvent e;
-      e.kind = TimelineEvent::Kind::kDispatch;
-      e.number = n;
-      e.begin = r.begin;
-      if (r.ended) e.end = r.end;
-      e.target_name = r.target_name;
-      e.function = r.function;
-      e.file = r.file;
-      e.line = r.function != nullptr ? r.line : 0;
-      e.has_callback = r.has_callback;
-      e.label = r.label;
-      e.method_mark = r.method_mark;
-      if (!keep(e, &reached_window_start)) break;
-    }
-    wrapped = wrapped || (!reached_window_start && oldest > 0);
-  }
-
+  if (options_.dispatches != nullptr) wrapped = ReadDispatches(*options_.dispatches, snapshot);
   const uint64_t head = head_.load(std::memory_order_acquire);
   const uint64_t oldest = head > mask_ + 1 ? head - (mask_ + 1) : 0;
   bool reached_window_start = false;
@@ -178,30 +199,17 @@ TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
       ++snapshot.lost;
       continue;
     }
-    if (!keep(e, &reached_window_start)) break;
+    if (!KeepEvent(e, snapshot, &reached_window_start)) break;
   }
   snapshot.ring_wrapped = wrapped || (!reached_window_start && oldest > 0);
   // Oldest first; a frame after the dispatch that drew it.
-  std::sort(events.begin(), events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
-    if (a.begin != b.begin) return a.begin < b.begin;
-    if (a.kind != b.kind) return a.kind == TimelineEvent::Kind::kDispatch;
-    return a.number < b.number;
-  });
-
-  if (options_.method_tracer != nullptr) {
-    // From the first dispatch in the window that carries a mark to now.
-    uint64_t from = 0;
-    for (const TimelineEvent& e : snapshot.events) {
-      if (e.kind == TimelineEvent::Kind::kDispatch && e.method_mark != 0) {
-        from = e.method_mark;
-        break;
-      }
-    }
-    if (from != 0) {
-      snapshot.method_records = options_.method_tracer->Copy(from, options_.method_tracer->Mark());
-      snapshot.has_method_records = true;
-    }
-  }
+  std::sort(snapshot.events.begin(), snapshot.events.end(),
+            [](const TimelineEvent& a, const TimelineEvent& b) {
+              if (a.begin != b.begin) return a.begin < b.begin;
+              if (a.kind != b.kind) return a.kind == TimelineEvent::Kind::kDispatch;
+              return a.number < b.number;
+            });
+  if (options_.method_tracer != nullptr) CopyMethodRecords(*options_.method_tracer, snapshot);
   return snapshot;
 }
 
@@ -410,102 +418,132 @@ proto::Timeline* TimelineAttachment::Attach(const UIThreadMonitor& monitor, Time
   return Fill(Snapshot(now, detected_at, span), detected_by, monitor.looper_thread().tid(), issue);
 }
 
+namespace {
+
+// Microseconds since the window's start; a time before it counts as its start.
+class WindowMicros {
+ public:
+  explicit WindowMicros(TimeTicks origin) : origin_(origin) {}
+  int64_t At(TimeTicks t) const {
+    return absl::ToInt64Microseconds(std::max(t, origin_) - origin_);
+  }
+  // A difference of floored times, so that a span inside another stays
+  // inside it in microseconds.
+  int64_t Span(TimeTicks a, TimeTicks b) const { return At(b) - At(a); }
+
+ private:
+  const TimeTicks origin_;
+};
+
+void AddIdle(TimeTicks from, TimeTicks to, const WindowMicros& us, proto::Timeline* out) {
+  proto::TimelineSlice* idle = out->add_idle();
+  idle->set_name("idle");
+  idle->set_ts_us(us.At(from));
+  idle->set_dur_us(us.Span(from, to));
+}
+
+void AddDispatch(const TimelineEvent& e, TimeTicks end, TimeTicks snapshot_end,
+                 const WindowMicros& us, proto::Timeline* out) {
+  proto::TimelineSlice* d = out->add_dispatches();
+  d->set_name(e.DispatchName());
+  d->set_ts_us(us.At(e.begin));
+  d->set_dur_us(us.Span(e.begin, end));
+  d->set_unfinished(!e.finished() || e.end > snapshot_end);
+  if (e.target_name != nullptr) d->set_target(*e.target_name);
+  if (e.label != nullptr) {
+    d->set_callback(e.label);
+  } else if (e.function != nullptr) {
+    d->set_callback(e.has_callback ? e.DispatchName() : "null");
+  }
+}
+
+void AddFrame(const TimelineEvent& e, TimeTicks end, const WindowMicros& us, proto::Timeline* out) {
+  proto::TimelineSlice* f = out->add_frames();
+  f->set_name(absl::StrCat("frame ", e.frame_number));
+  f->set_ts_us(us.At(e.begin));
+  f->set_dur_us(us.Span(e.begin, end));
+  f->set_frame_number(e.frame_number);
+  f->set_dropped_frames(e.dropped_frames);
+  f->set_intended_vsync_us(us.At(e.intended_vsync));
+  f->set_input_us(absl::ToInt64Microseconds(e.phases[0]));
+  f->set_animation_us(absl::ToInt64Microseconds(e.phases[1]));
+  f->set_traversal_us(absl::ToInt64Microseconds(e.phases[2]));
+  f->set_commit_us(absl::ToInt64Microseconds(e.phases[3]));
+}
+
+// The dispatches, the idle gaps between them (and after the last) and the
+// frames.
+void AddDispatchesAndFrames(const TimelineSnapshot& snapshot, TimeTicks origin,
+                            const WindowMicros& us, proto::Timeline* out) {
+  TimeTicks last_dispatch_end;
+  auto idle_before = [&](TimeTicks t) {
+    return !last_dispatch_end.is_null() && t - last_dispatch_end >= kMinIdleGap &&
+           last_dispatch_end >= origin;
+  };
+  for (const TimelineEvent& e : snapshot.events) {
+    const TimeTicks end = e.finished() ? std::min(e.end, snapshot.end) : snapshot.end;
+    if (e.kind != TimelineEvent::Kind::kDispatch) {
+      AddFrame(e, end, us, out);
+      continue;
+    }
+    if (idle_before(e.begin)) AddIdle(last_dispatch_end, e.begin, us, out);
+    last_dispatch_end = e.finished() ? e.end : TimeTicks();
+    AddDispatch(e, end, snapshot.end, us, out);
+  }
+  // The trailing gap: idle since the last dispatch ended.
+  if (idle_before(snapshot.end)) AddIdle(last_dispatch_end, snapshot.end, us, out);
+}
+
+// The method-traced calls, on depths below the dispatches (which have their
+// own track).
+void AddCalls(const TimelineSnapshot& snapshot, TimeTicks origin, size_t max_calls,
+              const WindowMicros& us, proto::Timeline* out) {
+  CallTree::Options options;
+  options.end_time = snapshot.end;
+  options.merge = false;
+  options.trim_to = max_calls;
+  CallTree tree = CallTree::Build(snapshot.method_records.records, options);
+  tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
+  bool trimmed = false;
+  for (const CallNode& n : tree.nodes()) trimmed = trimmed || n.trimmed_descendants > 0;
+  out->set_calls_truncated(snapshot.method_records.truncated() || trimmed);
+  std::vector<int> depth(tree.nodes().size(), 0);
+  for (size_t i = 0; i < tree.nodes().size(); ++i) {
+    const CallNode& n = tree.nodes()[i];
+    const int parent_depth = n.parent >= 0 ? depth[static_cast<size_t>(n.parent)] : -1;
+    const bool dispatch = n.kind == MethodKind::kDispatch;
+    depth[i] = dispatch ? parent_depth : parent_depth + 1;
+    if (dispatch) continue;
+    if (n.end < origin || n.start > snapshot.end) continue;
+    proto::TimelineSlice* c = out->add_calls();
+    c->set_name(n.name.empty() ? absl::StrCat("0x", absl::Hex(n.address)) : n.name);
+    c->set_ts_us(us.At(n.start));
+    c->set_dur_us(us.Span(n.start, std::min(n.end, snapshot.end)));
+    c->set_depth(std::max(depth[i], 0));
+    c->set_unfinished(n.running);
+    if (n.count > 1) {
+      // Repeats folded while the tree was built (it was full): an
+      // aggregate, like the budget's, over the span of its calls.
+      c->set_count(n.count);
+      c->set_busy_us(absl::ToInt64Microseconds(n.cost));
+    }
+  }
+}
+
+}  // namespace
+
 void FillTimeline(const TimelineSnapshot& snapshot, const std::string& detected_by,
                   proto::Timeline* out, size_t max_calls, size_t max_json_bytes) {
   const TimeTicks origin = snapshot.begin;
-  auto us = [&](TimeTicks t) {
-    return absl::ToInt64Microseconds(std::max(t, origin) - origin);
-  };
-  // A difference of floored times, so that a span inside another stays
-  // inside it in microseconds.
-  auto dur_us = [&](TimeTicks a, TimeTicks b) { return us(b) - us(a); };
+  const WindowMicros us(origin);
   out->set_start_ns(origin.ToNanoseconds());
   out->set_window_us(absl::ToInt64Microseconds(snapshot.end - origin));
-  out->set_detected_at_us(us(snapshot.detected_at));
+  out->set_detected_at_us(us.At(snapshot.detected_at));
   out->set_detected_by(detected_by);
   out->set_lost_events(static_cast<int64_t>(snapshot.lost));
   out->set_ring_wrapped(snapshot.ring_wrapped);
-
-  TimeTicks last_dispatch_end;
-  for (const TimelineEvent& e : snapshot.events) {
-    const TimeTicks end = e.finished() ? std::min(e.end, snapshot.end) : snapshot.end;
-    if (e.kind == TimelineEvent::Kind::kDispatch) {
-      if (!last_dispatch_end.is_null() && e.begin - last_dispatch_end >= kMinIdleGap &&
-          last_dispatch_end >= origin) {
-        proto::TimelineSlice* idle = out->add_idle();
-        idle->set_name("idle");
-        idle->set_ts_us(us(last_dispatch_end));
-        idle->set_dur_us(dur_us(last_dispatch_end, e.begin));
-      }
-      last_dispatch_end = e.finished() ? e.end : TimeTicks();
-      proto::TimelineSlice* d = out->add_dispatches();
-      d->set_name(e.DispatchName());
-      d->set_ts_us(us(e.begin));
-      d->set_dur_us(dur_us(e.begin, end));
-      d->set_unfinished(!e.finished() || e.end > snapshot.end);
-      if (e.target_name != nullptr) d->set_target(*e.target_name);
-      if (e.label != nullptr) {
-        d->set_callback(e.label);
-      } else if (e.function != nullptr) {
-        d->set_callback(e.has_callback ? e.DispatchName() : "null");
-      }
-    } else {
-      proto::TimelineSlice* f = out->add_frames();
-      f->set_name(absl::StrCat("frame ", e.frame_number));
-      f->set_ts_us(us(e.begin));
-      f->set_dur_us(dur_us(e.begin, end));
-      f->set_frame_number(e.frame_number);
-      f->set_dropped_frames(e.dropped_frames);
-      f->set_intended_vsync_us(us(e.intended_vsync));
-      f->set_input_us(absl::ToInt64Microseconds(e.phases[0]));
-      f->set_animation_us(absl::ToInt64Microseconds(e.phases[1]));
-      f->set_traversal_us(absl::ToInt64Microseconds(e.phases[2]));
-      f->set_commit_us(absl::ToInt64Microseconds(e.phases[3]));
-    }
-  }
-  // The trailing gap: idle since the last dispatch ended.
-  if (!last_dispatch_end.is_null() && snapshot.end - last_dispatch_end >= kMinIdleGap &&
-      last_dispatch_end >= origin) {
-    proto::TimelineSlice* idle = out->add_idle();
-    idle->set_name("idle");
-    idle->set_ts_us(us(last_dispatch_end));
-    idle->set_dur_us(dur_us(last_dispatch_end, snapshot.end));
-  }
-
-  if (snapshot.has_method_records) {
-    CallTree::Options options;
-    options.end_time = snapshot.end;
-    options.merge = false;
-    options.trim_to = max_calls;
-    CallTree tree = CallTree::Build(snapshot.method_records.records, options);
-    tree.ResolveNames([](uintptr_t address) { return Symbolizer::Get()->FunctionName(address); });
-    bool trimmed = false;
-    for (const CallNode& n : tree.nodes()) trimmed = trimmed || n.trimmed_descendants > 0;
-    out->set_calls_truncated(snapshot.method_records.truncated() || trimmed);
-    // Depths without the dispatch nodes (dispatches have their own track).
-    std::vector<int> depth(tree.nodes().size(), 0);
-    for (size_t i = 0; i < tree.nodes().size(); ++i) {
-      const CallNode& n = tree.nodes()[i];
-      const int parent_depth = n.parent >= 0 ? depth[static_cast<size_t>(n.parent)] : -1;
-      const bool dispatch = n.kind == MethodKind::kDispatch;
-      depth[i] = dispatch ? parent_depth : parent_depth + 1;
-      if (dispatch) continue;
-      const TimeTicks end = n.end;
-      if (end < origin || n.start > snapshot.end) continue;
-      proto::TimelineSlice* c = out->add_calls();
-      c->set_name(n.name.empty() ? absl::StrCat("0x", absl::Hex(n.address)) : n.name);
-      c->set_ts_us(us(n.start));
-      c->set_dur_us(dur_us(n.start, std::min(end, snapshot.end)));
-      c->set_depth(std::max(depth[i], 0));
-      c->set_unfinished(n.running);
-      if (n.count > 1) {
-        // Repeats folded while the tree was built (it was full): an
-        // aggregate, like the budget's, over the span of its calls.
-        c->set_count(n.count);
-        c->set_busy_us(absl::ToInt64Microseconds(n.cost));
-      }
-    }
-  }
+  AddDispatchesAndFrames(snapshot, origin, us, out);
+  if (snapshot.has_method_records) AddCalls(snapshot, origin, max_calls, us, out);
   FitTimelineToBudget(out, max_json_bytes);
 }
 
