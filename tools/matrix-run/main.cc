@@ -68,7 +68,8 @@ constexpr char kUsage[] =
     "  --key-program M    module M is the program's own, even under /usr/lib (repeatable)\n"
     "  --app-version V    the version reports carry (default $MATRIX_APP_VERSION; docs/fleet.md)\n"
     "  --hostname         reports also carry the host name (MATRIX_REPORT_HOSTNAME=1)\n"
-    "  --quiet            no summary at exit\n";
+    "  --quiet            no summary at exit\n"
+    "A value follows its flag or an '=' (--anr 2000, --anr=2000).\n";
 
 [[noreturn]] void Fail(const std::string& message) {
   std::fprintf(stderr, "matrix-run: %s\n%s", message.c_str(), kUsage);

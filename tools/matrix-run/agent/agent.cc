@@ -122,7 +122,6 @@ void Log(const std::string& line) {
   (void)ignored;
 }
 
-
 // Appends "<report name> <pid>" to matrix-run's process list, so its exit
 // summary has a line for this process. One short O_APPEND write: whole
 // lines beside other processes'. A missing list is no error.
