@@ -52,9 +52,9 @@ using SyscallFn = long (*)(long, long, long, long, long, long, long);
 using ReadFn = ssize_t (*)(int, void*, size_t);
 using ReadChkFn = ssize_t (*)(int, void*, size_t, size_t);
 
-// The real functions are resolved (Resolve(), present_hooks.h) in the
-// constructor, or on first use by a call that comes before it (e.g. from
-// another library's constructor).
+// The real functions are resolved (Resolve(), present_hooks.h) by
+// ResolveWaits() in the agent's constructor, or on first use by a call that
+// comes before it (e.g. from another library's constructor).
 
 // pthread_cond_wait and pthread_cond_timedwait have two versions in glibc
 // (GLIBC_2.2.5, the old condition variable, and GLIBC_2.3.2); plain dlsym may
