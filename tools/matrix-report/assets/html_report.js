@@ -299,7 +299,8 @@
     var iy = ln.y + 4 + Math.max(1, ln.depth) * ROW + 6;
     ln.instants.forEach(function (e) {
       var cx = x(e.ts);
-      var m = el('path', { 'class': 'trace-instant', d: 'M' + cx + ' ' + (iy - 6) + 'l6 6l-6 6l-6 -6z' }, g);
+      var m = el('path', { 'class': 'trace-instant',
+                           d: 'M' + cx + ' ' + (iy - 6) + 'l6 6l-6 6l-6 -6z' }, g);
       showOnClick(m, String(e.name) + ' at +' + durationText(e.ts - view.lo), e, detail);
     });
     return ln.spans.length + ln.instants.length;
