@@ -148,7 +148,8 @@ class Scene {
  private:
   void ScheduleFrame() {
     auto* choreographer = matrix::Choreographer::GetInstance();
-    choreographer->PostCallback(matrix::Choreographer::kInput, [] { Work(absl::Microseconds(300)); });
+    choreographer->PostCallback(matrix::Choreographer::kInput,
+                                [] { Work(absl::Microseconds(300)); });
     choreographer->PostFrameCallback([this](matrix::TimeTicks) { Animate(); });
   }
 
@@ -177,15 +178,169 @@ class Scene {
   absl::AnyInvocable<void()> done_;
 };
 
+// The reports' directory: --reports=DIR, else ./matrix-reports.
+std::string ReportsDir(int argc, char** argv) {
+  std::string reports = "./matrix-reports";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--reports=", 10) == 0) reports = argv[i] + 10;
+  }
+  return reports;
+}
+
+// Matrix's thresholds, shortened so the demo stays brief (defaults in
+// brackets): slow method 300 ms [700 ms], lag 1 s [2 s], ANR 2 s [5 s],
+// idle handler 1 s [2 s], input 1 s [2 s], cold startup 1 s [10 s].
+absl::StatusOr<matrix::TraceConfig> DemoTraceConfig() {
+  return matrix::TraceConfig::Builder()
+      .EnableFps(true)
+      .SetFpsTimeSlice(absl::Seconds(2))
+      .EnableEvilMethodTrace(true)
+      .SetEvilThreshold(absl::Milliseconds(300))
+      .EnableAnrTrace(true)
+      .SetLagThreshold(absl::Seconds(1))
+      .SetAnrThreshold(absl::Seconds(2))
+      .EnableStartup(true)
+      .SetColdStartupThreshold(absl::Seconds(1))
+      .SetSplashScenes({"Splash"})
+      .EnableIdleHandlerTrace(true)
+      .SetIdleHandlerThreshold(absl::Seconds(1))
+      .EnableTouchEventTrace(true)
+      .SetTouchEventThreshold(absl::Seconds(1))
+      .EnableSignalAnrTrace(true)
+      .Build();
+}
+
+// BlockCanary beside the Trace Canary: BlockCanary's 1 s threshold, its
+// text files under <reports>/blockcanary/, a line printed per block.
+absl::StatusOr<matrix::BlockCanaryContext> DemoBlockCanaryContext(const std::string& reports) {
+  return matrix::BlockCanaryContext::Builder()
+      .SetQualifier("matrix-demo")
+      .SetLogPath(reports + "/blockcanary")
+      .DisplayNotification(false)
+      .OnBlock([](const matrix::BlockInfo& block) {
+        std::printf("[block] blocked %lld ms at %s, %zu stack samples -> %s\n",
+                    static_cast<long long>(block.time_cost_ms), block.key.c_str(),
+                    block.samples.size(), block.log_file.c_str());
+        std::fflush(stdout);
+      })
+      .Build();
+}
+
+// Initializes Matrix with the Trace Canary and BlockCanary, their issues
+// printed by `console` and written as JSON lines to `reports`, and starts
+// both. Returns the TracePlugin, or null (the reason printed).
+matrix::TracePlugin* StartMatrix(const std::string& reports,
+                                 std::shared_ptr<ConsoleListener> console) {
+  absl::StatusOr<matrix::TraceConfig> config = DemoTraceConfig();
+  if (!config.ok()) {
+    std::fprintf(stderr, "bad config: %s\n", config.status().ToString().c_str());
+    return nullptr;
+  }
+  auto json_sink = matrix::JsonLinesIssueSink::Create({.directory = reports});
+  if (!json_sink.ok()) {
+    std::fprintf(stderr, "cannot write reports: %s\n", json_sink.status().ToString().c_str());
+    return nullptr;
+  }
+  absl::StatusOr<matrix::BlockCanaryContext> block_context = DemoBlockCanaryContext(reports);
+  if (!block_context.ok()) {
+    std::fprintf(stderr, "bad config: %s\n", block_context.status().ToString().c_str());
+    return nullptr;
+  }
+  auto block_canary = std::make_unique<matrix::BlockCanaryPlugin>(*block_context);
+  matrix::BlockCanaryPlugin* block_plugin = block_canary.get();
+  auto trace = std::make_unique<matrix::TracePlugin>(*config);
+  matrix::TracePlugin* plugin = trace.get();
+  absl::Status status = matrix::Matrix::Init(matrix::Matrix::Builder()
+                                                 .AddPlugin(std::move(trace))
+                                                 .AddPlugin(std::move(block_canary))
+                                                 .AddPluginListener(std::move(console))
+                                                 .AddPluginListener(*json_sink)
+                                                 .Build());
+  if (status.ok()) status = block_plugin->Start();
+  if (!status.ok() || !(status = plugin->Start()).ok()) {
+    std::fprintf(stderr, "matrix: %s\n", status.ToString().c_str());
+    return nullptr;
+  }
+  return plugin;
+}
+
+// What the script's last part touches: the main thread's loop, the input
+// thread's flag, the idle handler, the thread that interrupts the hang.
+struct Script {
+  Script(matrix::Looper* main_looper, matrix::Handler* main_handler, matrix::TracePlugin* trace)
+      : looper(main_looper), handler(main_handler), plugin(trace) {}
+
+  matrix::Looper* const looper;
+  matrix::Handler* const handler;
+  matrix::TracePlugin* const plugin;
+  std::atomic<bool> input_running{true};
+  CompactThumbnailCache compactor;
+  std::thread dumper;
+  bool running = true;
+};
+
+// Input events arrive from an "input thread" with their event time, until
+// the scenes are over.
+std::thread StartInput(Script& s) {
+  return std::thread([&s] {
+    matrix::InputLagTracer* input = s.plugin->GetInputLagTracer();
+    while (s.input_running.load()) {
+      input->PostInputEvent(s.handler, matrix::MonotonicNow(), "tap", [] { HandleTap(); });
+      absl::SleepFor(absl::Milliseconds(150));
+    }
+  });
+}
+
+// The hang: SaveSettings blocks the main thread for 2.6 s; meanwhile a key
+// press waits, and the demo sends itself SIGQUIT. Main thread.
+void Hang(Script& s) {
+  std::printf("[demo] a hang: SaveSettings blocks the main thread for 2.6 s; "
+              "a key press waits, and the demo sends itself SIGQUIT\n");
+  s.dumper = std::thread([&s] {
+    absl::SleepFor(absl::Milliseconds(300));
+    s.plugin->GetInputLagTracer()->PostInputEvent(s.handler, matrix::MonotonicNow(), "key",
+                                                   [] { HandleTap(); });
+    absl::SleepFor(absl::Milliseconds(2000));
+    kill(getpid(), SIGQUIT);
+  });
+  SaveSettings();
+}
+
+// After the scenes: an idle handler that lags, a slow method, a hang, then
+// quit. Main thread.
+void AfterScenes(Script& s) {
+  s.input_running.store(false);
+  s.plugin->GetFrameTracer()->FlushReports();
+  s.looper->queue()->AddIdleHandler(&s.compactor);
+  s.handler->PostDelayed(
+      [] {
+        std::printf("[demo] a slow method: LoadGallery > DecodeAll > DecodeImage\n");
+        LoadGallery();
+      },
+      absl::Milliseconds(1500));
+  s.handler->PostDelayed([&s] { Hang(s); }, absl::Milliseconds(1600));
+  // Give the worker a moment to deliver the last reports, then stop.
+  s.handler->PostDelayed([&s] { s.running = false; }, absl::Milliseconds(3500));
+}
+
+void PrintSummary(int frames, int issues, const std::string& reports) {
+  std::printf("[demo] done: %d frames delivered to the frame listener, %d issues reported; "
+              "JSON lines in %s/issues*.jsonl (hangs in issues.jsonl, each other kind beside)\n",
+              frames, issues, reports.c_str());
+  // The hang, LAG, slow-method and block reports carry the looper thread's
+  // last seconds (docs/timeline.md).
+  std::printf("[demo] the ANR's timeline, for https://ui.perfetto.dev, chrome://tracing or "
+              "speedscope:\n"
+              "         matrix-report timeline --detail=ANR -o anr-trace.json %s\n",
+              reports.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Trace methods from the very start, so a slow startup has a call tree.
   std::unique_ptr<matrix::MethodTracer> method_tracer = matrix::MethodTracer::Start();
-  std::string reports = "./matrix-reports";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--reports=", 10) == 0) reports = argv[i] + 10;
-  }
+  const std::string reports = ReportsDir(argc, argv);
 
   matrix::MarkApplicationCreateBegin();
   std::printf("[demo] starting: InitApp (LoadConfig, OpenDatabase, WarmCaches)\n");
@@ -197,146 +352,34 @@ int main(int argc, char** argv) {
   std::printf("[demo] main looper ready, Choreographer at %s\n",
               choreographer->refresh_rate().ToString().c_str());
 
-  // Matrix's thresholds, shortened so the demo stays brief (defaults in
-  // brackets): slow method 300 ms [700 ms], lag 1 s [2 s], ANR 2 s [5 s],
-  // idle handler 1 s [2 s], input 1 s [2 s], cold startup 1 s [10 s].
-  absl::StatusOr<matrix::TraceConfig> config = matrix::TraceConfig::Builder()
-                                                   .EnableFps(true)
-                                                   .SetFpsTimeSlice(absl::Seconds(2))
-                                                   .EnableEvilMethodTrace(true)
-                                                   .SetEvilThreshold(absl::Milliseconds(300))
-                                                   .EnableAnrTrace(true)
-                                                   .SetLagThreshold(absl::Seconds(1))
-                                                   .SetAnrThreshold(absl::Seconds(2))
-                                                   .EnableStartup(true)
-                                                   .SetColdStartupThreshold(absl::Seconds(1))
-                                                   .SetSplashScenes({"Splash"})
-                                                   .EnableIdleHandlerTrace(true)
-                                                   .SetIdleHandlerThreshold(absl::Seconds(1))
-                                                   .EnableTouchEventTrace(true)
-                                                   .SetTouchEventThreshold(absl::Seconds(1))
-                                                   .EnableSignalAnrTrace(true)
-                                                   .Build();
-  if (!config.ok()) {
-    std::fprintf(stderr, "bad config: %s\n", config.status().ToString().c_str());
-    return 1;
-  }
-  auto json_sink = matrix::JsonLinesIssueSink::Create({.directory = reports});
-  if (!json_sink.ok()) {
-    std::fprintf(stderr, "cannot write reports: %s\n", json_sink.status().ToString().c_str());
-    return 1;
-  }
-  // BlockCanary beside the Trace Canary: BlockCanary's 1 s threshold, its
-  // text files under <reports>/blockcanary/, a line printed per block.
-  absl::StatusOr<matrix::BlockCanaryContext> block_context =
-      matrix::BlockCanaryContext::Builder()
-          .SetQualifier("matrix-demo")
-          .SetLogPath(reports + "/blockcanary")
-          .DisplayNotification(false)
-          .OnBlock([](const matrix::BlockInfo& block) {
-            std::printf("[block] blocked %lld ms at %s, %zu stack samples -> %s\n",
-                        static_cast<long long>(block.time_cost_ms), block.key.c_str(),
-                        block.samples.size(), block.log_file.c_str());
-            std::fflush(stdout);
-          })
-          .Build();
-  if (!block_context.ok()) {
-    std::fprintf(stderr, "bad config: %s\n", block_context.status().ToString().c_str());
-    return 1;
-  }
-  auto block_canary = std::make_unique<matrix::BlockCanaryPlugin>(*block_context);
-  matrix::BlockCanaryPlugin* block_plugin = block_canary.get();
-
   auto console = std::make_shared<ConsoleListener>();
-  auto trace = std::make_unique<matrix::TracePlugin>(*config);
-  matrix::TracePlugin* plugin = trace.get();
-  absl::Status status = matrix::Matrix::Init(matrix::Matrix::Builder()
-                                                 .AddPlugin(std::move(trace))
-                                                 .AddPlugin(std::move(block_canary))
-                                                 .AddPluginListener(console)
-                                                 .AddPluginListener(*json_sink)
-                                                 .Build());
-  if (status.ok()) status = block_plugin->Start();
-  if (!status.ok() || !(status = plugin->Start()).ok()) {
-    std::fprintf(stderr, "matrix: %s\n", status.ToString().c_str());
-    return 1;
-  }
+  matrix::TracePlugin* plugin = StartMatrix(reports, console);
+  if (plugin == nullptr) return 1;
 
   matrix::LooperExecutor worker(matrix::Matrix::With().context().worker_looper);
   JankCounter jank(&worker);
   matrix::ObserverRegistration jank_registration = plugin->GetFrameTracer()->AddListener(&jank);
-  matrix::InputLagTracer* input = plugin->GetInputLagTracer();
   matrix::Handler handler(looper);
-
-  // Input events arrive from an "input thread" with their event time.
-  std::atomic<bool> input_running{true};
-  std::thread input_thread([&] {
-    while (input_running.load()) {
-      input->PostInputEvent(&handler, matrix::MonotonicNow(), "tap", [] { HandleTap(); });
-      absl::SleepFor(absl::Milliseconds(150));
-    }
-  });
+  Script script(looper, &handler, plugin);
+  std::thread input_thread = StartInput(script);
 
   // The script: Splash, Gallery (smooth, one janky frame in 40), Settings
-  // (heavy: a 60 ms draw every 15 frames), an idle handler that lags, a slow
-  // method, a hang, then quit.
+  // (heavy: a 60 ms draw every 15 frames), then AfterScenes.
   Scene splash("Splash", 20, 0, absl::ZeroDuration());
   Scene gallery("Gallery", 180, 40, absl::Milliseconds(70));
   Scene settings("Settings", 150, 15, absl::Milliseconds(60));
-  CompactThumbnailCache compactor;
-  std::thread dumper;
-  bool running = true;
   handler.Post([&] {
-    splash.Show([&] {
-      gallery.Show([&] {
-        settings.Show([&] {
-          input_running.store(false);
-          plugin->GetFrameTracer()->FlushReports();
-          looper->queue()->AddIdleHandler(&compactor);
-          handler.PostDelayed(
-              [&] {
-                std::printf("[demo] a slow method: LoadGallery > DecodeAll > DecodeImage\n");
-                LoadGallery();
-              },
-              absl::Milliseconds(1500));
-          handler.PostDelayed(
-              [&] {
-                std::printf("[demo] a hang: SaveSettings blocks the main thread for 2.6 s; "
-                            "a key press waits, and the demo sends itself SIGQUIT\n");
-                dumper = std::thread([&] {
-                  absl::SleepFor(absl::Milliseconds(300));
-                  input->PostInputEvent(&handler, matrix::MonotonicNow(), "key", [] {
-                    HandleTap();
-                  });
-                  absl::SleepFor(absl::Milliseconds(2000));
-                  kill(getpid(), SIGQUIT);
-                });
-                SaveSettings();
-              },
-              absl::Milliseconds(1600));
-          // Give the worker a moment to deliver the last reports, then stop.
-          handler.PostDelayed([&] { running = false; }, absl::Milliseconds(3500));
-        });
-      });
-    });
+    splash.Show([&] { gallery.Show([&] { settings.Show([&] { AfterScenes(script); }); }); });
   });
   // The main looper cannot quit (as in Android), so the demo polls it until
   // its script is done instead of calling Looper::Loop().
-  while (running) looper->PollOnce(absl::Milliseconds(100));
+  while (script.running) looper->PollOnce(absl::Milliseconds(100));
   input_thread.join();
-  if (dumper.joinable()) dumper.join();
+  if (script.dumper.joinable()) script.dumper.join();
 
   jank_registration.Reset();
   matrix::Matrix::Shutdown();
-  std::printf("[demo] done: %d frames delivered to the frame listener, %d issues reported; "
-              "JSON lines in %s/issues*.jsonl (hangs in issues.jsonl, each other kind beside)\n",
-              jank.frames(), console->count(), reports.c_str());
-  // The hang, LAG, slow-method and block reports carry the looper thread's
-  // last seconds (docs/timeline.md).
-  std::printf("[demo] the ANR's timeline, for https://ui.perfetto.dev, chrome://tracing or "
-              "speedscope:\n"
-              "         matrix-report timeline --detail=ANR -o anr-trace.json %s\n",
-              reports.c_str());
+  PrintSummary(jank.frames(), console->count(), reports);
   matrix::FlushLogs();
   return 0;
 }

@@ -301,6 +301,124 @@ __attribute__((constructor)) void StartEarlyThread() {
   if (pthread_create(&thread, nullptr, &EarlyThread, nullptr) == 0) pthread_detach(thread);
 }
 
+// "signals": the program's own SIGQUIT and SIGPROF handlers still run.
+int RunSignals(int ms) {
+  struct sigaction action = {};
+  action.sa_handler = [](int) { g_sigquit.fetch_add(1); };
+  sigaction(SIGQUIT, &action, nullptr);
+  action.sa_handler = [](int) { g_sigprof.fetch_add(1); };
+  sigaction(SIGPROF, &action, nullptr);
+  RunLoop(ms);
+  raise(SIGQUIT);
+  raise(SIGPROF);
+  if (g_sigquit.load() != 1 || g_sigprof.load() != 1) {
+    std::printf("own handlers: SIGQUIT %d SIGPROF %d\n", g_sigquit.load(), g_sigprof.load());
+    return 3;
+  }
+  std::printf("own handlers ran\n");
+  return 0;
+}
+
+// Waits for `child`; false (printed) unless it exited with status 0.
+bool ChildSucceeded(pid_t child) {
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    std::printf("child failed: %d\n", status);
+    return false;
+  }
+  return true;
+}
+
+// "fork": a few waits first, so the agent is running when the process
+// forks; "fork-early": the fork comes before the agent started. The child
+// and then the parent run the loop.
+int RunFork(bool early, int ms) {
+  if (!early) {
+    for (int i = 0; i < 3; ++i) (void)poll(nullptr, 0, 10);
+  }
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    RunLoop(ms);
+    std::printf("child %d done\n", static_cast<int>(getpid()));
+    std::exit(0);  // Runs the agent's destructor in the child.
+  }
+  if (!ChildSucceeded(child)) return 3;
+  RunLoop(ms);
+  return 0;
+}
+
+// "exec": a child execs this program in the "stall" mode for `ms_arg`.
+int RunExec(char* self, char* ms_arg) {
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    char stall[] = "stall";
+    char* args[] = {self, stall, ms_arg, nullptr};
+    execv("/proc/self/exe", args);
+    _exit(127);
+  }
+  if (!ChildSucceeded(child)) return 3;
+  std::printf("exec child %d done\n", static_cast<int>(child));
+  return 0;
+}
+
+// "wait KIND IDLE LAG ANR SLEEP [READ]": RunWaitLoop's script.
+int RunWait(int argc, char** argv) {
+  std::vector<Step> steps;
+  for (int i = 0; i < 6; ++i) steps.push_back({5, {"tick"}});
+  steps.push_back({std::atoi(argv[3]), {"lag", std::atoi(argv[4])}});
+  steps.push_back({300, {"anr", std::atoi(argv[5])}});
+  steps.push_back({300, {"sleep", std::atoi(argv[6])}});
+  if (argc == 8) steps.push_back({300, {"read", std::atoi(argv[7])}});
+  steps.push_back({300, {"quit"}});
+  return RunWaitLoop(argv[2], steps);
+}
+
+// "last MS END": a few waits, a stall of `ms`, then the process ends by
+// `end` (exit, _exit, exec, sigterm), after one more wait unless the end is
+// "inside-..." (the stall is the dispatch in progress).
+int RunLast(int ms, std::string end) {
+  const bool inside = end.rfind("inside-", 0) == 0;
+  if (inside) end = end.substr(7);
+  for (int i = 0; i < 5; ++i) (void)poll(nullptr, 0, 10);
+  StallInKnownFunction(ms);
+  if (!inside) (void)poll(nullptr, 0, 1);
+  std::fflush(nullptr);
+  if (end == "exit") {
+    std::exit(0);
+  } else if (end == "_exit") {
+    _exit(0);
+  } else if (end == "exec") {
+    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    return 3;
+  } else if (end == "sigterm") {
+    kill(getpid(), SIGTERM);
+    for (;;) pause();
+  }
+  std::fprintf(stderr, "agent_target: unknown end %s\n", end.c_str());
+  return 2;
+}
+
+// "startup MS": nanosleep is not a wait the agent times: the startup lasts
+// until poll.
+int RunStartup(int ms) {
+  struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&pause, &pause) != 0) {
+  }
+  RunLoop(0);
+  return 0;
+}
+
+// "nowait": work without any wait.
+int RunNoWait() {
+  uint64_t x = 1;
+  for (int i = 0; i < 1000000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  std::printf("nowait %llu\n", static_cast<unsigned long long>(x % 1000));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -308,110 +426,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: agent_target stall|signals|fork|exec|threads MS | nowait\n");
     return 2;
   }
-  const char* mode = argv[1];
+  const std::string mode = argv[1];
   const int ms = argc > 2 ? std::atoi(argv[2]) : 0;
-  if (std::strcmp(mode, "stall") == 0) {
+  if (mode == "stall") {
     RunLoop(ms);
-  } else if (std::strcmp(mode, "signals") == 0) {
-    struct sigaction action = {};
-    action.sa_handler = [](int) { g_sigquit.fetch_add(1); };
-    sigaction(SIGQUIT, &action, nullptr);
-    action.sa_handler = [](int) { g_sigprof.fetch_add(1); };
-    sigaction(SIGPROF, &action, nullptr);
-    RunLoop(ms);
-    raise(SIGQUIT);
-    raise(SIGPROF);
-    if (g_sigquit.load() != 1 || g_sigprof.load() != 1) {
-      std::printf("own handlers: SIGQUIT %d SIGPROF %d\n", g_sigquit.load(), g_sigprof.load());
-      return 3;
-    }
-    std::printf("own handlers ran\n");
-  } else if (std::strcmp(mode, "fork") == 0 || std::strcmp(mode, "fork-early") == 0) {
-    // "fork": a few waits first, so the agent is running when the process
-    // forks; "fork-early": the fork comes before the agent started.
-    if (std::strcmp(mode, "fork") == 0) {
-      for (int i = 0; i < 3; ++i) (void)poll(nullptr, 0, 10);
-    }
-    std::fflush(nullptr);
-    const pid_t child = fork();
-    if (child == 0) {
-      RunLoop(ms);
-      std::printf("child %d done\n", static_cast<int>(getpid()));
-      std::exit(0);  // Runs the agent's destructor in the child.
-    }
-    int status = 0;
-    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      std::printf("child failed: %d\n", status);
-      return 3;
-    }
-    RunLoop(ms);
-  } else if (std::strcmp(mode, "exec") == 0) {
-    std::fflush(nullptr);
-    const pid_t child = fork();
-    if (child == 0) {
-      char stall[] = "stall";
-      char* args[] = {argv[0], stall, argv[2], nullptr};
-      execv("/proc/self/exe", args);
-      _exit(127);
-    }
-    int status = 0;
-    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      std::printf("child failed: %d\n", status);
-      return 3;
-    }
-    std::printf("exec child %d done\n", static_cast<int>(child));
-  } else if (std::strcmp(mode, "threads") == 0) {
+    return 0;
+  }
+  if (mode == "signals") return RunSignals(ms);
+  if (mode == "fork" || mode == "fork-early") return RunFork(mode == "fork-early", ms);
+  if (mode == "exec") return RunExec(argv[0], argv[2]);
+  if (mode == "threads") {
     if (!g_threads_mode) {
       std::printf("set AGENT_TARGET_EARLY_THREAD=1\n");
       return 3;
     }
     RunLoop(ms);
-    if (!g_thread_ran.load()) return 3;
-  } else if (std::strcmp(mode, "startup") == 0) {
-    // nanosleep is not a wait the agent times: the startup lasts until poll.
-    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&pause, &pause) != 0) {
-    }
-    RunLoop(0);
-  } else if (std::strcmp(mode, "wait") == 0 && (argc == 7 || argc == 8)) {
-    std::vector<Step> steps;
-    for (int i = 0; i < 6; ++i) steps.push_back({5, {"tick"}});
-    steps.push_back({std::atoi(argv[3]), {"lag", std::atoi(argv[4])}});
-    steps.push_back({300, {"anr", std::atoi(argv[5])}});
-    steps.push_back({300, {"sleep", std::atoi(argv[6])}});
-    if (argc == 8) steps.push_back({300, {"read", std::atoi(argv[7])}});
-    steps.push_back({300, {"quit"}});
-    return RunWaitLoop(argv[2], steps);
-  } else if (std::strcmp(mode, "last") == 0 && argc == 4) {
-    std::string end = argv[3];
-    const bool inside = end.rfind("inside-", 0) == 0;
-    if (inside) end = end.substr(7);
-    for (int i = 0; i < 5; ++i) (void)poll(nullptr, 0, 10);
-    StallInKnownFunction(ms);
-    if (!inside) (void)poll(nullptr, 0, 1);
-    std::fflush(nullptr);
-    if (end == "exit") {
-      std::exit(0);
-    } else if (end == "_exit") {
-      _exit(0);
-    } else if (end == "exec") {
-      execl("/bin/true", "true", static_cast<char*>(nullptr));
-      return 3;
-    } else if (end == "sigterm") {
-      kill(getpid(), SIGTERM);
-      for (;;) pause();
-    }
-    std::fprintf(stderr, "agent_target: unknown end %s\n", end.c_str());
-    return 2;
-  } else if (std::strcmp(mode, "nowait") == 0) {
-    uint64_t x = 1;
-    for (int i = 0; i < 1000000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::printf("nowait %llu\n", static_cast<unsigned long long>(x % 1000));
-  } else {
-    std::fprintf(stderr, "agent_target: unknown mode %s\n", mode);
-    return 2;
+    return g_thread_ran.load() ? 0 : 3;
   }
-  return 0;
+  if (mode == "startup") return RunStartup(ms);
+  if (mode == "wait" && (argc == 7 || argc == 8)) return RunWait(argc, argv);
+  if (mode == "last" && argc == 4) return RunLast(ms, argv[3]);
+  if (mode == "nowait") return RunNoWait();
+  std::fprintf(stderr, "agent_target: unknown mode %s\n", mode.c_str());
+  return 2;
 }

@@ -294,6 +294,31 @@ TEST(MatrixRunTest, BadFlagsAndMissingProgramAreClearErrors) {
   const RunResult none = agent_test::Run({kRun, "--anr", "100"});
   EXPECT_EQ(none.exit_code(), 2);
   EXPECT_THAT(none.err, HasSubstr("no program to run"));
+  const RunResult no_value = agent_test::Run({kRun, "--report-dir"});
+  EXPECT_EQ(no_value.exit_code(), 2);
+  EXPECT_THAT(no_value.err, HasSubstr("--report-dir needs a value"));
+  const RunResult valued_switch = agent_test::Run({kRun, "--quiet=1", "--", kTarget, "nowait"});
+  EXPECT_EQ(valued_switch.exit_code(), 2);
+  EXPECT_THAT(valued_switch.err, HasSubstr("--quiet takes no value"));
+  const RunResult bad_symbolize =
+      agent_test::Run({kRun, "--symbolize=maybe", "--", kTarget, "nowait"});
+  EXPECT_EQ(bad_symbolize.exit_code(), 2);
+  EXPECT_THAT(bad_symbolize.err,
+              HasSubstr("--symbolize=maybe: expected --symbolize=off or --symbolize=on"));
+}
+
+// A flag's value may also be joined to it with '=' (as in matrix-report):
+// the thresholds and the report directory given so take effect.
+TEST(MatrixRunTest, FlagValuesMayFollowAnEqualsSign) {
+  const std::string dir = agent_test::NewReportDir("equals");
+  const RunResult bad_anr = agent_test::Run({kRun, "--anr=-5", "--", kTarget, "nowait"});
+  EXPECT_EQ(bad_anr.exit_code(), 2);
+  EXPECT_THAT(bad_anr.err, HasSubstr("--anr -5: expected a positive number of milliseconds"));
+  const RunResult run = agent_test::Run({kRun, "--report-dir=" + dir, "--anr=400", "--lag=300",
+                                         "--", kTarget, "stall", "1200"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  ASSERT_EQ(Anrs(dir).size(), 1u) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(absl::StrCat(dir, "/agent_target-")));
 }
 
 // A forked child without exec has no matrix threads: it must neither report

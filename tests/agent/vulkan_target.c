@@ -81,24 +81,51 @@ static void* RenderThread(void* arg) {
   return NULL;
 }
 
-int main(int argc, char** argv) {
-  if (argc < 2) return 2;
+// What main sets up, in order: the loader, the window, the instance and the
+// functions it gives, the surface, the physical device and the device's
+// functions the swapchain needs.
+struct Setup {
+  PFN_vkGetInstanceProcAddr gipa;
+  xcb_connection_t* x;
+  xcb_window_t window;
+  VkInstance instance;
+  PFN_vkCreateXcbSurfaceKHR vkCreateXcbSurfaceKHR;
+  PFN_vkEnumeratePhysicalDevices vkEnumeratePhysicalDevices;
+  PFN_vkGetPhysicalDeviceSurfaceSupportKHR vkGetPhysicalDeviceSurfaceSupportKHR;
+  PFN_vkGetPhysicalDeviceSurfaceCapabilitiesKHR vkGetPhysicalDeviceSurfaceCapabilitiesKHR;
+  PFN_vkGetPhysicalDeviceSurfaceFormatsKHR vkGetPhysicalDeviceSurfaceFormatsKHR;
+  PFN_vkCreateDevice vkCreateDevice;
+  PFN_vkGetDeviceProcAddr vkGetDeviceProcAddr;
+  VkSurfaceKHR surface;
+  VkPhysicalDevice gpu;
+  PFN_vkCreateSwapchainKHR vkCreateSwapchainKHR;
+  PFN_vkCreateFence vkCreateFence;
+};
+
+// The loader, dlopen()ed RTLD_LOCAL, and its vkGetInstanceProcAddr.
+static int LoadVulkan(struct Setup* s) {
   void* vulkan = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
   if (vulkan == NULL) return 4;
-  PFN_vkGetInstanceProcAddr gipa =
-      (PFN_vkGetInstanceProcAddr)dlsym(vulkan, "vkGetInstanceProcAddr");
-  if (gipa == NULL) return 4;
-  poll(NULL, 0, 1);  // The event loop's first wait.
-  xcb_connection_t* x = xcb_connect(NULL, NULL);
-  if (xcb_connection_has_error(x)) return 5;
-  xcb_screen_t* screen = xcb_setup_roots_iterator(xcb_get_setup(x)).data;
-  const xcb_window_t window = xcb_generate_id(x);
-  xcb_create_window(x, XCB_COPY_FROM_PARENT, window, screen->root, 0, 0, 64, 64, 0,
-                    XCB_WINDOW_CLASS_INPUT_OUTPUT, screen->root_visual, 0, NULL);
-  xcb_map_window(x, window);
-  xcb_flush(x);
+  s->gipa = (PFN_vkGetInstanceProcAddr)dlsym(vulkan, "vkGetInstanceProcAddr");
+  return s->gipa == NULL ? 4 : 0;
+}
 
-  PFN_vkCreateInstance create_instance = (PFN_vkCreateInstance)gipa(NULL, "vkCreateInstance");
+// A small mapped X window to present to.
+static int OpenWindow(struct Setup* s) {
+  s->x = xcb_connect(NULL, NULL);
+  if (xcb_connection_has_error(s->x)) return 5;
+  xcb_screen_t* screen = xcb_setup_roots_iterator(xcb_get_setup(s->x)).data;
+  s->window = xcb_generate_id(s->x);
+  xcb_create_window(s->x, XCB_COPY_FROM_PARENT, s->window, screen->root, 0, 0, 64, 64, 0,
+                    XCB_WINDOW_CLASS_INPUT_OUTPUT, screen->root_visual, 0, NULL);
+  xcb_map_window(s->x, s->window);
+  xcb_flush(s->x);
+  return 0;
+}
+
+// The instance (with the XCB surface extensions) and its functions.
+static int CreateInstance(struct Setup* s) {
+  PFN_vkCreateInstance create_instance = (PFN_vkCreateInstance)s->gipa(NULL, "vkCreateInstance");
   const char* instance_extensions[] = {"VK_KHR_surface", "VK_KHR_xcb_surface"};
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                            .apiVersion = VK_API_VERSION_1_0};
@@ -106,9 +133,8 @@ int main(int argc, char** argv) {
                                         .pApplicationInfo = &app,
                                         .enabledExtensionCount = 2,
                                         .ppEnabledExtensionNames = instance_extensions};
-  VkInstance instance;
-  CHECK(create_instance(&instance_info, NULL, &instance));
-#define INSTANCE_FN(name) PFN_##name name = (PFN_##name)gipa(instance, #name)
+  CHECK(create_instance(&instance_info, NULL, &s->instance));
+#define INSTANCE_FN(name) s->name = (PFN_##name)s->gipa(s->instance, #name)
   INSTANCE_FN(vkCreateXcbSurfaceKHR);
   INSTANCE_FN(vkEnumeratePhysicalDevices);
   INSTANCE_FN(vkGetPhysicalDeviceSurfaceSupportKHR);
@@ -116,21 +142,28 @@ int main(int argc, char** argv) {
   INSTANCE_FN(vkGetPhysicalDeviceSurfaceFormatsKHR);
   INSTANCE_FN(vkCreateDevice);
   INSTANCE_FN(vkGetDeviceProcAddr);
-  if (vkCreateXcbSurfaceKHR == NULL || vkGetDeviceProcAddr == NULL) return 4;
+  if (s->vkCreateXcbSurfaceKHR == NULL || s->vkGetDeviceProcAddr == NULL) return 4;
+  return 0;
+}
 
+// The window's surface, and the first physical device, which must present
+// to it.
+static int CreateSurface(struct Setup* s) {
   VkXcbSurfaceCreateInfoKHR surface_info = {.sType = VK_STRUCTURE_TYPE_XCB_SURFACE_CREATE_INFO_KHR,
-                                            .connection = x,
-                                            .window = window};
-  VkSurfaceKHR surface;
-  CHECK(vkCreateXcbSurfaceKHR(instance, &surface_info, NULL, &surface));
+                                            .connection = s->x,
+                                            .window = s->window};
+  CHECK(s->vkCreateXcbSurfaceKHR(s->instance, &surface_info, NULL, &s->surface));
   uint32_t count = 1;
-  VkPhysicalDevice gpu;
-  VkResult enumerated = vkEnumeratePhysicalDevices(instance, &count, &gpu);
+  VkResult enumerated = s->vkEnumeratePhysicalDevices(s->instance, &count, &s->gpu);
   if (enumerated != VK_SUCCESS && enumerated != VK_INCOMPLETE) return 3;
   VkBool32 supported = VK_FALSE;
-  CHECK(vkGetPhysicalDeviceSurfaceSupportKHR(gpu, 0, surface, &supported));
-  if (!supported) return 3;
+  CHECK(s->vkGetPhysicalDeviceSurfaceSupportKHR(s->gpu, 0, s->surface, &supported));
+  return supported ? 0 : 3;
+}
 
+// The device with one queue, and the device functions (vkQueuePresentKHR
+// among them) through vkGetDeviceProcAddr.
+static int CreateDevice(struct Setup* s) {
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo queue_info = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                         .queueFamilyIndex = 0,
@@ -142,29 +175,35 @@ int main(int argc, char** argv) {
                                     .pQueueCreateInfos = &queue_info,
                                     .enabledExtensionCount = 1,
                                     .ppEnabledExtensionNames = device_extensions};
-  CHECK(vkCreateDevice(gpu, &device_info, NULL, &g_device));
-#define DEVICE_FN(name) PFN_##name name = (PFN_##name)vkGetDeviceProcAddr(g_device, #name)
-  DEVICE_FN(vkGetDeviceQueue);
-  DEVICE_FN(vkCreateSwapchainKHR);
-  DEVICE_FN(vkCreateFence);
-  g_acquire = (PFN_vkAcquireNextImageKHR)vkGetDeviceProcAddr(g_device, "vkAcquireNextImageKHR");
-  g_wait = (PFN_vkWaitForFences)vkGetDeviceProcAddr(g_device, "vkWaitForFences");
-  g_reset = (PFN_vkResetFences)vkGetDeviceProcAddr(g_device, "vkResetFences");
-  g_present = (PFN_vkQueuePresentKHR)vkGetDeviceProcAddr(g_device, "vkQueuePresentKHR");
+  CHECK(s->vkCreateDevice(s->gpu, &device_info, NULL, &g_device));
+  PFN_vkGetDeviceProcAddr gdpa = s->vkGetDeviceProcAddr;
+  PFN_vkGetDeviceQueue get_queue = (PFN_vkGetDeviceQueue)gdpa(g_device, "vkGetDeviceQueue");
+  s->vkCreateSwapchainKHR = (PFN_vkCreateSwapchainKHR)gdpa(g_device, "vkCreateSwapchainKHR");
+  s->vkCreateFence = (PFN_vkCreateFence)gdpa(g_device, "vkCreateFence");
+  g_acquire = (PFN_vkAcquireNextImageKHR)gdpa(g_device, "vkAcquireNextImageKHR");
+  g_wait = (PFN_vkWaitForFences)gdpa(g_device, "vkWaitForFences");
+  g_reset = (PFN_vkResetFences)gdpa(g_device, "vkResetFences");
+  g_present = (PFN_vkQueuePresentKHR)gdpa(g_device, "vkQueuePresentKHR");
   if (g_present == NULL) return 4;
-  vkGetDeviceQueue(g_device, 0, 0, &g_queue);
+  get_queue(g_device, 0, 0, &g_queue);
+  return 0;
+}
 
+// The swapchain on the surface (FIFO, the surface's size or the window's)
+// and the fence each acquire waits for.
+static int CreateSwapchain(struct Setup* s) {
   VkSurfaceCapabilitiesKHR caps;
-  CHECK(vkGetPhysicalDeviceSurfaceCapabilitiesKHR(gpu, surface, &caps));
+  CHECK(s->vkGetPhysicalDeviceSurfaceCapabilitiesKHR(s->gpu, s->surface, &caps));
   VkSurfaceFormatKHR format;
-  count = 1;
-  const VkResult formats = vkGetPhysicalDeviceSurfaceFormatsKHR(gpu, surface, &count, &format);
+  uint32_t count = 1;
+  const VkResult formats =
+      s->vkGetPhysicalDeviceSurfaceFormatsKHR(s->gpu, s->surface, &count, &format);
   if (formats != VK_SUCCESS && formats != VK_INCOMPLETE) return 3;
   VkExtent2D extent = caps.currentExtent;
   if (extent.width == UINT32_MAX) extent = (VkExtent2D){64, 64};  // The window's.
   VkSwapchainCreateInfoKHR swapchain_info = {
       .sType = VK_STRUCTURE_TYPE_SWAPCHAIN_CREATE_INFO_KHR,
-      .surface = surface,
+      .surface = s->surface,
       .minImageCount = caps.minImageCount,
       .imageFormat = format.format,
       .imageColorSpace = format.colorSpace,
@@ -176,11 +215,16 @@ int main(int argc, char** argv) {
       .compositeAlpha = VK_COMPOSITE_ALPHA_OPAQUE_BIT_KHR,
       .presentMode = VK_PRESENT_MODE_FIFO_KHR,
       .clipped = VK_TRUE};
-  CHECK(vkCreateSwapchainKHR(g_device, &swapchain_info, NULL, &g_swapchain));
+  CHECK(s->vkCreateSwapchainKHR(g_device, &swapchain_info, NULL, &g_swapchain));
   VkFenceCreateInfo fence_info = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  CHECK(vkCreateFence(g_device, &fence_info, NULL, &g_fence));
+  CHECK(s->vkCreateFence(g_device, &fence_info, NULL, &g_fence));
+  return 0;
+}
 
-  if (strcmp(argv[1], "thread") == 0) {
+// The presents: by a render thread ("thread") while the main thread polls,
+// or by the main thread, one per loop iteration.
+static void Present(const char* mode) {
+  if (strcmp(mode, "thread") == 0) {
     pthread_t thread;
     pthread_create(&thread, NULL, &RenderThread, NULL);
     while (atomic_load(&g_presents) < kPresents) {
@@ -194,6 +238,20 @@ int main(int argc, char** argv) {
       if (PresentOnce() != 0) break;
     }
   }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  struct Setup setup = {0};
+  int status = LoadVulkan(&setup);
+  if (status != 0) return status;
+  poll(NULL, 0, 1);  // The event loop's first wait.
+  if ((status = OpenWindow(&setup)) != 0 || (status = CreateInstance(&setup)) != 0 ||
+      (status = CreateSurface(&setup)) != 0 || (status = CreateDevice(&setup)) != 0 ||
+      (status = CreateSwapchain(&setup)) != 0) {
+    return status;
+  }
+  Present(argv[1]);
   poll(NULL, 0, 2);  // The dispatch after the last present ends.
   printf("presents %ld\n", atomic_load(&g_presents));
   fflush(stdout);

@@ -4,7 +4,7 @@
 //              [--no-frames] [--symbolize=off]
 //              [--fps-slice MS] [--timeline-window MS] [--refresh-hz HZ] [--follow-exec]
 //              [--key-skip M]... [--key-program M]... [--perf-map]
-//              [--app-version V] [--hostname] -- PROGRAM [ARGS...]
+//              [--app-version V] [--hostname] [--quiet] -- PROGRAM [ARGS...]
 //
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
@@ -29,9 +29,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "internal/option_split.h"
 #include "matrix/report/issue_reader.h"
 
 namespace {
@@ -64,7 +68,8 @@ constexpr char kUsage[] =
     "  --key-program M    module M is the program's own, even under /usr/lib (repeatable)\n"
     "  --app-version V    the version reports carry (default $MATRIX_APP_VERSION; docs/fleet.md)\n"
     "  --hostname         reports also carry the host name (MATRIX_REPORT_HOSTNAME=1)\n"
-    "  --quiet            no summary at exit\n";
+    "  --quiet            no summary at exit\n"
+    "A value follows its flag or an '=' (--anr 2000, --anr=2000).\n";
 
 [[noreturn]] void Fail(const std::string& message) {
   std::fprintf(stderr, "matrix-run: %s\n%s", message.c_str(), kUsage);
@@ -96,15 +101,182 @@ std::string FindAgent() {
   return "";
 }
 
-// A positive millisecond count for `flag`.
-std::string PositiveMs(const std::string& flag, const char* value, int64_t min_ms = 1) {
+// What the command line asks for.
+struct Options {
+  std::string report_dir;
+  std::vector<std::pair<std::string, std::string>> env;  // MATRIX_* for the child.
+  std::vector<std::string> key_skip;                     // --key-skip.
+  std::vector<std::string> key_program;                  // --key-program.
+  bool quiet = false;
+  bool perf_map = false;
+  bool help = false;
+  int program = 0;  // argv's index of the program (argc when there is none).
+};
+
+absl::Status Error(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// A positive millisecond count for `flag`, at least `min_ms`: the child's
+// variable `name`.
+absl::Status SetMs(Options& o, const char* name, const char* flag, const std::string& value,
+                   int64_t min_ms = 1) {
   int64_t ms = 0;
-  if (value == nullptr) Fail(absl::StrCat(flag, " needs a value"));
   if (!absl::SimpleAtoi(value, &ms) || ms <= 0) {
-    Fail(absl::StrCat(flag, " ", value, ": expected a positive number of milliseconds"));
+    return Error(absl::StrCat(flag, " ", value, ": expected a positive number of milliseconds"));
   }
-  if (ms < min_ms) Fail(absl::StrCat(flag, " ", value, ": expected at least ", min_ms, " ms"));
-  return absl::StrCat(ms);
+  if (ms < min_ms) {
+    return Error(absl::StrCat(flag, " ", value, ": expected at least ", min_ms, " ms"));
+  }
+  o.env.emplace_back(name, absl::StrCat(ms));
+  return absl::OkStatus();
+}
+
+// Sets the child's variable `name` to `value`.
+absl::Status SetEnv(Options& o, const char* name, const std::string& value) {
+  o.env.emplace_back(name, value);
+  return absl::OkStatus();
+}
+
+absl::Status SetRefreshHz(Options& o, const std::string& value) {
+  double hz = 0;
+  if (!absl::SimpleAtod(value, &hz) || !(hz >= 1 && hz <= 1000)) {
+    return Error("--refresh-hz needs a rate in [1, 1000]");
+  }
+  return SetEnv(o, "MATRIX_REFRESH_HZ", value);
+}
+
+// StackKeyRule's patterns: a directory ("/opt/app/") or a file name prefix
+// ("libfoo"); the agent checks them again.
+absl::Status AddKeyModule(std::vector<std::string>& modules, const char* flag,
+                          const std::string& pattern) {
+  const bool directory = pattern.size() > 1 && pattern.front() == '/' && pattern.back() == '/';
+  if (pattern.find(',') != std::string::npos ||
+      (pattern.find('/') != std::string::npos && !directory)) {
+    return Error(absl::StrCat(flag, " needs a directory (\"/opt/app/\", with both slashes) or a "
+                                    "file name prefix (\"libfoo\")"));
+  }
+  modules.push_back(pattern);
+  return absl::OkStatus();
+}
+
+absl::Status SetSymbolize(Options& o, const std::string& value) {
+  if (value != "off" && value != "on") {
+    return Error(
+        absl::StrCat("--symbolize=", value, ": expected --symbolize=off or --symbolize=on"));
+  }
+  return SetEnv(o, "MATRIX_SYMBOLIZE", value == "on" ? "1" : "0");
+}
+
+// One option of matrix-run: its name, whether it takes a value (the next
+// argument, or joined with '='), and what it sets. A value is never empty.
+struct RunFlag {
+  const char* name;
+  bool takes_value;
+  absl::Status (*set)(Options& o, const std::string& value);
+};
+
+constexpr RunFlag kRunFlags[] = {
+    {"--report-dir", true,
+     [](Options& o, const std::string& v) {
+       o.report_dir = v;
+       return absl::OkStatus();
+     }},
+    {"--anr", true,
+     [](Options& o, const std::string& v) { return SetMs(o, "MATRIX_ANR_MS", "--anr", v); }},
+    {"--lag", true,
+     [](Options& o, const std::string& v) { return SetMs(o, "MATRIX_LAG_MS", "--lag", v); }},
+    {"--evil", true,
+     [](Options& o, const std::string& v) { return SetMs(o, "MATRIX_EVIL_MS", "--evil", v); }},
+    // TraceConfig::kMinFpsTimeSlice: shorter slices flood the reports.
+    {"--fps-slice", true,
+     [](Options& o, const std::string& v) {
+       return SetMs(o, "MATRIX_FPS_SLICE_MS", "--fps-slice", v, 500);
+     }},
+    {"--timeline-window", true,
+     [](Options& o, const std::string& v) {
+       return SetMs(o, "MATRIX_TIMELINE_WINDOW_MS", "--timeline-window", v);
+     }},
+    {"--refresh-hz", true, [](Options& o, const std::string& v) { return SetRefreshHz(o, v); }},
+    {"--key-skip", true,
+     [](Options& o, const std::string& v) { return AddKeyModule(o.key_skip, "--key-skip", v); }},
+    {"--key-program", true,
+     [](Options& o, const std::string& v) {
+       return AddKeyModule(o.key_program, "--key-program", v);
+     }},
+    {"--no-slow-stacks", false,
+     [](Options& o, const std::string&) { return SetEnv(o, "MATRIX_SLOW_STACKS", "0"); }},
+    {"--no-frames", false,
+     [](Options& o, const std::string&) { return SetEnv(o, "MATRIX_FRAMES", "0"); }},
+    {"--symbolize", true, [](Options& o, const std::string& v) { return SetSymbolize(o, v); }},
+    {"--follow-exec", false,
+     [](Options& o, const std::string&) { return SetEnv(o, "MATRIX_AGENT_FOLLOW_EXEC", "1"); }},
+    {"--perf-map", false,
+     [](Options& o, const std::string&) {
+       o.perf_map = true;
+       return absl::OkStatus();
+     }},
+    {"--quiet", false,
+     [](Options& o, const std::string&) {
+       o.quiet = true;
+       return absl::OkStatus();
+     }},
+    {"--app-version", true,
+     [](Options& o, const std::string& v) { return SetEnv(o, "MATRIX_APP_VERSION", v); }},
+    {"--hostname", false,
+     [](Options& o, const std::string&) { return SetEnv(o, "MATRIX_REPORT_HOSTNAME", "1"); }},
+    {"--help", false,
+     [](Options& o, const std::string&) {
+       o.help = true;
+       return absl::OkStatus();
+     }},
+    {"-h", false,
+     [](Options& o, const std::string&) {
+       o.help = true;
+       return absl::OkStatus();
+     }},
+};
+
+const RunFlag* FindRunFlag(absl::string_view name) {
+  for (const RunFlag& flag : kRunFlags) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+// The options before the program (which follows "--", or is the first
+// argument that is not an option), up to --help.
+absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
+  Options o;
+  const char* dir = std::getenv("MATRIX_REPORT_DIR");
+  o.report_dir = dir != nullptr && *dir != '\0' ? dir : "./matrix-reports";
+  int i = 1;
+  for (; i < argc && !o.help; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() <= 1 || arg[0] != '-') break;  // The program, without "--".
+    auto [name, value] = matrix::report::internal::SplitOptionArgument(arg);
+    const RunFlag* flag = FindRunFlag(name);
+    if (flag == nullptr) return Error(absl::StrCat("unknown option ", name));
+    if (flag->takes_value && !value.has_value()) {
+      if (i + 1 >= argc) return Error(absl::StrCat(name, " needs a value"));
+      value = argv[++i];
+    }
+    if (flag->takes_value && value->empty()) {
+      return Error(absl::StrCat(name, " needs a non-empty value"));
+    }
+    if (!flag->takes_value && value.has_value()) {
+      return Error(absl::StrCat(name, " takes no value"));
+    }
+    if (absl::Status s = flag->set(o, value.value_or("")); !s.ok()) return s;
+  }
+  o.program = i;
+  if (!o.key_skip.empty()) o.env.emplace_back("MATRIX_KEY_SKIP", absl::StrJoin(o.key_skip, ","));
+  if (!o.key_program.empty()) {
+    o.env.emplace_back("MATRIX_KEY_PROGRAM", absl::StrJoin(o.key_program, ","));
+  }
+  return o;
 }
 
 // Whether `program` can be executed as execvp would find it.
@@ -173,114 +345,140 @@ void Summarize(const std::string& report_dir, const std::string& name, pid_t pid
   }
 }
 
+// Relative report directories are the caller's: made absolute so a program
+// that changes directory still writes there.
+std::string AbsoluteDir(const std::string& dir) {
+  if (dir[0] == '/') return dir;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? absl::StrCat(cwd, "/", dir) : dir;
+}
+
+// The run: what the child execs, and where its reports go.
+struct Launch {
+  std::string program;     // As given (execvp looks it up in PATH).
+  std::string base;        // Its file name: the reports' name.
+  std::string agent;       // libmatrix-agent.so.
+  std::string report_dir;  // Absolute.
+};
+
+// node's perf map (--perf-map), into the child's `program_argv` or
+// NODE_OPTIONS. --perf-basic-prof: node writes /tmp/perf-PID.map, names for
+// its JIT code. --interpreted-frames-native-stack: each interpreted function
+// gets its own copy of the interpreter's entry, so interpreted frames are
+// named too. --perf-basic-prof also makes V8 write a log
+// (isolate-0x...-PID-v8.log) into the working directory; on node's command
+// line --logfile=/dev/null stops that, but NODE_OPTIONS does not allow
+// --logfile (docs/matrix-run.md, "JavaScript names"). Child, before exec.
+void AddNodePerfMap(const std::string& base, std::vector<char*>& program_argv) {
+  constexpr char kNodeFlags[] = "--perf-basic-prof --interpreted-frames-native-stack";
+  if (base == "node" || base == "nodejs") {
+    static char perf_basic_prof[] = "--perf-basic-prof";
+    static char interpreted[] = "--interpreted-frames-native-stack";
+    static char no_log[] = "--logfile=/dev/null";
+    program_argv.insert(program_argv.begin() + 1, {perf_basic_prof, interpreted, no_log});
+    return;
+  }
+  // A script or launcher that starts node: only node reads NODE_OPTIONS
+  // (every node the program starts).
+  const char* options = std::getenv("NODE_OPTIONS");
+  const std::string node_options =
+      options != nullptr && *options != '\0' ? absl::StrCat(options, " ", kNodeFlags) : kNodeFlags;
+  setenv("NODE_OPTIONS", node_options.c_str(), 1);
+}
+
+// The forked child: preloads the agent, sets its variables and execs the
+// program (argv[o.program...]). Returns only through _exit.
+[[noreturn]] void ExecProgram(const Options& o, const Launch& run, char** argv, int argc) {
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signal(s, SIG_DFL);
+  const char* preload = std::getenv("LD_PRELOAD");
+  const std::string preloads = preload != nullptr && *preload != '\0'
+                                   ? absl::StrCat(run.agent, ":", preload)
+                                   : run.agent;
+  setenv("LD_PRELOAD", preloads.c_str(), 1);
+  setenv("MATRIX_REPORT_DIR", run.report_dir.c_str(), 1);
+  setenv("MATRIX_REPORT_NAME", absl::StrCat(run.base, "-", getpid()).c_str(), 1);
+  setenv("MATRIX_AGENT_PID", absl::StrCat(getpid()).c_str(), 1);
+  setenv("MATRIX_RUN_PROCESSES", ProcessListPath(run.report_dir, run.base, getpid()).c_str(), 1);
+  for (const auto& [name, value] : o.env) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> program_argv(argv + o.program, argv + argc);
+  program_argv.push_back(nullptr);
+  if (o.perf_map) AddNodePerfMap(run.base, program_argv);
+  execvp(run.program.c_str(), program_argv.data());
+  std::fprintf(stderr, "matrix-run: %s: %s\n", run.program.c_str(), strerror(errno));
+  _exit(127);
+}
+
+// Waits for `child` (forwarding termination signals to it meanwhile).
+// False when waitpid fails.
+bool WaitForChild(pid_t child, int* status) {
+  g_child = child;
+  while (waitpid(child, status, 0) < 0) {
+    if (errno != EINTR) {
+      std::fprintf(stderr, "matrix-run: waitpid: %s\n", strerror(errno));
+      return false;
+    }
+  }
+  g_child = 0;
+  return true;
+}
+
+// Every monitored process of the run, the launched program first, each with
+// its own summary (a followed child writes its own file); then the run's
+// process list goes.
+void SummarizeRun(const Options& o, const Launch& run, pid_t child) {
+  const std::string list = ProcessListPath(run.report_dir, run.base, child);
+  if (!o.quiet) {
+    std::vector<std::pair<std::string, pid_t>> processes = {
+        {absl::StrCat(run.base, "-", child), child}};
+    std::ifstream in(list);
+    std::string name;
+    pid_t pid = 0;
+    while (in >> name >> pid) {
+      if (pid != child) processes.emplace_back(name, pid);
+    }
+    for (const auto& [report_name, process] : processes) {
+      Summarize(run.report_dir, report_name, process, process == child);
+    }
+  }
+  unlink(list.c_str());
+}
+
+// Exits as the child did: with its status, or by its signal.
+int ExitLikeChild(const std::string& program, int status) {
+  if (WIFSIGNALED(status)) {
+    const int signal_number = WTERMSIG(status);
+    std::fprintf(stderr, "matrix-run: %s killed by signal %d (%s)\n", program.c_str(),
+                 signal_number, strsignal(signal_number));
+    std::fflush(nullptr);
+    signal(signal_number, SIG_DFL);
+    kill(getpid(), signal_number);
+    return 128 + signal_number;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::pair<std::string, std::string>> env;  // MATRIX_* for the child.
-  std::string report_dir;
-  if (const char* d = std::getenv("MATRIX_REPORT_DIR"); d != nullptr && *d != '\0') {
-    report_dir = d;
-  } else {
-    report_dir = "./matrix-reports";
+  absl::StatusOr<Options> parsed = ParseOptions(argc, argv);
+  if (!parsed.ok()) Fail(std::string(parsed.status().message()));
+  const Options& o = *parsed;
+  if (o.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
-  bool quiet = false;
-  bool perf_map = false;
-  std::vector<std::string> key_skip, key_program;  // --key-skip, --key-program.
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (arg == "--") {
-      ++i;
-      break;
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--report-dir") {
-      if (value == nullptr || *value == '\0') Fail("--report-dir needs a directory");
-      report_dir = value;
-      ++i;
-    } else if (arg == "--anr") {
-      env.emplace_back("MATRIX_ANR_MS", PositiveMs(arg, value));
-      ++i;
-    } else if (arg == "--lag") {
-      env.emplace_back("MATRIX_LAG_MS", PositiveMs(arg, value));
-      ++i;
-    } else if (arg == "--evil") {
-      env.emplace_back("MATRIX_EVIL_MS", PositiveMs(arg, value));
-      ++i;
-    } else if (arg == "--fps-slice") {
-      // TraceConfig::kMinFpsTimeSlice: shorter slices flood the reports.
-      env.emplace_back("MATRIX_FPS_SLICE_MS", PositiveMs(arg, value, 500));
-      ++i;
-    } else if (arg == "--timeline-window") {
-      env.emplace_back("MATRIX_TIMELINE_WINDOW_MS", PositiveMs(arg, value));
-      ++i;
-    } else if (arg == "--refresh-hz") {
-      double hz = 0;
-      if (value == nullptr || !absl::SimpleAtod(value, &hz) || !(hz >= 1 && hz <= 1000)) {
-        Fail("--refresh-hz needs a rate in [1, 1000]");
-      }
-      env.emplace_back("MATRIX_REFRESH_HZ", value);
-      ++i;
-    } else if (arg == "--key-skip" || arg == "--key-program") {
-      // StackKeyRule's patterns: a directory ("/opt/app/") or a file name
-      // prefix ("libfoo"); the agent checks them again.
-      const std::string_view pattern = value != nullptr ? value : "";
-      const bool directory = pattern.size() > 1 && pattern.front() == '/' && pattern.back() == '/';
-      if (pattern.empty() || pattern.find(',') != std::string_view::npos ||
-          (pattern.find('/') != std::string_view::npos && !directory)) {
-        Fail(absl::StrCat(arg, " needs a directory (\"/opt/app/\", with both slashes) or a "
-                          "file name prefix (\"libfoo\")"));
-      }
-      (arg == "--key-skip" ? key_skip : key_program).emplace_back(pattern);
-      ++i;
-    } else if (arg == "--no-slow-stacks") {
-      env.emplace_back("MATRIX_SLOW_STACKS", "0");
-    } else if (arg == "--no-frames") {
-      env.emplace_back("MATRIX_FRAMES", "0");
-    } else if (arg == "--symbolize=off" || arg == "--symbolize=on") {
-      env.emplace_back("MATRIX_SYMBOLIZE", arg == "--symbolize=on" ? "1" : "0");
-    } else if (arg.starts_with("--symbolize")) {
-      Fail(absl::StrCat(arg, ": expected --symbolize=off or --symbolize=on"));
-    } else if (arg == "--follow-exec") {
-      env.emplace_back("MATRIX_AGENT_FOLLOW_EXEC", "1");
-    } else if (arg == "--perf-map") {
-      perf_map = true;
-    } else if (arg == "--quiet") {
-      quiet = true;
-    } else if (arg == "--app-version") {
-      if (value == nullptr || *value == '\0') Fail("--app-version needs a version");
-      env.emplace_back("MATRIX_APP_VERSION", value);
-      ++i;
-    } else if (arg == "--hostname") {
-      env.emplace_back("MATRIX_REPORT_HOSTNAME", "1");
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      Fail(absl::StrCat("unknown option ", arg));
-    } else {
-      break;  // The program, without "--".
-    }
-  }
-  if (!key_skip.empty()) env.emplace_back("MATRIX_KEY_SKIP", absl::StrJoin(key_skip, ","));
-  if (!key_program.empty()) {
-    env.emplace_back("MATRIX_KEY_PROGRAM", absl::StrJoin(key_program, ","));
-  }
-  if (i >= argc) Fail("no program to run");
-  const std::string program = argv[i];
-  if (!Executable(program)) Fail(absl::StrCat(program, ": no such executable program"));
-  const std::string agent = FindAgent();
-  if (agent.empty()) {
+  if (o.program >= argc) Fail("no program to run");
+  Launch run;
+  run.program = argv[o.program];
+  if (!Executable(run.program)) Fail(absl::StrCat(run.program, ": no such executable program"));
+  run.agent = FindAgent();
+  if (run.agent.empty()) {
     std::fprintf(stderr, "matrix-run: libmatrix-agent.so not found beside %s or in ../lib\n",
                  argv[0]);
     return 2;
   }
-  // Relative report directories are the caller's: make it absolute so a
-  // program that changes directory still writes there.
-  if (report_dir[0] != '/') {
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) report_dir = absl::StrCat(cwd, "/", report_dir);
-  }
-  std::string base = program.substr(program.rfind('/') + 1);
+  run.report_dir = AbsoluteDir(o.report_dir);
+  run.base = run.program.substr(run.program.rfind('/') + 1);
 
   // The launcher forwards termination signals to the child while it waits.
   struct sigaction forward = {};
@@ -294,85 +492,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "matrix-run: fork: %s\n", strerror(errno));
     return 2;
   }
-  if (child == 0) {
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signal(s, SIG_DFL);
-    const char* preload = std::getenv("LD_PRELOAD");
-    const std::string preloads =
-        preload != nullptr && *preload != '\0' ? absl::StrCat(agent, ":", preload) : agent;
-    setenv("LD_PRELOAD", preloads.c_str(), 1);
-    setenv("MATRIX_REPORT_DIR", report_dir.c_str(), 1);
-    setenv("MATRIX_REPORT_NAME", absl::StrCat(base, "-", getpid()).c_str(), 1);
-    setenv("MATRIX_AGENT_PID", absl::StrCat(getpid()).c_str(), 1);
-    setenv("MATRIX_RUN_PROCESSES", ProcessListPath(report_dir, base, getpid()).c_str(), 1);
-    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> program_argv(argv + i, argv + argc);
-    program_argv.push_back(nullptr);
-    if (perf_map) {
-      // --perf-basic-prof: node writes /tmp/perf-PID.map, names for its JIT
-      // code. --interpreted-frames-native-stack: each interpreted function
-      // gets its own copy of the interpreter's entry, so interpreted frames
-      // are named too. --perf-basic-prof also makes V8 write a log
-      // (isolate-0x...-PID-v8.log) into the working directory; on node's
-      // command line --logfile=/dev/null stops that, but NODE_OPTIONS does
-      // not allow --logfile (docs/matrix-run.md, "JavaScript names").
-      constexpr char kNodeFlags[] = "--perf-basic-prof --interpreted-frames-native-stack";
-      if (base == "node" || base == "nodejs") {
-        static char perf_basic_prof[] = "--perf-basic-prof";
-        static char interpreted[] = "--interpreted-frames-native-stack";
-        static char no_log[] = "--logfile=/dev/null";
-        program_argv.insert(program_argv.begin() + 1, {perf_basic_prof, interpreted, no_log});
-      } else {
-        // A script or launcher that starts node: only node reads NODE_OPTIONS
-        // (every node the program starts).
-        const char* options = std::getenv("NODE_OPTIONS");
-        const std::string node_options = options != nullptr && *options != '\0'
-                                             ? absl::StrCat(options, " ", kNodeFlags)
-                                             : kNodeFlags;
-        setenv("NODE_OPTIONS", node_options.c_str(), 1);
-      }
-    }
-    execvp(program.c_str(), program_argv.data());
-    std::fprintf(stderr, "matrix-run: %s: %s\n", program.c_str(), strerror(errno));
-    _exit(127);
-  }
-  g_child = child;
+  if (child == 0) ExecProgram(o, run, argv, argc);
   int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) {
-      std::fprintf(stderr, "matrix-run: waitpid: %s\n", strerror(errno));
-      return 2;
-    }
-  }
-  g_child = 0;
+  if (!WaitForChild(child, &status)) return 2;
   // node never removes its perf map; /tmp would fill up run after run. (The
   // program's own node children keep theirs.)
-  if (perf_map) unlink(absl::StrCat("/tmp/perf-", child, ".map").c_str());
-
-  // Every monitored process of the run, the launched program first, each
-  // with its own summary (a followed child writes its own file).
-  const std::string list = ProcessListPath(report_dir, base, child);
-  if (!quiet) {
-    std::vector<std::pair<std::string, pid_t>> processes = {
-        {absl::StrCat(base, "-", child), child}};
-    std::ifstream in(list);
-    std::string name;
-    pid_t pid = 0;
-    while (in >> name >> pid) {
-      if (pid != child) processes.emplace_back(name, pid);
-    }
-    for (const auto& [report_name, process] : processes) {
-      Summarize(report_dir, report_name, process, process == child);
-    }
-  }
-  unlink(list.c_str());
-  if (WIFSIGNALED(status)) {
-    const int signal_number = WTERMSIG(status);
-    std::fprintf(stderr, "matrix-run: %s killed by signal %d (%s)\n", program.c_str(),
-                 signal_number, strsignal(signal_number));
-    std::fflush(nullptr);
-    signal(signal_number, SIG_DFL);
-    kill(getpid(), signal_number);
-    return 128 + signal_number;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (o.perf_map) unlink(absl::StrCat("/tmp/perf-", child, ".map").c_str());
+  SummarizeRun(o, run, child);
+  return ExitLikeChild(run.program, status);
 }

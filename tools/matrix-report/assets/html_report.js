@@ -201,22 +201,10 @@
     for (var i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
     return COLORS[h % COLORS.length];
   }
-  function drawTrace(trace, host, detail) {
-    while (host.firstChild) host.removeChild(host.firstChild);
-    detail.textContent = '';
-    var events = Array.isArray(trace) ? trace : (trace.traceEvents || []);
-    var lanes = {}, order = [], lo = Infinity, hi = -Infinity, skipped = 0;
-    function lane(e) {
-      var id = e.pid + ':' + e.tid;
-      if (!lanes[id]) {
-        lanes[id] = { id: id, name: 'pid ' + e.pid + ' tid ' + e.tid, spans: [], instants: [], depth: 0 };
-        order.push(id);
-      }
-      return lanes[id];
-    }
-    // B/E pairs (per thread, properly nested) become X events.
+  // B/E pairs (per thread, properly nested) become X events.
+  function pairBeginEnd(events) {
     var begun = {};
-    events = events.map(function (e) {
+    return events.map(function (e) {
       if (e.ph === 'B') {
         var key = e.pid + ':' + e.tid;
         (begun[key] = begun[key] || []).push(e);
@@ -231,28 +219,41 @@
       }
       return e;
     }).filter(function (e) { return e !== null; });
+  }
+  // The events by thread (lanes, in order of appearance), the time they span
+  // (lo, hi) and how many have a phase that is not drawn.
+  function traceLanes(events) {
+    var t = { lanes: {}, order: [], lo: Infinity, hi: -Infinity, skipped: 0 };
+    function lane(e) {
+      var id = e.pid + ':' + e.tid;
+      if (!t.lanes[id]) {
+        t.lanes[id] = { id: id, name: 'pid ' + e.pid + ' tid ' + e.tid, spans: [], instants: [],
+                        depth: 0 };
+        t.order.push(id);
+      }
+      return t.lanes[id];
+    }
     events.forEach(function (e) {
       if (e.ph === 'M') {
         if (e.name === 'thread_name' && e.args) lane(e).name = String(e.args.name);
       } else if (e.ph === 'X') {
         lane(e).spans.push(e);
-        lo = Math.min(lo, e.ts); hi = Math.max(hi, e.ts + (e.dur || 0));
+        t.lo = Math.min(t.lo, e.ts); t.hi = Math.max(t.hi, e.ts + (e.dur || 0));
       } else if (e.ph === 'i' || e.ph === 'I' || e.ph === 'R' || e.ph === 'n') {
         lane(e).instants.push(e);
-        lo = Math.min(lo, e.ts); hi = Math.max(hi, e.ts);
+        t.lo = Math.min(t.lo, e.ts); t.hi = Math.max(t.hi, e.ts);
       } else {
-        skipped++;
+        t.skipped++;
       }
     });
-    if (!(hi >= lo)) {
-      html('p', 'note', host, 'This issue has no events in time.');
-      return 0;
-    }
-    if (hi === lo) hi = lo + 1000;
-    var W = Math.max(700, Math.min(1400, host.clientWidth || 1180)), L = 170, R = 16, ROW = 22;
-    var AXIS = 26, y = AXIS, drawn = 0;
-    order.forEach(function (id) {
-      var ln = lanes[id];
+    return t;
+  }
+  // Gives each span its nesting depth and each lane its y and height, from
+  // `top` down; returns the bottom.
+  function layoutLanes(t, top, row) {
+    var y = top;
+    t.order.forEach(function (id) {
+      var ln = t.lanes[id];
       ln.spans.sort(function (a, b) { return a.ts - b.ts || (b.dur || 0) - (a.dur || 0); });
       var open = [];
       ln.spans.forEach(function (e) {
@@ -263,57 +264,74 @@
         open.push(end);
       });
       ln.y = y;
-      ln.h = Math.max(1, ln.depth) * ROW + (ln.instants.length ? 16 : 0) + 8;
+      ln.h = Math.max(1, ln.depth) * row + (ln.instants.length ? 16 : 0) + 8;
       y += ln.h;
     });
-    var H = y + 4;
+    return y;
+  }
+  // A clicked event shows its label and arguments in `detail`.
+  function showOnClick(node, label, e, detail) {
+    tooltip(node, label);
+    node.addEventListener('click', function () {
+      detail.textContent = label + '\n' + JSON.stringify(e.args || {}, null, 2);
+    });
+  }
+  // One lane's label, spans and instants; returns how many events it drew.
+  function drawLane(svg, ln, view, detail) {
+    var x = view.x, ROW = view.row;
+    var g = el('g', { 'class': 'trace-lane', 'data-lane': ln.name }, svg);
+    el('rect', { 'class': 'lane-bg', x: 0, y: ln.y + 2, width: view.width, height: ln.h - 4 }, g);
+    svgText(g, 6, ln.y + 16, ln.name.length > 24 ? ln.name.slice(0, 23) + '\u2026' : ln.name,
+            { 'class': 'lane-label' });
+    ln.spans.forEach(function (e) {
+      var x0 = x(e.ts), w = Math.max(1, x(e.ts + (e.dur || 0)) - x0);
+      var ry = ln.y + 4 + e._depth * ROW;
+      var r = el('rect', { 'class': 'trace-event', x: x0, y: ry, width: w, height: ROW - 3,
+                           fill: colorFor(String(e.name)), rx: 2 }, g);
+      showOnClick(r, String(e.name) + ' \u2014 ' + durationText(e.dur || 0), e, detail);
+      var chars = Math.floor((w - 6) / 6.2);
+      if (chars >= 4) {
+        var s = String(e.name);
+        svgText(g, x0 + 3, ry + 13, s.length > chars ? s.slice(0, chars - 1) + '\u2026' : s,
+                { 'class': 'event-label' });
+      }
+    });
+    var iy = ln.y + 4 + Math.max(1, ln.depth) * ROW + 6;
+    ln.instants.forEach(function (e) {
+      var cx = x(e.ts);
+      var m = el('path', { 'class': 'trace-instant',
+                           d: 'M' + cx + ' ' + (iy - 6) + 'l6 6l-6 6l-6 -6z' }, g);
+      showOnClick(m, String(e.name) + ' at +' + durationText(e.ts - view.lo), e, detail);
+    });
+    return ln.spans.length + ln.instants.length;
+  }
+  function drawTrace(trace, host, detail) {
+    while (host.firstChild) host.removeChild(host.firstChild);
+    detail.textContent = '';
+    var events = pairBeginEnd(Array.isArray(trace) ? trace : (trace.traceEvents || []));
+    var t = traceLanes(events), lo = t.lo, hi = t.hi;
+    if (!(hi >= lo)) {
+      html('p', 'note', host, 'This issue has no events in time.');
+      return 0;
+    }
+    if (hi === lo) hi = lo + 1000;
+    var W = Math.max(700, Math.min(1400, host.clientWidth || 1180)), L = 170, R = 16, ROW = 22;
+    var AXIS = 26, drawn = 0;
+    var H = layoutLanes(t, AXIS, ROW) + 4;
     var svg = el('svg', { 'class': 'trace-view', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H,
                           role: 'img' }, host);
     function x(ts) { return L + (ts - lo) / (hi - lo) * (W - L - R); }
-    ticks(0, hi - lo, 8).forEach(function (t) {
-      el('line', { 'class': 'grid-line', x1: x(lo + t), x2: x(lo + t), y1: AXIS - 6, y2: H }, svg);
-      svgText(svg, x(lo + t), AXIS - 10, '+' + durationText(t), { 'text-anchor': 'middle' });
+    ticks(0, hi - lo, 8).forEach(function (tick) {
+      el('line', { 'class': 'grid-line', x1: x(lo + tick), x2: x(lo + tick), y1: AXIS - 6, y2: H },
+         svg);
+      svgText(svg, x(lo + tick), AXIS - 10, '+' + durationText(tick), { 'text-anchor': 'middle' });
     });
     // Wall-clock timestamps (us since the epoch, after 2001) get a clock time;
     // others (a monotonic clock) only offsets.
     if (lo > 1e15) svgText(svg, 4, AXIS - 10, clockMs(lo / 1000), { 'text-anchor': 'start' });
-    order.forEach(function (id) {
-      var ln = lanes[id];
-      var g = el('g', { 'class': 'trace-lane', 'data-lane': ln.name }, svg);
-      el('rect', { 'class': 'lane-bg', x: 0, y: ln.y + 2, width: W, height: ln.h - 4 }, g);
-      svgText(g, 6, ln.y + 16, ln.name.length > 24 ? ln.name.slice(0, 23) + '\u2026' : ln.name,
-              { 'class': 'lane-label' });
-      ln.spans.forEach(function (e) {
-        var x0 = x(e.ts), w = Math.max(1, x(e.ts + (e.dur || 0)) - x0);
-        var ry = ln.y + 4 + e._depth * ROW;
-        var r = el('rect', { 'class': 'trace-event', x: x0, y: ry, width: w, height: ROW - 3,
-                             fill: colorFor(String(e.name)), rx: 2 }, g);
-        var label = String(e.name) + ' \u2014 ' + durationText(e.dur || 0);
-        tooltip(r, label);
-        r.addEventListener('click', function () {
-          detail.textContent = label + '\n' + JSON.stringify(e.args || {}, null, 2);
-        });
-        var chars = Math.floor((w - 6) / 6.2);
-        if (chars >= 4) {
-          var s = String(e.name);
-          svgText(g, x0 + 3, ry + 13, s.length > chars ? s.slice(0, chars - 1) + '\u2026' : s,
-                  { 'class': 'event-label' });
-        }
-        drawn++;
-      });
-      var iy = ln.y + 4 + Math.max(1, ln.depth) * ROW + 6;
-      ln.instants.forEach(function (e) {
-        var cx = x(e.ts);
-        var m = el('path', { 'class': 'trace-instant', d: 'M' + cx + ' ' + (iy - 6) + 'l6 6l-6 6l-6 -6z' }, g);
-        var label = String(e.name) + ' at +' + durationText(e.ts - lo);
-        tooltip(m, label);
-        m.addEventListener('click', function () {
-          detail.textContent = label + '\n' + JSON.stringify(e.args || {}, null, 2);
-        });
-        drawn++;
-      });
-    });
-    if (skipped) html('p', 'note', host, skipped + ' events of other phases not drawn.');
+    var view = { x: x, lo: lo, width: W, row: ROW };
+    t.order.forEach(function (id) { drawn += drawLane(svg, t.lanes[id], view, detail); });
+    if (t.skipped) html('p', 'note', host, t.skipped + ' events of other phases not drawn.');
     return drawn;
   }
 

@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -103,50 +102,179 @@ Examples:
   matrix-report timeline --detail=ANR -o anr-trace.json reports/
 )";
 
-enum class Flag {
-  kTag,
-  kDetail,
-  kKey,
-  kScene,
-  kProcess,
-  kSince,
-  kUntil,
-  kUtc,
-  kLimit,
-  kNewestFirst,
-  kFullPaths,
-  kFormat,
-  kGrouped,
-  kOutput,
-  kHelp,
+absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+// What the options gather: the command line, and what is checked once all
+// of them are read (which command they apply to, the time range).
+struct ParseState {
+  CommandLine cl;
+  std::vector<std::string> since;
+  std::vector<std::string> until;
+  bool export_only_flag = false;  // --format, --grouped.
+  bool output_flag = false;       // --output.
+  bool show_only_flag = false;    // --newest-first, --full-paths.
 };
 
-struct FlagSpec {
-  Flag flag;
+absl::Status SetLimit(ParseState& p, const std::string& value) {
+  int limit = 0;
+  if (!absl::SimpleAtoi(value, &limit) || limit <= 0) {
+    return UsageError(absl::StrCat("--limit needs a positive number, not \"", value, "\""));
+  }
+  p.cl.limit = limit;
+  return absl::OkStatus();
+}
+
+absl::Status SetFormat(ParseState& p, const std::string& value) {
+  if (value == "csv") {
+    p.cl.format = ExportFormat::kCsv;
+  } else if (value == "json") {
+    p.cl.format = ExportFormat::kJson;
+  } else if (value == "jsonl") {
+    p.cl.format = ExportFormat::kJsonLines;
+  } else {
+    return UsageError(absl::StrCat("--format is csv, json or jsonl, not \"", value, "\""));
+  }
+  p.export_only_flag = true;
+  return absl::OkStatus();
+}
+
+absl::Status SetOutput(ParseState& p, const std::string& value) {
+  p.cl.output = value;
+  p.output_flag = true;
+  return absl::OkStatus();
+}
+
+absl::Status SetHelp(ParseState& p, const std::string&) {
+  p.cl.help = true;
+  return absl::OkStatus();
+}
+
+// One option of the issue commands: its name, whether it takes a value, and
+// what it sets.
+struct ReportFlag {
+  const char* name;
   bool takes_value;
+  absl::Status (*set)(ParseState& p, const std::string& value);
 };
 
-const absl::flat_hash_map<std::string, FlagSpec>& Flags() {
-  static const auto* const flags = new absl::flat_hash_map<std::string, FlagSpec>{
-      {"--tag", {Flag::kTag, true}},
-      {"--detail", {Flag::kDetail, true}},
-      {"--key", {Flag::kKey, true}},
-      {"--scene", {Flag::kScene, true}},
-      {"--process", {Flag::kProcess, true}},
-      {"--since", {Flag::kSince, true}},
-      {"--until", {Flag::kUntil, true}},
-      {"--utc", {Flag::kUtc, false}},
-      {"--limit", {Flag::kLimit, true}},
-      {"--newest-first", {Flag::kNewestFirst, false}},
-      {"--full-paths", {Flag::kFullPaths, false}},
-      {"--format", {Flag::kFormat, true}},
-      {"--grouped", {Flag::kGrouped, false}},
-      {"--output", {Flag::kOutput, true}},
-      {"-o", {Flag::kOutput, true}},
-      {"--help", {Flag::kHelp, false}},
-      {"-h", {Flag::kHelp, false}},
-  };
-  return *flags;
+constexpr ReportFlag kReportFlags[] = {
+    {"--tag", true,
+     [](ParseState& p, const std::string& v) {
+       p.cl.filter.tags.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--detail", true,
+     [](ParseState& p, const std::string& v) {
+       p.cl.filter.details.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--key", true,
+     [](ParseState& p, const std::string& v) {
+       p.cl.filter.keys.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--scene", true,
+     [](ParseState& p, const std::string& v) {
+       p.cl.filter.scenes.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--process", true,
+     [](ParseState& p, const std::string& v) {
+       p.cl.filter.processes.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--since", true,
+     [](ParseState& p, const std::string& v) {
+       p.since.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--until", true,
+     [](ParseState& p, const std::string& v) {
+       p.until.push_back(v);
+       return absl::OkStatus();
+     }},
+    {"--utc", false,
+     [](ParseState& p, const std::string&) {
+       p.cl.utc = true;
+       return absl::OkStatus();
+     }},
+    {"--limit", true, [](ParseState& p, const std::string& v) { return SetLimit(p, v); }},
+    {"--newest-first", false,
+     [](ParseState& p, const std::string&) {
+       p.cl.newest_first = true;
+       p.show_only_flag = true;
+       return absl::OkStatus();
+     }},
+    {"--full-paths", false,
+     [](ParseState& p, const std::string&) {
+       p.cl.full_paths = true;
+       p.show_only_flag = true;
+       return absl::OkStatus();
+     }},
+    {"--format", true, [](ParseState& p, const std::string& v) { return SetFormat(p, v); }},
+    {"--grouped", false,
+     [](ParseState& p, const std::string&) {
+       p.cl.grouped = true;
+       p.export_only_flag = true;
+       return absl::OkStatus();
+     }},
+    {"--output", true, [](ParseState& p, const std::string& v) { return SetOutput(p, v); }},
+    {"-o", true, [](ParseState& p, const std::string& v) { return SetOutput(p, v); }},
+    {"--help", false, [](ParseState& p, const std::string& v) { return SetHelp(p, v); }},
+    {"-h", false, [](ParseState& p, const std::string& v) { return SetHelp(p, v); }},
+};
+
+const ReportFlag* FindReportFlag(absl::string_view name) {
+  for (const ReportFlag& flag : kReportFlags) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+// The options given apply to the command given.
+absl::Status CheckCommandOptions(const ParseState& p) {
+  const CommandLine& cl = p.cl;
+  if (p.output_flag && cl.command != Command::kExport && cl.command != Command::kHtml &&
+      cl.command != Command::kTimeline) {
+    return UsageError("--output applies to the export, html and timeline commands only");
+  }
+  if (p.export_only_flag && cl.command != Command::kExport) {
+    return UsageError("--format and --grouped apply to the export command only");
+  }
+  if (p.show_only_flag && cl.command != Command::kShow) {
+    return UsageError("--newest-first and --full-paths apply to the show command only");
+  }
+  if (cl.limit.has_value() && cl.command != Command::kShow && cl.command != Command::kGroup) {
+    return UsageError("--limit applies to the group and show commands only");
+  }
+  if (cl.grouped && cl.format == ExportFormat::kJsonLines) {
+    return UsageError("--grouped exports csv or json, not jsonl");
+  }
+  return absl::OkStatus();
+}
+
+// --since and --until into the filter's time range, read in --utc's zone or
+// the local one.
+absl::Status SetTimeRange(ParseState& p, const RunEnvironment& env) {
+  CommandLine& cl = p.cl;
+  if (p.since.size() > 1 || p.until.size() > 1) {
+    return UsageError("--since and --until may each be given once");
+  }
+  const absl::TimeZone tz = cl.utc ? absl::UTCTimeZone() : env.local_zone;
+  if (!p.since.empty()) {
+    absl::StatusOr<int64_t> ms = ParseTimeSpec(p.since[0], env.now, tz);
+    if (!ms.ok()) return UsageError(absl::StrCat("--since: ", ms.status().message()));
+    cl.filter.since_ms = *ms;
+  }
+  if (!p.until.empty()) {
+    absl::StatusOr<int64_t> ms = ParseTimeSpec(p.until[0], env.now, tz);
+    if (!ms.ok()) return UsageError(absl::StrCat("--until: ", ms.status().message()));
+    cl.filter.until_ms = *ms;
+  }
+  if (cl.filter.since_ms && cl.filter.until_ms && *cl.filter.since_ms >= *cl.filter.until_ms) {
+    return UsageError("--since must be before --until");
+  }
+  return absl::OkStatus();
 }
 
 std::optional<Command> CommandNamed(absl::string_view name) {
@@ -158,8 +286,6 @@ std::optional<Command> CommandNamed(absl::string_view name) {
   if (name == "timeline") return Command::kTimeline;
   return std::nullopt;
 }
-
-absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 // Warns once per file that had malformed lines: how many, and the first.
 void ReportMalformed(const ReadStats& read, std::ostream& err) {
@@ -347,14 +473,10 @@ const char* UsageText() { return kUsage; }
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const RunEnvironment& env) {
-  CommandLine cl;
-  std::vector<std::string> since;
-  std::vector<std::string> until;
+  ParseState p;
+  CommandLine& cl = p.cl;
   bool options_done = false;
   bool command_seen = false;
-  bool export_only_flag = false;
-  bool output_flag = false;
-  bool show_only_flag = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (!options_done && arg == "--") {
@@ -373,119 +495,23 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       continue;
     }
     auto [name, value] = internal::SplitOptionArgument(arg);
-    auto it = Flags().find(name);
-    if (it == Flags().end()) return UsageError(absl::StrCat("unknown option ", name));
-    const FlagSpec spec = it->second;
-    if (!spec.takes_value && value.has_value()) {
+    const ReportFlag* flag = FindReportFlag(name);
+    if (flag == nullptr) return UsageError(absl::StrCat("unknown option ", name));
+    if (!flag->takes_value && value.has_value()) {
       return UsageError(absl::StrCat(name, " takes no value"));
     }
-    if (spec.takes_value && !value.has_value()) {
+    if (flag->takes_value && !value.has_value()) {
       if (i + 1 >= args.size()) return UsageError(absl::StrCat(name, " needs a value"));
       value = args[++i];
     }
-    if (spec.takes_value && value->empty()) {
+    if (flag->takes_value && value->empty()) {
       return UsageError(absl::StrCat(name, " needs a non-empty value"));
     }
-    switch (spec.flag) {
-      case Flag::kTag:
-        cl.filter.tags.push_back(*value);
-        break;
-      case Flag::kDetail:
-        cl.filter.details.push_back(*value);
-        break;
-      case Flag::kKey:
-        cl.filter.keys.push_back(*value);
-        break;
-      case Flag::kScene:
-        cl.filter.scenes.push_back(*value);
-        break;
-      case Flag::kProcess:
-        cl.filter.processes.push_back(*value);
-        break;
-      case Flag::kSince:
-        since.push_back(*value);
-        break;
-      case Flag::kUntil:
-        until.push_back(*value);
-        break;
-      case Flag::kUtc:
-        cl.utc = true;
-        break;
-      case Flag::kLimit: {
-        int limit = 0;
-        if (!absl::SimpleAtoi(*value, &limit) || limit <= 0) {
-          return UsageError(absl::StrCat("--limit needs a positive number, not \"", *value, "\""));
-        }
-        cl.limit = limit;
-        break;
-      }
-      case Flag::kNewestFirst:
-        cl.newest_first = true;
-        show_only_flag = true;
-        break;
-      case Flag::kFullPaths:
-        cl.full_paths = true;
-        show_only_flag = true;
-        break;
-      case Flag::kFormat:
-        if (*value == "csv") {
-          cl.format = ExportFormat::kCsv;
-        } else if (*value == "json") {
-          cl.format = ExportFormat::kJson;
-        } else if (*value == "jsonl") {
-          cl.format = ExportFormat::kJsonLines;
-        } else {
-          return UsageError(absl::StrCat("--format is csv, json or jsonl, not \"", *value, "\""));
-        }
-        export_only_flag = true;
-        break;
-      case Flag::kGrouped:
-        cl.grouped = true;
-        export_only_flag = true;
-        break;
-      case Flag::kOutput:
-        cl.output = *value;
-        output_flag = true;
-        break;
-      case Flag::kHelp:
-        cl.help = true;
-        break;
-    }
+    if (absl::Status s = flag->set(p, value.value_or("")); !s.ok()) return s;
   }
   if (cl.help) return cl;
-  if (output_flag && cl.command != Command::kExport && cl.command != Command::kHtml &&
-      cl.command != Command::kTimeline) {
-    return UsageError("--output applies to the export, html and timeline commands only");
-  }
-  if (export_only_flag && cl.command != Command::kExport) {
-    return UsageError("--format and --grouped apply to the export command only");
-  }
-  if (show_only_flag && cl.command != Command::kShow) {
-    return UsageError("--newest-first and --full-paths apply to the show command only");
-  }
-  if (cl.limit.has_value() && cl.command != Command::kShow && cl.command != Command::kGroup) {
-    return UsageError("--limit applies to the group and show commands only");
-  }
-  if (cl.grouped && cl.format == ExportFormat::kJsonLines) {
-    return UsageError("--grouped exports csv or json, not jsonl");
-  }
-  if (since.size() > 1 || until.size() > 1) {
-    return UsageError("--since and --until may each be given once");
-  }
-  const absl::TimeZone tz = cl.utc ? absl::UTCTimeZone() : env.local_zone;
-  if (!since.empty()) {
-    absl::StatusOr<int64_t> ms = ParseTimeSpec(since[0], env.now, tz);
-    if (!ms.ok()) return UsageError(absl::StrCat("--since: ", ms.status().message()));
-    cl.filter.since_ms = *ms;
-  }
-  if (!until.empty()) {
-    absl::StatusOr<int64_t> ms = ParseTimeSpec(until[0], env.now, tz);
-    if (!ms.ok()) return UsageError(absl::StrCat("--until: ", ms.status().message()));
-    cl.filter.until_ms = *ms;
-  }
-  if (cl.filter.since_ms && cl.filter.until_ms && *cl.filter.since_ms >= *cl.filter.until_ms) {
-    return UsageError("--since must be before --until");
-  }
+  if (absl::Status s = CheckCommandOptions(p); !s.ok()) return s;
+  if (absl::Status s = SetTimeRange(p, env); !s.ok()) return s;
   return cl;
 }
 

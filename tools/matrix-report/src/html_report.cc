@@ -54,7 +54,8 @@ std::vector<NameCount> Count(const std::vector<std::string>& names) {
 std::string CountListHtml(const std::vector<NameCount>& counts) {
   std::vector<std::string> parts;
   for (const NameCount& c : counts) {
-    parts.push_back(absl::StrCat("<span class=\"chip\">", H(c.name), " <b>", c.count, "</b></span>"));
+    parts.push_back(
+        absl::StrCat("<span class=\"chip\">", H(c.name), " <b>", c.count, "</b></span>"));
   }
   return absl::StrJoin(parts, " ");
 }
@@ -250,20 +251,29 @@ std::string ScriptJson(absl::string_view json) {
   return out;
 }
 
-std::string RenderHtmlReport(const ReadResult& read,
-                             const std::vector<const IssueRecord*>& selected, bool filtered,
-                             const HtmlReportOptions& options) {
-  const absl::TimeZone tz = options.time_zone;
-  const std::vector<IssueGroup> groups = GroupIssues(selected);
-  absl::flat_hash_map<const IssueRecord*, size_t> issue_index;
-  for (size_t i = 0; i < selected.size(); ++i) issue_index[selected[i]] = i;
+namespace {
 
-  std::string out;
+// Where each selected issue is in the selection (the page's issue numbers).
+using IssueIndex = absl::flat_hash_map<const IssueRecord*, size_t>;
+
+// The earliest and the latest report time of `selected` (not empty).
+std::pair<int64_t, int64_t> TimeSpan(const std::vector<const IssueRecord*>& selected) {
+  int64_t first = 0;
+  int64_t last = 0;
+  for (const IssueRecord* r : selected) {
+    first = r == selected.front() ? r->time_ms() : std::min(first, r->time_ms());
+    last = r == selected.front() ? r->time_ms() : std::max(last, r->time_ms());
+  }
+  return {first, last};
+}
+
+// The document's head, the navigation and the script's status line.
+void AppendHead(size_t issues, std::string& out) {
   absl::StrAppend(&out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
-                  "<title>matrix-report: ", selected.size(),
-                  selected.size() == 1 ? " issue" : " issues", "</title>\n<style>\n",
-                  kHtmlReportCss, "</style>\n</head>\n<body data-render-ok=\"false\">\n");
+                  "<title>matrix-report: ", issues, issues == 1 ? " issue" : " issues",
+                  "</title>\n<style>\n", kHtmlReportCss,
+                  "</style>\n</head>\n<body data-render-ok=\"false\">\n");
   absl::StrAppend(&out, "<header><h1>matrix-report</h1><nav><a href=\"#summary\">Summary</a> ",
                   "<a href=\"#frames\">Frames</a> <a href=\"#timeline\">Timeline</a> ",
                   "<a href=\"#groups\">Groups</a> <a href=\"#hangs\">Hangs and slow methods</a>",
@@ -271,9 +281,12 @@ std::string RenderHtmlReport(const ReadResult& read,
   out +=
       "<div id=\"render-status\" class=\"status\">The plots are drawn by the page's script; "
       "enable JavaScript to see them.</div>\n<ul id=\"render-errors\"></ul>\n";
+}
 
-  // Summary.
-  out += "<section id=\"summary\"><h2>Summary</h2>\n<table class=\"kv\">";
+// The summary's table: issues, files, lines, time span, processes, scenes.
+void AppendSummaryTable(const ReadResult& read, const std::vector<const IssueRecord*>& selected,
+                        bool filtered, absl::TimeZone tz, std::string& out) {
+  out += "<table class=\"kv\">";
   const auto kv = [&](absl::string_view k, absl::string_view v_html) {
     absl::StrAppend(&out, "<tr><th>", k, "</th><td>", v_html, "</td></tr>");
   };
@@ -285,17 +298,14 @@ std::string RenderHtmlReport(const ReadResult& read,
   for (const std::string& f : read.files) files.push_back(H(f));
   kv("files", absl::StrJoin(files, ", "));
   kv("lines", absl::StrCat(read.lines, " read, ", read.malformed.size(), " malformed"));
-  int64_t first = 0;
-  int64_t last = 0;
-  std::vector<std::string> processes;
-  std::vector<std::string> scenes;
-  for (const IssueRecord* r : selected) {
-    first = r == selected.front() ? r->time_ms() : std::min(first, r->time_ms());
-    last = r == selected.front() ? r->time_ms() : std::max(last, r->time_ms());
-    processes.push_back(r->ProcessLabel());
-    scenes.push_back(r->scene);
-  }
   if (!selected.empty()) {
+    std::vector<std::string> processes;
+    std::vector<std::string> scenes;
+    for (const IssueRecord* r : selected) {
+      processes.push_back(r->ProcessLabel());
+      scenes.push_back(r->scene);
+    }
+    const auto [first, last] = TimeSpan(selected);
     kv("time", H(absl::StrCat(TimeText(first, tz), " .. ", TimeText(last, tz), " ",
                               ZoneName(last, tz), " (",
                               FormatDurationMs(DifferenceMs(last, first)), ")")));
@@ -303,7 +313,11 @@ std::string RenderHtmlReport(const ReadResult& read,
     kv("scenes", CountListHtml(Count(scenes)));
   }
   out += "</table>\n";
-  // Per tag/detail: issues, groups, worst, median.
+}
+
+// Per tag/detail: issues, groups, worst, median.
+void AppendTagCounts(const std::vector<const IssueRecord*>& selected,
+                     const std::vector<IssueGroup>& groups, std::string& out) {
   struct Row {
     std::string name;
     int64_t issues = 0;
@@ -327,7 +341,9 @@ std::string RenderHtmlReport(const ReadResult& read,
     ++row.issues;
     if (!r->metric.present()) continue;
     if (row.metric.present() && row.metric.name != r->metric.name) continue;
-    if (row.values.empty() || r->metric.Worse(r->metric.value, row.worst)) row.worst = r->metric.value;
+    if (row.values.empty() || r->metric.Worse(r->metric.value, row.worst)) {
+      row.worst = r->metric.value;
+    }
     row.metric = r->metric;
     row.values.push_back(r->metric.value);
   }
@@ -345,105 +361,151 @@ std::string RenderHtmlReport(const ReadResult& read,
                     has ? H(MetricText(row.metric, row.worst)) : "", "</td><td class=\"num\">",
                     has ? H(MetricText(row.metric, median)) : "", "</td></tr>");
   }
-  out += "</tbody></table></section>\n";
+  out += "</tbody></table>";
+}
 
-  // Frames: filled by the script from the data.
+// The frame plots' and the timeline's sections: filled by the script.
+void AppendScriptSections(std::string& out) {
   out +=
       "<section id=\"frames\"><h2>Frame rate and dropped frames per scene</h2>\n"
       "<p class=\"note\">Each point is one FPS report (<code>Trace_FPS</code>), at its report "
       "time: the line is its FPS, the bars its dropped frames. The histogram counts the frames "
       "of the scene's reports per drop level (frame time in vsync intervals at the default "
       "levels), on a log scale.</p>\n<div id=\"fps-plots\"></div></section>\n";
-
-  // Timeline.
   out +=
       "<section id=\"timeline\"><h2>Timeline of an issue</h2>\n<p class=\"note\">Chrome "
       "trace events of the selected issue, one lane per thread. Hover an event for its "
       "details. Call-tree events are placed in call order: the call tree has durations, not "
       "start times.</p>\n<label>issue <select id=\"timeline-issue\"></select></label>\n"
       "<div id=\"timeline-view\"></div><pre id=\"timeline-detail\"></pre></section>\n";
+}
 
-  // Groups.
+// Group `gi`: its title, when it was seen, and a row per issue.
+void AppendGroup(const IssueGroup& g, size_t gi, const IssueIndex& issue_index,
+                 absl::TimeZone tz, std::string& out) {
+  absl::StrAppend(&out, "<details class=\"group\" id=\"group-", gi, "\"><summary>",
+                  GroupTitle(g), "</summary>\n<div class=\"group-body\"><p>first seen ",
+                  H(TimeText(g.first_seen_ms, tz)), ", last seen ",
+                  H(TimeText(g.last_seen_ms, tz)), " ", H(ZoneName(g.last_seen_ms, tz)));
+  if (!g.scenes.empty()) absl::StrAppend(&out, "; scenes ", CountListHtml(g.scenes));
+  out +=
+      "</p><table class=\"grid issues\"><thead><tr><th>time</th><th>scene</th>"
+      "<th>process</th><th>metric</th><th>source</th><th></th></tr></thead><tbody>";
+  for (const IssueRecord* r : g.issues) {
+    const size_t idx = issue_index.at(r);
+    absl::StrAppend(&out, "<tr id=\"issue-", idx, "\"><td>", H(TimeText(r->time_ms(), tz)),
+                    "</td><td>", H(r->scene), "</td><td>", H(r->ProcessLabel()),
+                    "</td><td class=\"num\">",
+                    r->metric.present() ? H(MetricText(r->metric, r->metric.value)) : "",
+                    "</td><td>",
+                    H(r->source.line > 0 ? absl::StrCat(Basename(r->source.file), ":",
+                                                        r->source.line)
+                                         : std::string(Basename(r->source.file))),
+                    "</td><td>");
+    if (IssueTraceEventsJson(*r).has_value()) {
+      absl::StrAppend(&out, "<button class=\"show-timeline\" data-issue=\"", idx,
+                      "\">timeline</button>");
+    }
+    out += "</td></tr>";
+  }
+  out += "</tbody></table></div></details>\n";
+}
+
+void AppendGroups(const std::vector<IssueGroup>& groups, const IssueIndex& issue_index,
+                  absl::TimeZone tz, std::string& out) {
   absl::StrAppend(&out, "<section id=\"groups\"><h2>Issue groups (", groups.size(),
                   ")</h2>\n<p class=\"note\">By tag, detail and key; most frequent first, then "
                   "worst. Open a group for its issues.</p>\n");
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const IssueGroup& g = groups[gi];
-    absl::StrAppend(&out, "<details class=\"group\" id=\"group-", gi, "\"><summary>",
-                    GroupTitle(g), "</summary>\n<div class=\"group-body\"><p>first seen ",
-                    H(TimeText(g.first_seen_ms, tz)), ", last seen ",
-                    H(TimeText(g.last_seen_ms, tz)), " ", H(ZoneName(g.last_seen_ms, tz)));
-    if (!g.scenes.empty()) absl::StrAppend(&out, "; scenes ", CountListHtml(g.scenes));
-    out +=
-        "</p><table class=\"grid issues\"><thead><tr><th>time</th><th>scene</th>"
-        "<th>process</th><th>metric</th><th>source</th><th></th></tr></thead><tbody>";
-    for (const IssueRecord* r : g.issues) {
-      const size_t idx = issue_index[r];
-      absl::StrAppend(&out, "<tr id=\"issue-", idx, "\"><td>", H(TimeText(r->time_ms(), tz)),
-                      "</td><td>", H(r->scene), "</td><td>", H(r->ProcessLabel()),
-                      "</td><td class=\"num\">",
-                      r->metric.present() ? H(MetricText(r->metric, r->metric.value)) : "",
-                      "</td><td>",
-                      H(r->source.line > 0 ? absl::StrCat(Basename(r->source.file), ":",
-                                                          r->source.line)
-                                           : std::string(Basename(r->source.file))),
-                      "</td><td>");
-      if (IssueTraceEventsJson(*r).has_value()) {
-        absl::StrAppend(&out, "<button class=\"show-timeline\" data-issue=\"", idx,
-                        "\">timeline</button>");
-      }
-      out += "</td></tr>";
-    }
-    out += "</tbody></table></div></details>\n";
-  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) AppendGroup(groups[gi], gi, issue_index, tz, out);
   out += "</section>\n";
+}
 
-  // Hangs and slow methods.
+// A hang group: its worst issue first (open), then the others, each with its
+// evidence and full report. `open`: the group starts open.
+void AppendHangGroup(const IssueGroup& g, bool open, const IssueIndex& issue_index,
+                     const HtmlReportOptions& options, std::string& out) {
+  const absl::TimeZone tz = options.time_zone;
+  const RenderOptions text_options{.time_zone = tz, .full_paths = options.full_paths};
+  const IssueRecord* worst = WorstIssue(g);
+  std::vector<const IssueRecord*> ordered = {worst};
+  for (const IssueRecord* r : g.issues) {
+    if (r != worst) ordered.push_back(r);
+  }
+  absl::StrAppend(&out, "<details class=\"hang-group\"", open ? " open" : "", "><summary>",
+                  GroupTitle(g), "</summary>\n");
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    const IssueRecord* r = ordered[i];
+    absl::StrAppend(&out, "<details class=\"hang-issue\"", i == 0 ? " open" : "",
+                    "><summary>", i == 0 ? "worst: " : "",
+                    H(TimeText(r->time_ms(), tz)), " &middot; ", H(r->scene), " &middot; ",
+                    r->metric.present() ? H(MetricText(r->metric, r->metric.value)) : "",
+                    "</summary>\n");
+    if (IssueTraceEventsJson(*r).has_value()) {
+      absl::StrAppend(&out, "<button class=\"show-timeline\" data-issue=\"", issue_index.at(r),
+                      "\">show timeline</button>");
+    }
+    absl::StrAppend(&out, EvidenceHtml(*r, options),
+                    "<details class=\"evidence\"><summary>full report</summary><pre>",
+                    H(RenderIssue(*r, text_options)), "</pre></details></details>\n");
+  }
+  out += "</details>\n";
+}
+
+void AppendHangs(const std::vector<IssueGroup>& groups, const IssueIndex& issue_index,
+                 const HtmlReportOptions& options, std::string& out) {
   out +=
       "<section id=\"hangs\"><h2>Hangs and slow methods</h2>\n<p class=\"note\">ANR, LAG, "
       "slow dispatches (NORMAL), slow startups and BlockCanary blocks: each group's worst "
       "issue first, with its native stack (innermost frame first) and method-trace call "
       "tree.</p>\n";
   int hang_groups = 0;
-  RenderOptions text_options{.time_zone = tz, .full_paths = options.full_paths};
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const IssueGroup& g = groups[gi];
+  for (const IssueGroup& g : groups) {
     if (!IsHangOrSlow(g)) continue;
     ++hang_groups;
-    const IssueRecord* worst = WorstIssue(g);
-    std::vector<const IssueRecord*> ordered = {worst};
-    for (const IssueRecord* r : g.issues) {
-      if (r != worst) ordered.push_back(r);
-    }
-    absl::StrAppend(&out, "<details class=\"hang-group\"", hang_groups <= 3 ? " open" : "",
-                    "><summary>", GroupTitle(g), "</summary>\n");
-    for (size_t i = 0; i < ordered.size(); ++i) {
-      const IssueRecord* r = ordered[i];
-      const size_t idx = issue_index[r];
-      absl::StrAppend(&out, "<details class=\"hang-issue\"", i == 0 ? " open" : "",
-                      "><summary>", i == 0 ? "worst: " : "",
-                      H(TimeText(r->time_ms(), tz)), " &middot; ", H(r->scene), " &middot; ",
-                      r->metric.present() ? H(MetricText(r->metric, r->metric.value)) : "",
-                      "</summary>\n");
-      if (IssueTraceEventsJson(*r).has_value()) {
-        absl::StrAppend(&out, "<button class=\"show-timeline\" data-issue=\"", idx,
-                        "\">show timeline</button>");
-      }
-      absl::StrAppend(&out, EvidenceHtml(*r, options),
-                      "<details class=\"evidence\"><summary>full report</summary><pre>",
-                      H(RenderIssue(*r, text_options)), "</pre></details></details>\n");
-    }
-    out += "</details>\n";
+    AppendHangGroup(g, hang_groups <= 3, issue_index, options, out);
   }
   if (hang_groups == 0) out += "<p>No hangs or slow methods.</p>\n";
   out += "</section>\n";
+}
 
-  // Data for the script.
-  std::string data = "{\"zone\":";
-  absl::StrAppend(&data, JsonQuote(ZoneName(selected.empty() ? 0 : first, tz)));
-  const int offset_s = selected.empty() ? 0 : tz.At(absl::FromUnixMillis(first)).offset;
-  absl::StrAppend(&data, ",\"zone_offset_ms\":", int64_t{offset_s} * 1000, ",\"scenes\":[");
-  // FPS reports per scene, in report time order.
+// One scene's FPS reports (in report time order) for the script, with their
+// drop levels and refresh rate over all of them.
+void AppendSceneJson(const std::string& scene, const std::vector<const IssueRecord*>& reports,
+                     const IssueIndex& issue_index, std::string& data) {
+  absl::StrAppend(&data, "{\"name\":", JsonQuote(scene), ",\"reports\":[");
+  int64_t levels[5] = {0, 0, 0, 0, 0};
+  int64_t drops[5] = {0, 0, 0, 0, 0};
+  // The refresh rate weighted by frames, in double: no sum to overflow.
+  double weighted_rate = 0;
+  double frames = 0;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const proto::FrameReport& f = reports[i]->issue.frame();
+    absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
+                    ",\"fps\":", HasFrameRate(f) ? JsonNumber(f.fps()) : "null",
+                    ",\"frames\":", f.frames(),
+                    ",\"dropped\":", f.dropped_frames(),
+                    ",\"window_ms\":", JsonNumber(f.window_ms()),
+                    ",\"refresh\":", JsonNumber(f.refresh_rate()),
+                    ",\"issue\":", issue_index.at(reports[i]), "}");
+    const proto::DropLevels& l = f.drop_level();
+    const proto::DropLevels& d = f.drop_sum();
+    const int64_t lv[5] = {l.best(), l.normal(), l.middle(), l.high(), l.frozen()};
+    const int64_t dv[5] = {d.best(), d.normal(), d.middle(), d.high(), d.frozen()};
+    for (int k = 0; k < 5; ++k) {
+      levels[k] = SaturatingAdd(levels[k], lv[k]);
+      drops[k] = SaturatingAdd(drops[k], dv[k]);
+    }
+    weighted_rate += f.refresh_rate() * static_cast<double>(f.frames());
+    frames += static_cast<double>(f.frames());
+  }
+  absl::StrAppend(&data, "],\"levels\":[", absl::StrJoin(levels, ","), "],\"drops\":[",
+                  absl::StrJoin(drops, ","), "],\"refresh\":",
+                  JsonNumber(frames > 0 ? weighted_rate / frames : 0), "}");
+}
+
+// The scenes with FPS reports, in the order of their first report.
+void AppendScenesJson(const std::vector<const IssueRecord*>& selected,
+                      const IssueIndex& issue_index, std::string& data) {
   std::vector<std::string> scene_order;
   absl::flat_hash_map<std::string, std::vector<const IssueRecord*>> by_scene;
   for (const IssueRecord* r : selected) {
@@ -453,53 +515,34 @@ std::string RenderHtmlReport(const ReadResult& read,
     it->second.push_back(r);
   }
   for (size_t si = 0; si < scene_order.size(); ++si) {
-    const std::vector<const IssueRecord*>& reports = by_scene[scene_order[si]];
-    absl::StrAppend(&data, si == 0 ? "" : ",", "{\"name\":", JsonQuote(scene_order[si]),
-                    ",\"reports\":[");
-    int64_t levels[5] = {0, 0, 0, 0, 0};
-    int64_t drops[5] = {0, 0, 0, 0, 0};
-    // The refresh rate weighted by frames, in double: no sum to overflow.
-    double weighted_rate = 0;
-    double frames = 0;
-    for (size_t i = 0; i < reports.size(); ++i) {
-      const proto::FrameReport& f = reports[i]->issue.frame();
-      absl::StrAppend(&data, i == 0 ? "" : ",", "{\"t\":", reports[i]->time_ms(),
-                      ",\"fps\":", HasFrameRate(f) ? JsonNumber(f.fps()) : "null",
-                      ",\"frames\":", f.frames(),
-                      ",\"dropped\":", f.dropped_frames(),
-                      ",\"window_ms\":", JsonNumber(f.window_ms()),
-                      ",\"refresh\":", JsonNumber(f.refresh_rate()),
-                      ",\"issue\":", issue_index[reports[i]], "}");
-      const proto::DropLevels& l = f.drop_level();
-      const proto::DropLevels& d = f.drop_sum();
-      const int64_t lv[5] = {l.best(), l.normal(), l.middle(), l.high(), l.frozen()};
-      const int64_t dv[5] = {d.best(), d.normal(), d.middle(), d.high(), d.frozen()};
-      for (int k = 0; k < 5; ++k) {
-        levels[k] = SaturatingAdd(levels[k], lv[k]);
-        drops[k] = SaturatingAdd(drops[k], dv[k]);
-      }
-      weighted_rate += f.refresh_rate() * static_cast<double>(f.frames());
-      frames += static_cast<double>(f.frames());
-    }
-    absl::StrAppend(&data, "],\"levels\":[", absl::StrJoin(levels, ","), "],\"drops\":[",
-                    absl::StrJoin(drops, ","), "],\"refresh\":",
-                    JsonNumber(frames > 0 ? weighted_rate / frames : 0), "}");
+    if (si > 0) data += ",";
+    AppendSceneJson(scene_order[si], by_scene[scene_order[si]], issue_index, data);
   }
-  data += "],\"traces\":[";
-  // One trace per issue that has one; the default is the worst issue of the
-  // first ANR group, else of the first other hang group (LAG, SIGNAL_ANR,
-  // ...), block group or slow-method group, else the first trace.
-  std::optional<size_t> default_issue;
+}
+
+// The issue whose timeline the page shows first: the worst issue of the
+// first ANR group, else of the first other hang group (LAG, SIGNAL_ANR,
+// ...), block group or slow-method group.
+std::optional<size_t> PreferredTraceIssue(const std::vector<IssueGroup>& groups,
+                                          const IssueIndex& issue_index) {
   const std::pair<absl::string_view, absl::string_view> preferred[] = {
       {"anr", "ANR"}, {"anr", ""}, {"block", ""}, {"evil_method", ""}};
   for (const auto& [kind, detail] : preferred) {
     for (const IssueGroup& g : groups) {
-      if (g.kind == kind && (detail.empty() || g.detail == detail) &&
-          !default_issue.has_value()) {
-        default_issue = issue_index[WorstIssue(g)];
+      if (g.kind == kind && (detail.empty() || g.detail == detail)) {
+        return issue_index.at(WorstIssue(g));
       }
     }
   }
+  return std::nullopt;
+}
+
+// One trace per issue that has one, labeled for the page's issue list; then
+// the default issue (PreferredTraceIssue, else the first trace's).
+void AppendTracesJson(const std::vector<const IssueRecord*>& selected,
+                      const std::vector<IssueGroup>& groups, const IssueIndex& issue_index,
+                      absl::TimeZone tz, std::string& data) {
+  std::optional<size_t> default_issue = PreferredTraceIssue(groups, issue_index);
   bool first_trace = true;
   for (size_t i = 0; i < selected.size(); ++i) {
     std::optional<std::string> trace = IssueTraceEventsJson(*selected[i]);
@@ -513,8 +556,47 @@ std::string RenderHtmlReport(const ReadResult& read,
     first_trace = false;
   }
   absl::StrAppend(&data, "],\"default_issue\":",
-                  default_issue.has_value() ? absl::StrCat(*default_issue) : "null", "}");
-  absl::StrAppend(&out, "<script type=\"application/json\" id=\"matrix-data\">", ScriptJson(data),
+                  default_issue.has_value() ? absl::StrCat(*default_issue) : "null");
+}
+
+// The data the page's script draws from: the time zone, the scenes' FPS
+// reports and the issues' traces.
+std::string ScriptData(const std::vector<const IssueRecord*>& selected,
+                       const std::vector<IssueGroup>& groups, const IssueIndex& issue_index,
+                       absl::TimeZone tz) {
+  const int64_t first = selected.empty() ? 0 : TimeSpan(selected).first;
+  std::string data = "{\"zone\":";
+  absl::StrAppend(&data, JsonQuote(ZoneName(first, tz)));
+  const int offset_s = selected.empty() ? 0 : tz.At(absl::FromUnixMillis(first)).offset;
+  absl::StrAppend(&data, ",\"zone_offset_ms\":", int64_t{offset_s} * 1000, ",\"scenes\":[");
+  AppendScenesJson(selected, issue_index, data);
+  data += "],\"traces\":[";
+  AppendTracesJson(selected, groups, issue_index, tz, data);
+  data += "}";
+  return data;
+}
+
+}  // namespace
+
+std::string RenderHtmlReport(const ReadResult& read,
+                             const std::vector<const IssueRecord*>& selected, bool filtered,
+                             const HtmlReportOptions& options) {
+  const absl::TimeZone tz = options.time_zone;
+  const std::vector<IssueGroup> groups = GroupIssues(selected);
+  IssueIndex issue_index;
+  for (size_t i = 0; i < selected.size(); ++i) issue_index[selected[i]] = i;
+
+  std::string out;
+  AppendHead(selected.size(), out);
+  out += "<section id=\"summary\"><h2>Summary</h2>\n";
+  AppendSummaryTable(read, selected, filtered, tz, out);
+  AppendTagCounts(selected, groups, out);
+  out += "</section>\n";
+  AppendScriptSections(out);
+  AppendGroups(groups, issue_index, tz, out);
+  AppendHangs(groups, issue_index, options, out);
+  absl::StrAppend(&out, "<script type=\"application/json\" id=\"matrix-data\">",
+                  ScriptJson(ScriptData(selected, groups, issue_index, tz)),
                   "</script>\n<script>\n", kHtmlReportJs, "</script>\n</body>\n</html>\n");
   return out;
 }

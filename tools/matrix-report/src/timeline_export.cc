@@ -70,14 +70,9 @@ void AddAggregateArgs(const proto::TimelineSlice& s, std::vector<std::string>* a
   args->push_back(Arg("busy_us", s.busy_us()));
 }
 
-}  // namespace
-
-std::string TimelineTraceEvents(const IssueRecord& record) {
-  const proto::Issue& issue = record.issue;
+// The process's name, and each track's name in the order viewers show them.
+void AddTrackNames(const proto::Issue& issue, Writer& w) {
   const proto::Timeline& t = issue.timeline();
-  Writer w;
-  w.pid = issue.pid() != 0 ? issue.pid() : 1;
-
   const std::string process =
       issue.process().empty() ? std::string("process") : issue.process();
   // The name alone: viewers show the pid beside it themselves.
@@ -90,7 +85,10 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
   w.Metadata(kTimelinePhaseTid, "thread_name", "frame phases", 3);
   w.Metadata(kTimelineCallTid, "thread_name", "method calls", 4);
   w.Metadata(kTimelineWatchdogTid, "thread_name", "watchdog", 5);
+}
 
+// The main thread's dispatches and the idle time between them.
+void AddDispatches(const proto::Timeline& t, Writer& w) {
   for (const proto::TimelineSlice& d : t.dispatches()) {
     std::vector<std::string> args;
     if (!d.target().empty()) args.push_back(Arg("target", d.target()));
@@ -104,6 +102,30 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
   for (const proto::TimelineSlice& idle : t.idle()) {
     w.Complete(kTimelineDispatchTid, "idle", "idle", idle.ts_us(), idle.dur_us(), "");
   }
+}
+
+// Frame `f`'s phases: each runs until the next one starts; the last (commit)
+// until the frame's end. They are laid out backwards from the end.
+void AddFramePhases(const proto::TimelineSlice& f, Writer& w) {
+  const int64_t end = SaturatingAdd(f.ts_us(), f.dur_us());
+  const struct {
+    const char* name;
+    int64_t us;
+  } phases[] = {{"commit", f.commit_us()},
+                {"traversal", f.traversal_us()},
+                {"animation", f.animation_us()},
+                {"input", f.input_us()}};
+  int64_t phase_end = end;
+  for (const auto& p : phases) {
+    if (p.us <= 0) continue;
+    const int64_t begin = std::max(SaturatingSub(phase_end, p.us), f.ts_us());
+    w.Complete(kTimelinePhaseTid, p.name, "phase", begin, SaturatingSub(phase_end, begin),
+               Arg("frame_number", f.frame_number()));
+    phase_end = begin;
+  }
+}
+
+void AddFrames(const proto::Timeline& t, Writer& w) {
   for (const proto::TimelineSlice& f : t.frames()) {
     std::vector<std::string> frame_args = {Arg("frame_number", f.frame_number()),
                                            Arg("dropped_frames", f.dropped_frames()),
@@ -112,25 +134,11 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
     std::string fa;
     AppendJoined(&fa, frame_args);
     w.Complete(kTimelineFrameTid, f.name(), "frame", f.ts_us(), f.dur_us(), fa);
-    // Each phase runs until the next one starts; the last (commit) until the
-    // frame's end. Lay them out backwards from the end.
-    const int64_t end = SaturatingAdd(f.ts_us(), f.dur_us());
-    const struct {
-      const char* name;
-      int64_t us;
-    } phases[] = {{"commit", f.commit_us()},
-                  {"traversal", f.traversal_us()},
-                  {"animation", f.animation_us()},
-                  {"input", f.input_us()}};
-    int64_t phase_end = end;
-    for (const auto& p : phases) {
-      if (p.us <= 0) continue;
-      const int64_t begin = std::max(SaturatingSub(phase_end, p.us), f.ts_us());
-      w.Complete(kTimelinePhaseTid, p.name, "phase", begin, SaturatingSub(phase_end, begin),
-                 Arg("frame_number", f.frame_number()));
-      phase_end = begin;
-    }
+    AddFramePhases(f, w);
   }
+}
+
+void AddCalls(const proto::Timeline& t, Writer& w) {
   for (const proto::TimelineSlice& c : t.calls()) {
     std::vector<std::string> call_args = {Arg("depth", static_cast<int64_t>(c.depth()))};
     if (c.unfinished()) call_args.push_back(Arg("unfinished", true));
@@ -139,17 +147,27 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
     AppendJoined(&a, call_args);
     w.Complete(kTimelineCallTid, c.name(), "call", c.ts_us(), c.dur_us(), a);
   }
+}
+
+// The moment the issue was detected: an instant on the watchdog's track.
+void AddDetection(const IssueRecord& record, Writer& w) {
+  const proto::Timeline& t = record.issue.timeline();
   const std::string detected_by = t.detected_by().empty() ? "detected" : t.detected_by();
   w.events.push_back(absl::StrCat(R"({"ph":"i","s":"t","name":)",
                                   JsonQuote(absl::StrCat(detected_by, ": ", record.KindDetail())),
                                   R"(,"cat":"detection","pid":)", w.pid, R"(,"tid":)",
                                   kTimelineWatchdogTid, R"(,"ts":)", t.detected_at_us(),
                                   R"(,"args":{)", Arg("key", record.key), "}}"));
+}
 
+// The trace file: `events`, one a line, and the issue's facts as otherData.
+std::string TraceFile(const IssueRecord& record, const std::vector<std::string>& events) {
+  const proto::Issue& issue = record.issue;
+  const proto::Timeline& t = issue.timeline();
   std::string out = "{\"traceEvents\":[\n";
-  for (size_t i = 0; i < w.events.size(); ++i) {
-    out += w.events[i];
-    out += i + 1 < w.events.size() ? ",\n" : "\n";
+  for (size_t i = 0; i < events.size(); ++i) {
+    out += events[i];
+    out += i + 1 < events.size() ? ",\n" : "\n";
   }
   absl::StrAppend(&out, "],\"displayTimeUnit\":\"ms\",\"otherData\":{",
                   Arg("tag", issue.tag()), ",", Arg("detail", record.detail), ",",
@@ -159,6 +177,21 @@ std::string TimelineTraceEvents(const IssueRecord& record) {
                   Arg("lost_events", t.lost_events()), ",", Arg("ring_wrapped", t.ring_wrapped()),
                   ",", Arg("calls_truncated", t.calls_truncated()), "}}\n");
   return out;
+}
+
+}  // namespace
+
+std::string TimelineTraceEvents(const IssueRecord& record) {
+  const proto::Issue& issue = record.issue;
+  const proto::Timeline& t = issue.timeline();
+  Writer w;
+  w.pid = issue.pid() != 0 ? issue.pid() : 1;
+  AddTrackNames(issue, w);
+  AddDispatches(t, w);
+  AddFrames(t, w);
+  AddCalls(t, w);
+  AddDetection(record, w);
+  return TraceFile(record, w.events);
 }
 
 absl::StatusOr<const IssueRecord*> PickTimelineIssue(

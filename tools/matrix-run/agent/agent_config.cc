@@ -36,18 +36,48 @@ absl::Status ParseBool(const char* name, const char* value, bool* out) {
   return absl::OkStatus();
 }
 
-}  // namespace
+// The variables that are a whole number of milliseconds, and those that are
+// a switch (0 or 1), with the field each sets.
+struct DurationVariable {
+  const char* name;
+  absl::Duration AgentConfig::*field;
+};
+constexpr DurationVariable kDurationVariables[] = {
+    {"MATRIX_ANR_MS", &AgentConfig::anr_threshold},
+    {"MATRIX_LAG_MS", &AgentConfig::lag_threshold},
+    {"MATRIX_EVIL_MS", &AgentConfig::evil_threshold},
+    {"MATRIX_FPS_SLICE_MS", &AgentConfig::fps_time_slice},
+    {"MATRIX_TIMELINE_WINDOW_MS", &AgentConfig::timeline_window},
+};
+struct SwitchVariable {
+  const char* name;
+  bool AgentConfig::*field;
+};
+constexpr SwitchVariable kSwitchVariables[] = {
+    {"MATRIX_AGENT_DISABLE", &AgentConfig::disabled},
+    {"MATRIX_SLOW_STACKS", &AgentConfig::slow_stacks},
+    {"MATRIX_SYMBOLIZE", &AgentConfig::symbolize},
+    {"MATRIX_FRAMES", &AgentConfig::frames},
+    {"MATRIX_AGENT_FOLLOW_EXEC", &AgentConfig::follow_exec},
+};
 
-std::string AgentConfig::ReportName(pid_t pid, const char* program) const {
-  if (!report_name.empty() && (target_pid == 0 || target_pid == pid)) return report_name;
-  return absl::StrCat(program, "-", pid);
+absl::Status ReadDurationsAndSwitches(AgentConfig::GetEnv get_env, AgentConfig& c) {
+  for (const DurationVariable& d : kDurationVariables) {
+    if (const char* v = get_env(d.name)) {
+      if (absl::Status s = ParseMs(d.name, v, &(c.*d.field)); !s.ok()) return s;
+    }
+  }
+  for (const SwitchVariable& b : kSwitchVariables) {
+    if (const char* v = get_env(b.name)) {
+      if (absl::Status s = ParseBool(b.name, v, &(c.*b.field)); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
-  AgentConfig c;
-  if (const char* v = get_env("MATRIX_AGENT_DISABLE")) {
-    if (absl::Status s = ParseBool("MATRIX_AGENT_DISABLE", v, &c.disabled); !s.ok()) return s;
-  }
+// Where the reports go: MATRIX_REPORT_DIR, MATRIX_REPORT_NAME and
+// MATRIX_RUN_PROCESSES.
+absl::Status ReadReportFiles(AgentConfig::GetEnv get_env, AgentConfig& c) {
   if (const char* v = get_env("MATRIX_REPORT_DIR"); v != nullptr && *v != '\0') c.report_dir = v;
   if (const char* v = get_env("MATRIX_REPORT_NAME"); v != nullptr && *v != '\0') {
     c.report_name = v;
@@ -59,43 +89,24 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   if (const char* v = get_env("MATRIX_RUN_PROCESSES"); v != nullptr && *v != '\0') {
     c.process_list = v;
   }
-  bool lag_set = false;
-  if (const char* v = get_env("MATRIX_ANR_MS")) {
-    if (absl::Status s = ParseMs("MATRIX_ANR_MS", v, &c.anr_threshold); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status ReadRefreshHz(AgentConfig::GetEnv get_env, AgentConfig& c) {
+  const char* v = get_env("MATRIX_REFRESH_HZ");
+  if (v == nullptr) return absl::OkStatus();
+  double hz = 0;
+  if (!absl::SimpleAtod(v, &hz) || !std::isfinite(hz) || hz < 1 || hz > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MATRIX_REFRESH_HZ=", v, ": expected a rate in [1, 1000] Hz"));
   }
-  if (const char* v = get_env("MATRIX_LAG_MS")) {
-    if (absl::Status s = ParseMs("MATRIX_LAG_MS", v, &c.lag_threshold); !s.ok()) return s;
-    lag_set = true;
-  }
-  if (const char* v = get_env("MATRIX_EVIL_MS")) {
-    if (absl::Status s = ParseMs("MATRIX_EVIL_MS", v, &c.evil_threshold); !s.ok()) return s;
-  }
-  if (const char* v = get_env("MATRIX_SLOW_STACKS")) {
-    if (absl::Status s = ParseBool("MATRIX_SLOW_STACKS", v, &c.slow_stacks); !s.ok()) return s;
-  }
-  if (const char* v = get_env("MATRIX_SYMBOLIZE")) {
-    if (absl::Status s = ParseBool("MATRIX_SYMBOLIZE", v, &c.symbolize); !s.ok()) return s;
-  }
-  if (const char* v = get_env("MATRIX_FRAMES")) {
-    if (absl::Status s = ParseBool("MATRIX_FRAMES", v, &c.frames); !s.ok()) return s;
-  }
-  if (const char* v = get_env("MATRIX_FPS_SLICE_MS")) {
-    if (absl::Status s = ParseMs("MATRIX_FPS_SLICE_MS", v, &c.fps_time_slice); !s.ok()) return s;
-  }
-  if (const char* v = get_env("MATRIX_TIMELINE_WINDOW_MS")) {
-    if (absl::Status s = ParseMs("MATRIX_TIMELINE_WINDOW_MS", v, &c.timeline_window); !s.ok()) {
-      return s;
-    }
-  }
-  if (const char* v = get_env("MATRIX_REFRESH_HZ")) {
-    double hz = 0;
-    if (!absl::SimpleAtod(v, &hz) || !std::isfinite(hz) || hz < 1 || hz > 1000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MATRIX_REFRESH_HZ=", v, ": expected a rate in [1, 1000] Hz"));
-    }
-    c.refresh_hz = hz;
-    c.refresh_hz_set = true;
-  }
+  c.refresh_hz = hz;
+  c.refresh_hz_set = true;
+  return absl::OkStatus();
+}
+
+// MATRIX_KEY_SKIP and MATRIX_KEY_PROGRAM: comma-separated module patterns.
+void ReadKeyModules(AgentConfig::GetEnv get_env, AgentConfig& c) {
   for (auto [name, list] : {std::pair{"MATRIX_KEY_SKIP", &c.key_skip_modules},
                             std::pair{"MATRIX_KEY_PROGRAM", &c.key_program_modules}}) {
     const char* v = get_env(name);
@@ -104,19 +115,35 @@ absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
       list->emplace_back(absl::StripAsciiWhitespace(pattern));
     }
   }
-  if (const char* v = get_env("MATRIX_AGENT_PID"); v != nullptr && *v != '\0') {
-    int pid = 0;
-    if (!absl::SimpleAtoi(v, &pid) || pid <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("MATRIX_AGENT_PID=", v, ": expected a pid"));
-    }
-    c.target_pid = pid;
+}
+
+absl::Status ReadTargetPid(AgentConfig::GetEnv get_env, AgentConfig& c) {
+  const char* v = get_env("MATRIX_AGENT_PID");
+  if (v == nullptr || *v == '\0') return absl::OkStatus();
+  int pid = 0;
+  if (!absl::SimpleAtoi(v, &pid) || pid <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MATRIX_AGENT_PID=", v, ": expected a pid"));
   }
-  if (const char* v = get_env("MATRIX_AGENT_FOLLOW_EXEC")) {
-    if (absl::Status s = ParseBool("MATRIX_AGENT_FOLLOW_EXEC", v, &c.follow_exec); !s.ok()) {
-      return s;
-    }
-  }
+  c.target_pid = pid;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string AgentConfig::ReportName(pid_t pid, const char* program) const {
+  if (!report_name.empty() && (target_pid == 0 || target_pid == pid)) return report_name;
+  return absl::StrCat(program, "-", pid);
+}
+
+absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
+  AgentConfig c;
+  if (absl::Status s = ReadReportFiles(get_env, c); !s.ok()) return s;
+  if (absl::Status s = ReadDurationsAndSwitches(get_env, c); !s.ok()) return s;
+  if (absl::Status s = ReadRefreshHz(get_env, c); !s.ok()) return s;
+  ReadKeyModules(get_env, c);
+  if (absl::Status s = ReadTargetPid(get_env, c); !s.ok()) return s;
   // LAG is the lesser hang: never above the ANR threshold.
+  const bool lag_set = get_env("MATRIX_LAG_MS") != nullptr;
   if (!lag_set && c.lag_threshold > c.anr_threshold) c.lag_threshold = c.anr_threshold / 2;
   if (c.lag_threshold > c.anr_threshold) {
     return absl::InvalidArgumentError("MATRIX_LAG_MS is above MATRIX_ANR_MS");
