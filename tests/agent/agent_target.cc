@@ -367,7 +367,10 @@ int RunExec(char* self, char* ms_arg) {
 // "wait KIND IDLE LAG ANR SLEEP [READ]": RunWaitLoop's script.
 int RunWait(int argc, char** argv) {
   std::vector<Step> steps;
-  for (int i = 0; i < 6; ++i) steps.push_back({5, {"tick"}});
+  // Six quick events to learn the loop's wait from, 100 ms apart: libstdc++'s
+  // std::atomic<T>::wait spins and yields before it makes the futex call,
+  // and on a loaded machine the yields alone can outlast a shorter gap.
+  for (int i = 0; i < 6; ++i) steps.push_back({100, {"tick"}});
   steps.push_back({std::atoi(argv[3]), {"lag", std::atoi(argv[4])}});
   steps.push_back({300, {"anr", std::atoi(argv[5])}});
   steps.push_back({300, {"sleep", std::atoi(argv[6])}});

@@ -440,7 +440,7 @@ TEST(MatrixRunTest, ProgramWithoutBlockingWaitRunsUnchangedWithOneLine) {
   EXPECT_TRUE(ReadIssues(dir).empty());
 }
 
-// Loops that wait without poll (issue 17, item 1): agent_target's "wait"
+// Loops that wait without poll: agent_target's "wait"
 // mode waits in a condition variable, a semaphore, an eventfd read, or paces
 // itself with nanosleep. It polls once first (a toolkit's round trip), so the
 // agent is monitoring while the loop sits idle. Thresholds: LAG 700 ms, ANR
