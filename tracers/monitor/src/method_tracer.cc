@@ -88,27 +88,45 @@ MATRIX_NO_INSTRUMENT __attribute__((noinline, cold)) void AppendRetimed(WriterSt
   Store(w, base | (stamp & record::kTimeLowMask));
 }
 
-// `base` is a record without its time bits. The stamp's epoch is the one of
-// the last time record unless the xor leaves bits above the time low.
+// `base` is a record without its time bits; `ring` is w->ring, not null (the
+// caller's check loaded it: the store reuses it). The stamp's epoch is the one
+// of the last time record unless the xor leaves bits above the time low.
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterState* w,
+                                                                       std::atomic<uint64_t>* ring,
                                                                        uint64_t base) {
   const uint64_t low = __atomic_load_n(&w->stamp, __ATOMIC_RELAXED) ^ w->epoch_bits;
   if (__builtin_expect(low > record::kTimeLowMask, 0)) return AppendRetimed(w, base);
-  Store(w, base | low);
+  const uint64_t i = w->next;
+  __atomic_store_n(Raw(&ring[i & w->mask]), base | low, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->next, i + 1, __ATOMIC_RELEASE);
 }
+
+// EncodeFunctionRecord(kind, fn, 0) in two shifts: the address's low 48 bits
+// land in bits 61..14 without a 64-bit mask constant.
+MATRIX_NO_INSTRUMENT constexpr uint64_t FunctionRecordBase(uint64_t kind, uintptr_t fn) {
+  return (kind << record::kKindShift) |
+         ((static_cast<uint64_t>(fn) << (64 - record::kAddressBits)) >>
+          (64 - record::kAddressBits - record::kAddressShift));
+}
+static_assert(FunctionRecordBase(record::kKindExit, ~uintptr_t{0}) ==
+              EncodeFunctionRecord(record::kKindExit, ~uintptr_t{0}, 0));
+static_assert(FunctionRecordBase(record::kKindEnter, uintptr_t{0x7f1234567890}) ==
+              EncodeFunctionRecord(record::kKindEnter, uintptr_t{0x7f1234567890}, 0));
 
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendFunction(uint64_t kind,
                                                                                void* fn) {
   WriterState* w = &tls_writer;
-  if (w->ring == nullptr) return;
-  Append(w, EncodeFunctionRecord(kind, reinterpret_cast<uintptr_t>(fn), 0));
+  std::atomic<uint64_t>* const ring = w->ring;
+  if (ring == nullptr) return;
+  Append(w, ring, FunctionRecordBase(kind, reinterpret_cast<uintptr_t>(fn)));
 }
 
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendScope(bool exit,
                                                                             const TraceSite* site) {
   WriterState* w = &tls_writer;
-  if (w->ring == nullptr) return;
-  Append(w, EncodeScopeRecord(exit, reinterpret_cast<uintptr_t>(site), 0));
+  std::atomic<uint64_t>* const ring = w->ring;
+  if (ring == nullptr) return;
+  Append(w, ring, EncodeScopeRecord(exit, reinterpret_cast<uintptr_t>(site), 0));
 }
 
 // Rounds down to a power of two, at least 64.
@@ -271,14 +289,17 @@ void MethodTracer::TickerLoop() {
 }  // namespace matrix
 
 // The compiler's function hooks (-finstrument-functions). Global C symbols:
-// linking matrix::trace provides them to every instrumented object.
+// linking matrix::trace provides them to every instrumented object. Each
+// starts a 64-byte line (the whole hook fits in it).
 extern "C" {
 
-MATRIX_NO_INSTRUMENT void __cyg_profile_func_enter(void* this_fn, void* /*call_site*/) {
+MATRIX_NO_INSTRUMENT __attribute__((aligned(64))) void __cyg_profile_func_enter(
+    void* this_fn, void* /*call_site*/) {
   matrix::AppendFunction(matrix::record::kKindEnter, this_fn);
 }
 
-MATRIX_NO_INSTRUMENT void __cyg_profile_func_exit(void* this_fn, void* /*call_site*/) {
+MATRIX_NO_INSTRUMENT __attribute__((aligned(64))) void __cyg_profile_func_exit(
+    void* this_fn, void* /*call_site*/) {
   matrix::AppendFunction(matrix::record::kKindExit, this_fn);
 }
 
