@@ -78,6 +78,15 @@ void PatchedEntriesDetachThread() {
 
 #if defined(MATRIX_PATCHABLE_SUPPORTED)
 
+// The method-out record addresses the writer state through a pointer, with
+// these offsets written out in the template.
+static_assert(matrix::internal::kWriterSlotsOffset == 0 &&
+                  matrix::internal::kWriterMaskOffset == 8 &&
+                  matrix::internal::kWriterNextOffset == 16 &&
+                  matrix::internal::kWriterEpochBitsOffset == 24 &&
+                  matrix::internal::kWriterStampOffset == 40,
+              "the stub template's writer-state offsets");
+
 extern "C" {
 
 // Cold path of a stub (a time record is due): all registers saved.
