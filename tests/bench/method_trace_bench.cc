@@ -113,19 +113,19 @@ void RunPaired(benchmark::State& state, Plain plain, Traced traced) {
   state.counters["delta_mean_ns"] = (traced_ns - plain_ns) / calls;
 }
 
-void PlainChunk() {
+MATRIX_BENCH_ALIGNED void PlainChunk() {
   int sink = 0;
   for (int i = 0; i < kChunk; ++i) sink += wl::PlainLeaf(i);
   benchmark::DoNotOptimize(sink);
 }
 
-void EmptyHooksChunk() {
+MATRIX_BENCH_ALIGNED void EmptyHooksChunk() {
   int sink = 0;
   for (int i = 0; i < kChunk; ++i) sink += wl::LeafWithEmptyHooks(i);
   benchmark::DoNotOptimize(sink);
 }
 
-void InstrumentedChunk() {
+MATRIX_BENCH_ALIGNED void InstrumentedChunk() {
   int sink = 0;
   for (int i = 0; i < kChunk; ++i) sink += wl::InstrumentedLeaf(i);
   benchmark::DoNotOptimize(sink);
@@ -179,7 +179,7 @@ void RunAgainstFloor(benchmark::State& state, Traced traced) {
   state.counters["delta_mean_ns"] = (traced_sum - plain_sum) / calls;
 }
 
-void PatchableChunk() {
+MATRIX_BENCH_ALIGNED void PatchableChunk() {
   int sink = 0;
   for (int i = 0; i < kChunk; ++i) sink += wl::PatchableLeaf(i);
   benchmark::DoNotOptimize(sink);

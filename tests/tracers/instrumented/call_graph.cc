@@ -66,4 +66,9 @@ __attribute__((noinline)) int Varargs(int n, ...) {
   return sum;
 }
 
+__attribute__((noinline)) int CallsBack(void (*fn)(void*), void* arg) {
+  fn(arg);
+  return 1;
+}
+
 }  // namespace MATRIX_CALL_GRAPH_NS

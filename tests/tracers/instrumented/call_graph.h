@@ -27,6 +27,8 @@
   };                                                                                     \
   Pair ReturnsPair(int64_t a, int64_t b);                                                \
   int Varargs(int n, ...);                                                               \
+  /* Calls fn(arg), then returns 1. */                                                   \
+  int CallsBack(void (*fn)(void*), void* arg);                                           \
   }  // namespace ns
 
 MATRIX_DECLARE_CALL_GRAPH(hooked_graph)

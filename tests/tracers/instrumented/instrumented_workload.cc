@@ -35,7 +35,7 @@ bool Catcher() {
   return false;
 }
 
-__attribute__((noinline)) int InstrumentedLeaf(int x) {
+MATRIX_BENCH_ALIGNED int InstrumentedLeaf(int x) {
   asm volatile("" : "+r"(x));
   return x * 3 + 1;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -239,6 +240,47 @@ TEST_F(PatchableEntriesTest, TracerStoppedInsideATracedCall) {
   EXPECT_EQ(Stopper::Run(&tracer), 1);
   PatchedGraph patched;
   RunGraph(patched);
+}
+
+// Records carry the cached time's stamp: across an epoch change on the way
+// in and another inside the body, each record is preceded by a time record
+// carrying the cached time exactly, and decodes to it (to 1024 ns).
+TEST_F(PatchableEntriesTest, RecordTimes_DecodeExactly_WhenTheEpochMovesInsideTheBody) {
+  ASSERT_TRUE(PatchableEntries::Patch().ok());
+  auto tracer = StartTracer();
+  struct Context {
+    testing::FakeTickClock* clock;
+    MethodTracer* tracer;
+  } context{&clock_, tracer.get()};
+  auto advance_in_body = [](void* arg) {
+    auto* c = static_cast<Context*>(arg);
+    c->clock->Advance(absl::Milliseconds(25) + absl::Nanoseconds(3333));
+    c->tracer->UpdateTime(c->clock->NowTicks());
+  };
+  const std::pair<const char*, int (*)(void (*)(void*), void*)> mechanisms[] = {
+      {"hooks", hooked_graph::CallsBack}, {"patched", patched_graph::CallsBack}};
+  for (const auto& [name, calls_back] : mechanisms) {
+    SCOPED_TRACE(name);
+    clock_.Advance(absl::Milliseconds(40) + absl::Nanoseconds(1777));
+    tracer->UpdateTime(clock_.NowTicks());
+    const int64_t in_ns = clock_.NowTicks().ToNanoseconds();
+    const int64_t out_ns = in_ns + absl::ToInt64Nanoseconds(absl::Milliseconds(25)) + 3333;
+    const uint64_t mark = tracer->Mark();
+    EXPECT_EQ(calls_back(advance_in_body, &context), 1);
+
+    const std::vector<uint64_t> r = tracer->Copy(mark, tracer->Mark()).records;
+    ASSERT_EQ(r.size(), 4u);
+    EXPECT_EQ(GetRecordKind(r[0]), RecordKind::kTime);
+    EXPECT_EQ(GetRecordTimeNs(r[0]), in_ns);
+    EXPECT_EQ(GetRecordKind(r[1]), RecordKind::kEnter);
+    EXPECT_EQ(GetRecordAddress(r[1]), reinterpret_cast<uintptr_t>(calls_back));
+    EXPECT_EQ(DecodeRecordTime(r[1], in_ns), in_ns & ~int64_t{1023});
+    EXPECT_EQ(GetRecordKind(r[2]), RecordKind::kTime);
+    EXPECT_EQ(GetRecordTimeNs(r[2]), out_ns);
+    EXPECT_EQ(GetRecordKind(r[3]), RecordKind::kExit);
+    EXPECT_EQ(GetRecordAddress(r[3]), reinterpret_cast<uintptr_t>(calls_back));
+    EXPECT_EQ(DecodeRecordTime(r[3], out_ns), out_ns & ~int64_t{1023});
+  }
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 namespace matrix_test_workload {
 
-__attribute__((noinline)) int PatchableLeaf(int x) {
+MATRIX_BENCH_ALIGNED int PatchableLeaf(int x) {
   asm volatile("" : "+r"(x));
   return x * 3 + 1;
 }

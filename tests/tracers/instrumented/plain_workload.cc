@@ -5,18 +5,18 @@
 
 namespace matrix_test_workload {
 
-__attribute__((noinline)) int PlainLeaf(int x) {
+MATRIX_BENCH_ALIGNED int PlainLeaf(int x) {
   asm volatile("" : "+r"(x));
   return x * 3 + 1;
 }
 
 namespace {
-__attribute__((noinline)) void EmptyHook(void* fn, void* site) {
+MATRIX_BENCH_ALIGNED void EmptyHook(void* fn, void* site) {
   asm volatile("" : : "r"(fn), "r"(site) : "memory");
 }
 }  // namespace
 
-__attribute__((noinline)) int LeafWithEmptyHooks(int x) {
+MATRIX_BENCH_ALIGNED int LeafWithEmptyHooks(int x) {
   EmptyHook(reinterpret_cast<void*>(&LeafWithEmptyHooks), __builtin_return_address(0));
   asm volatile("" : "+r"(x));
   EmptyHook(reinterpret_cast<void*>(&LeafWithEmptyHooks), __builtin_return_address(0));

@@ -34,12 +34,12 @@ using WriterState = internal::MethodWriter;
 
 __attribute__((tls_model("initial-exec"))) constinit thread_local WriterState tls_writer;
 
-// The patched-entry stubs (patchable_entries.cc) write the same records.
+// The patched-entry stubs (patchable_trampolines.cc) write the same records.
 static_assert(offsetof(WriterState, ring) == internal::kWriterSlotsOffset);
 static_assert(offsetof(WriterState, mask) == internal::kWriterMaskOffset);
 static_assert(offsetof(WriterState, next) == internal::kWriterNextOffset);
-static_assert(offsetof(WriterState, epoch) == internal::kWriterEpochOffset);
-static_assert(offsetof(WriterState, now_ns) == internal::kWriterNowNsOffset);
+static_assert(offsetof(WriterState, epoch_bits) == internal::kWriterEpochBitsOffset);
+static_assert(offsetof(WriterState, stamp) == internal::kWriterStampOffset);
 
 std::atomic<MethodTracer*> g_current{nullptr};
 
@@ -69,33 +69,64 @@ MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Store(WriterStat
   __atomic_store_n(&w->next, i + 1, __ATOMIC_RELEASE);
 }
 
-// Cold: runs once per 16.78 ms epoch of activity.
-MATRIX_NO_INSTRUMENT __attribute__((noinline, cold)) void StoreTime(WriterState* w,
-                                                                    int64_t now_ns) {
-  w->epoch = RecordEpoch(now_ns);
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void StoreTime(WriterState* w,
+                                                                          int64_t now_ns) {
+  w->epoch_bits = RecordEpochBits(now_ns);
   Store(w, EncodeTimeRecord(record::kTimeSubkindTick, now_ns));
 }
 
-// `base` is a record without its time bits.
-MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterState* w,
-                                                                       uint64_t base) {
+// Cold: runs once per 16.78 ms epoch of activity. Writes the time record of
+// the stamp's epoch, then `base` stamped. The time record carries the cached
+// time when the stamp is its own (UpdateTime() stores the time, then the
+// stamp), else the stamp's time. A tail call from Append(), so that the hot
+// path sets up no frame.
+MATRIX_NO_INSTRUMENT __attribute__((noinline, cold)) void AppendRetimed(WriterState* w,
+                                                                        uint64_t base) {
+  const uint64_t stamp = __atomic_load_n(&w->stamp, __ATOMIC_RELAXED);
   const int64_t now = __atomic_load_n(&w->now_ns, __ATOMIC_RELAXED);
-  if (__builtin_expect(RecordEpoch(now) != w->epoch, 0)) StoreTime(w, now);
-  Store(w, base | RecordTimeLow(now));
+  StoreTime(w, RecordStamp(now) == stamp ? now : RecordStampTime(stamp));
+  Store(w, base | (stamp & record::kTimeLowMask));
 }
+
+// `base` is a record without its time bits; `ring` is w->ring, not null (the
+// caller's check loaded it: the store reuses it). The stamp's epoch is the one
+// of the last time record unless the xor leaves bits above the time low.
+MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void Append(WriterState* w,
+                                                                       std::atomic<uint64_t>* ring,
+                                                                       uint64_t base) {
+  const uint64_t low = __atomic_load_n(&w->stamp, __ATOMIC_RELAXED) ^ w->epoch_bits;
+  if (__builtin_expect(low > record::kTimeLowMask, 0)) return AppendRetimed(w, base);
+  const uint64_t i = w->next;
+  __atomic_store_n(Raw(&ring[i & w->mask]), base | low, __ATOMIC_RELEASE);
+  __atomic_store_n(&w->next, i + 1, __ATOMIC_RELEASE);
+}
+
+// EncodeFunctionRecord(kind, fn, 0) in two shifts: the address's low 48 bits
+// land in bits 61..14 without a 64-bit mask constant.
+MATRIX_NO_INSTRUMENT constexpr uint64_t FunctionRecordBase(uint64_t kind, uintptr_t fn) {
+  return (kind << record::kKindShift) |
+         ((static_cast<uint64_t>(fn) << (64 - record::kAddressBits)) >>
+          (64 - record::kAddressBits - record::kAddressShift));
+}
+static_assert(FunctionRecordBase(record::kKindExit, ~uintptr_t{0}) ==
+              EncodeFunctionRecord(record::kKindExit, ~uintptr_t{0}, 0));
+static_assert(FunctionRecordBase(record::kKindEnter, uintptr_t{0x7f1234567890}) ==
+              EncodeFunctionRecord(record::kKindEnter, uintptr_t{0x7f1234567890}, 0));
 
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendFunction(uint64_t kind,
                                                                                void* fn) {
   WriterState* w = &tls_writer;
-  if (w->ring == nullptr) return;
-  Append(w, EncodeFunctionRecord(kind, reinterpret_cast<uintptr_t>(fn), 0));
+  std::atomic<uint64_t>* const ring = w->ring;
+  if (ring == nullptr) return;
+  Append(w, ring, FunctionRecordBase(kind, reinterpret_cast<uintptr_t>(fn)));
 }
 
 MATRIX_NO_INSTRUMENT inline __attribute__((always_inline)) void AppendScope(bool exit,
                                                                             const TraceSite* site) {
   WriterState* w = &tls_writer;
-  if (w->ring == nullptr) return;
-  Append(w, EncodeScopeRecord(exit, reinterpret_cast<uintptr_t>(site), 0));
+  std::atomic<uint64_t>* const ring = w->ring;
+  if (ring == nullptr) return;
+  Append(w, ring, EncodeScopeRecord(exit, reinterpret_cast<uintptr_t>(site), 0));
 }
 
 // Rounds down to a power of two, at least 64.
@@ -150,6 +181,7 @@ std::unique_ptr<MethodTracer> MethodTracer::Start(const Options& options) {
   state.mask = tracer->capacity_ - 1;
   state.next = 0;
   state.now_ns = now;
+  state.stamp = RecordStamp(now);
   state.tracer = tracer.get();
   tls_writer = state;
   tracer->writer_ = &tls_writer;
@@ -178,11 +210,19 @@ MethodTracer::~MethodTracer() {
 
 MethodTracer* MethodTracer::Current() { return g_current.load(std::memory_order_acquire); }
 
+// The time first, then its stamp (Retime() relies on the order); each only
+// moves forward, so racing updaters leave the latest.
 void MethodTracer::UpdateTime(TimeTicks now) {
   const int64_t ns = std::clamp<int64_t>(now.ToNanoseconds(), 0, kMaxRecordTimeNs);
   int64_t current = __atomic_load_n(&writer_->now_ns, __ATOMIC_RELAXED);
   while (ns > current && !__atomic_compare_exchange_n(&writer_->now_ns, &current, ns, /*weak=*/true,
                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  const uint64_t stamp = RecordStamp(ns);
+  uint64_t current_stamp = __atomic_load_n(&writer_->stamp, __ATOMIC_RELAXED);
+  while (stamp > current_stamp &&
+         !__atomic_compare_exchange_n(&writer_->stamp, &current_stamp, stamp, /*weak=*/true,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 }
 
@@ -249,14 +289,17 @@ void MethodTracer::TickerLoop() {
 }  // namespace matrix
 
 // The compiler's function hooks (-finstrument-functions). Global C symbols:
-// linking matrix::trace provides them to every instrumented object.
+// linking matrix::trace provides them to every instrumented object. Each
+// starts a 64-byte line (the whole hook fits in it).
 extern "C" {
 
-MATRIX_NO_INSTRUMENT void __cyg_profile_func_enter(void* this_fn, void* /*call_site*/) {
+MATRIX_NO_INSTRUMENT __attribute__((aligned(64))) void __cyg_profile_func_enter(
+    void* this_fn, void* /*call_site*/) {
   matrix::AppendFunction(matrix::record::kKindEnter, this_fn);
 }
 
-MATRIX_NO_INSTRUMENT void __cyg_profile_func_exit(void* this_fn, void* /*call_site*/) {
+MATRIX_NO_INSTRUMENT __attribute__((aligned(64))) void __cyg_profile_func_exit(
+    void* this_fn, void* /*call_site*/) {
   matrix::AppendFunction(matrix::record::kKindExit, this_fn);
 }
 

@@ -1,39 +1,25 @@
 // File: matrix/trace/looper_monitor.h
 //
 // LooperMonitor turns each message dispatch of a loop into begin/end events
-// for any number of listeners. It takes them from one of three sources:
-//
-//   kDispatchObserver  our Looper's dispatch observers: no strings built, the
-//                      looper's own clock readings (the default, and the
-//                      cheapest: no extra clock read per message).
-//   kPrinter           our Looper's Printer: Android's ">>>>> Dispatching" /
-//                      "<<<<< Finished" lines, as BlockCanary and Matrix hook
-//                      them. Any printer already installed keeps working
-//                      (ours forwards to it), the first line decides whether
-//                      the text is usable, and if another component replaces
-//                      our printer we notice on an idle check (every 60 s by
-//                      default) and re-install ours with theirs chained.
-//   kForeign           a loop that is not ours (Qt, SDL, libuv, GLib, asio, a
-//                      game loop) calls DispatchBegin()/DispatchEnd() itself,
-//                      and IdleBegin()/IdleEnd() around its idle callbacks
-//                      when it has any (IdleHandlerLagTracer listens).
-//
-// Only the outermost dispatch of nested loops is reported. Each one is
-// written once, before any listener hears it, into the DispatchHeartbeat (and
-// the MethodTracer) given to RecordDispatches(): the UIThreadMonitor's, whose
-// readers then need no listener call per message.
+// for any number of listeners. Sources: kDispatchObserver (our Looper's
+// dispatch observers and clock readings: the default and cheapest),
+// kPrinter (Android's ">>>>> Dispatching" / "<<<<< Finished" Printer lines,
+// as BlockCanary and Matrix hook them; a printer already installed is
+// chained) and kForeign (a loop that is not ours calls DispatchBegin() /
+// DispatchEnd(), and IdleBegin() / IdleEnd() around idle callbacks). Only
+// the outermost dispatch of nested loops is reported, and it is written once
+// into the DispatchHeartbeat (and MethodTracer) given to RecordDispatches()
+// before any listener hears it (docs/architecture.md, "The per-dispatch
+// path").
 //
 //   matrix::LooperMonitor monitor(matrix::Looper::MyLooper());   // observer source
 //   monitor.Start();
 //   auto registration = monitor.AddListener(&my_listener);
 //
-//   // A foreign loop:
-//   matrix::LooperMonitor foreign(matrix::TickClock::Default());
-//   while (running) {
-//     foreign.DispatchBegin("sdl-event");
-//     HandleEvent(event);
-//     foreign.DispatchEnd();
-//   }
+//   matrix::LooperMonitor foreign(matrix::TickClock::Default());  // a foreign loop
+//   foreign.DispatchBegin("sdl-event");
+//   HandleEvent(event);
+//   foreign.DispatchEnd();
 //
 // Thread safety: bound to the loop's thread. Every method must be called on
 // it (except ProvisionalBegin(), any thread), and listeners are called on it.
@@ -62,16 +48,14 @@ namespace matrix {
 
 class LooperMonitor;
 
-// Receives the outermost dispatches. Called on the loop's thread, for every
-// message: implementations must be extremely fast.
+// Receives the outermost dispatches, on the loop's thread, for every message:
+// implementations must be extremely fast. The monitor's first listener may
+// ask for less: no begins (set_wants_dispatch_begin(false)), and ends only of
+// dispatches at least dispatch_end_floor_ns() long, of one during which it
+// called RequestDispatchEnd(), or of the first to end after a floor changed
+// (NoteEndFloorChange()). The others hear every dispatch.
 //
-// The monitor's first listener (see LooperMonitor::AddListener()) may ask
-// for less, so that a plain message costs it no call at all: no begins
-// (set_wants_dispatch_begin(false)), and ends only of dispatches at least
-// dispatch_end_floor_ns() long, of a dispatch during which it called
-// RequestDispatchEnd(), or of the first dispatch to end after any listener's
-// floor changed (NoteEndFloorChange()), so that it can set a new floor. The
-// others hear every dispatch. Loop thread, except NoteEndFloorChange().
+// Thread safety: loop thread, except NoteEndFloorChange() (any thread).
 class LooperDispatchListener {
  public:
   virtual ~LooperDispatchListener() = default;
@@ -103,8 +87,7 @@ class LooperDispatchListener {
   bool wants_begin_ = true;
   bool end_requested_ = false;
   int64_t end_floor_ns_ = INT64_MIN;  // Every end.
-  // What the monitor compares with: the floor, or INT64_MIN while an end is
-  // requested (one compare per dispatch).
+  // The floor, or INT64_MIN while an end is requested (one compare).
   int64_t effective_floor_ns_ = INT64_MIN;
   static inline std::atomic<uint64_t> end_floor_changes_{0};
 };
@@ -113,8 +96,7 @@ class DispatchHeartbeat;
 class MethodTracer;
 
 // Receives the idle-callback runs a foreign loop reports (IdleBegin() /
-// IdleEnd()): the foreign counterpart of DispatchObserver::OnIdleHandlerBegin/
-// End. Called on the loop's thread; implementations must be extremely fast.
+// IdleEnd()). Thread safety: called on the loop's thread; must be fast.
 class LooperIdleListener {
  public:
   virtual ~LooperIdleListener() = default;
@@ -125,22 +107,18 @@ class LooperIdleListener {
 };
 
 // A foreign loop that learns when a dispatch began only after the fact
-// (libuv: nothing runs between the poll's return and its I/O callbacks; the
-// adapter's DispatchBegin() comes later, dated back). While no dispatch is
-// open, the watchdogs ask it whether the loop thread is already running the
-// next one, so a hang there is watched as it happens (see
-// LooperMonitor::SetProvisionalSource()).
+// (libuv: its DispatchBegin() comes later, dated back). While no dispatch is
+// open, the watchdogs ask it whether the loop thread already runs the next
+// one, so a hang there is watched as it happens.
 //
-// Thread safety: ProvisionalBegin() is called on watchdog threads, never on
-// the loop thread; it must not block for long and must be safe against the
-// loop thread running concurrently.
+// Thread safety: ProvisionalBegin() runs on watchdog threads, concurrently
+// with the loop thread; it must not block for long.
 class ProvisionalDispatchSource {
  public:
   virtual ~ProvisionalDispatchSource() = default;
-  // When the loop thread began work that it has not reported yet (its next
-  // DispatchBegin() must carry exactly this time), or a null TimeTicks when it
-  // cannot tell. While the loop is waiting, "now" (or close to it) is a fine
-  // answer: watchers restart their clock whenever the answer moves.
+  // When the loop thread began work not reported yet (its next
+  // DispatchBegin() carries exactly this time), or null when it cannot tell.
+  // While the loop waits, "now" is a fine answer.
   virtual TimeTicks ProvisionalBegin() const = 0;
 };
 
@@ -174,21 +152,17 @@ class LooperMonitor {
 
   // AddListener()
   //
-  // Registers `listener` (not owned) until the handle is destroyed. A
-  // listener added during a dispatch first hears the next one. Listeners
-  // hear each dispatch in the order they were added. The first one (in
-  // practice the UIThreadMonitor, which fans out to every tracer) is called
-  // directly, without a list walk: one hop per event on the hot path.
+  // Registers `listener` (not owned) until the handle is destroyed; one
+  // added during a dispatch first hears the next. Listeners hear dispatches
+  // in the order added; the first (the UIThreadMonitor) is called directly.
   [[nodiscard]] ObserverRegistration AddListener(LooperDispatchListener* listener);
 
   // RecordDispatches()
   //
-  // Writes each outermost dispatch once, at its begin and at its end, before
-  // any listener hears it: into `heartbeat` (with the method-trace mark) and,
-  // when `methods` is not null, as the MethodTracer's dispatch records (it
-  // must trace this thread). The readers of those (watchdogs, the Timeline,
-  // call trees) need no listener call per message. Null stops it. Neither is
-  // owned; both must outlive the recording. Loop thread.
+  // Writes each outermost dispatch, at its begin and end and before any
+  // listener hears it, into `heartbeat` (with the method-trace mark) and, when
+  // not null, as `methods`' dispatch records (it must trace this thread).
+  // Null stops it. Not owned; both outlive the recording. Loop thread.
   void RecordDispatches(DispatchHeartbeat* heartbeat, MethodTracer* methods);
   // The dispatch in progress (or the last): its begin, the method-trace mark
   // written at its begin (0 without one), and the end of the dispatch before
@@ -219,21 +193,19 @@ class LooperMonitor {
 
   // SetProvisionalSource()
   //
-  // Registers `source` (not owned) until the handle is destroyed (when
-  // another source is registered, that one stands and the handle is empty); the handle's destruction waits for a call in progress on a
-  // watchdog thread, so the source may be destroyed right after. `label` (static
-  // storage, may be null) labels the provisional dispatch. Loop thread; the
-  // loop thread pays nothing per dispatch for it.
+  // Registers `source` (not owned) until the handle is destroyed (empty when
+  // another source is registered); destroying the handle waits for a call in
+  // progress. `label` (static storage, may be null) labels the provisional
+  // dispatch. Loop thread; costs nothing per dispatch.
   [[nodiscard]] ObserverRegistration SetProvisionalSource(ProvisionalDispatchSource* source,
                                                           const char* label = nullptr);
   // Any thread (the watchdogs): the registered source's answer (null when
   // there is none). Sets `*label` to the source's label.
   TimeTicks ProvisionalBegin(const char** label) const;
 
-  // Foreign-loop idle-callback hooks (GLib's idle-priority sources, say): an
-  // idle run may lie inside or outside a dispatch; runs do not nest (a begin
-  // while one runs is ignored, an end without a begin too). `name` must have
-  // static storage. Stop() ends a run in progress.
+  // Foreign-loop idle-callback hooks: a run may lie inside or outside a
+  // dispatch; runs do not nest (a begin while one runs, or an end without a
+  // begin, is ignored). `name` has static storage. Stop() ends a run.
   void IdleBegin(TimeTicks begin, const char* name);
   void IdleBegin(const char* name) { IdleBegin(clock_->NowTicks(), name); }
   void IdleEnd(TimeTicks end);

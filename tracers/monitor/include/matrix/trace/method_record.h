@@ -118,6 +118,23 @@ MATRIX_NO_INSTRUMENT constexpr uint64_t RecordEpoch(int64_t now_ns) {
   return static_cast<uint64_t>(now_ns) >> record::kEpochShift;
 }
 
+// The time part of a record stamped at `now_ns`, with the epoch in place:
+// bits 63..24 of the time, RecordTimeLow() in bits 13..0, zero between. A
+// writer keeps RecordEpochBits() of its last time record; while
+// `stamp ^ epoch_bits` is at most record::kTimeLowMask it is the time low of
+// a record in that epoch, so one xor and one compare stamp a record.
+MATRIX_NO_INSTRUMENT constexpr uint64_t RecordEpochBits(int64_t now_ns) {
+  return static_cast<uint64_t>(now_ns) & ~((uint64_t{1} << record::kEpochShift) - 1);
+}
+MATRIX_NO_INSTRUMENT constexpr uint64_t RecordStamp(int64_t now_ns) {
+  return RecordEpochBits(now_ns) | RecordTimeLow(now_ns);
+}
+// The time (ns, truncated to 1024 ns) that `stamp` stands for.
+MATRIX_NO_INSTRUMENT constexpr int64_t RecordStampTime(uint64_t stamp) {
+  return static_cast<int64_t>((stamp & ~record::kTimeLowMask) |
+                              ((stamp & record::kTimeLowMask) << record::kTimeLowShift));
+}
+
 // A function enter (kind kEnter) or exit (kExit) of `address` at `now_ns`.
 MATRIX_NO_INSTRUMENT constexpr uint64_t EncodeFunctionRecord(uint64_t kind, uintptr_t address,
                                                              int64_t now_ns) {

@@ -23,16 +23,11 @@
 //   matrix::RecordCopy copy = tracer->Copy(mark, tracer->Mark());
 //   matrix::CallTree tree = matrix::CallTree::Build(copy.records, {.end_time = now});
 //
-// Cost: a traced call (enter + exit) costs a few nanoseconds on the traced
-// thread and about one thread-local load and branch per hook elsewhere. The
-// hooks never read a clock: they stamp records with a cached time that a
-// ticker thread refreshes (1 ms by default) and that DispatchBegin() and
-// DispatchEnd() set exactly. See docs/method-tracing.md for the measurements.
-//
-// The buffer holds capacity() records (one per enter or exit) and never
-// grows; old records are overwritten. A copy detects records overwritten
-// before or while it read them and reports them as lost (RecordCopy::lost()),
-// keeping the part that is still valid.
+// A traced call costs a few nanoseconds on the traced thread and one
+// thread-local load and branch per hook elsewhere: records carry a cached
+// time that a ticker thread refreshes (1 ms by default), never a clock read.
+// The buffer never grows; a copy reports the records overwritten before or
+// while it read them as lost. See docs/method-tracing.md.
 
 #ifndef MATRIX_TRACE_METHOD_TRACER_H_
 #define MATRIX_TRACE_METHOD_TRACER_H_
@@ -60,19 +55,19 @@ class MethodTracer;
 
 namespace internal {
 
-// The per-thread writer state (method_tracer.cc keeps one per thread, in
-// thread-local storage). Only the traced thread has ring != nullptr, so on
-// every other thread a hook is one thread-local load and a branch. Other
-// threads read `next` and move `now_ns` with atomic builtins, through the
-// tracer's pointer to the traced thread's state; the writer's own accesses
-// are single loads and stores.
+// The per-thread writer state (thread-local, in method_tracer.cc). Only the
+// traced thread has ring != nullptr. Other threads read `next` and move
+// `now_ns` and `stamp` with atomic builtins; the writer's own accesses are
+// single loads and stores. The patched-entry stubs address its fields by the
+// offsets in patchable_entries.h.
 struct MethodWriter {
   // The ring's slots (not named `slots`: Qt defines that as a macro).
   std::atomic<uint64_t>* ring = nullptr;
   uint64_t mask = 0;
-  uint64_t next = 0;   // Absolute index of the next record: what copiers read.
-  uint64_t epoch = 0;  // RecordEpoch() of the last time record written.
-  int64_t now_ns = 0;  // The cached time records are stamped with.
+  uint64_t next = 0;        // Absolute index of the next record: what copiers read.
+  uint64_t epoch_bits = 0;  // RecordEpochBits() of the last time record written.
+  int64_t now_ns = 0;       // The cached time.
+  uint64_t stamp = 0;       // RecordStamp() of the cached time: what records carry.
   const MethodTracer* tracer = nullptr;  // The tracer writing (the traced thread only).
 };
 
@@ -222,9 +217,7 @@ class MethodTracer {
   const ThreadHandle thread_;
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;
 
-  // The traced thread's writer state; set by Start(). Its `next` is written
-  // by the traced thread per record and read by copiers; its `now_ns` is
-  // written by the ticker and at dispatch begin, and read per record.
+  // The traced thread's writer state; set by Start().
   internal::MethodWriter* writer_ = nullptr;
   std::atomic<bool> in_dispatch_{false};
   std::atomic<int64_t> ticker_wakeups_{0};
@@ -281,8 +274,9 @@ MATRIX_NO_INSTRUMENT inline uint64_t MethodTracer::WriteDispatchRecord(uint64_t 
     // the epoch before it, and clamps it to the end).
     if (ns > __atomic_load_n(&w->now_ns, __ATOMIC_RELAXED)) {
       __atomic_store_n(&w->now_ns, ns, __ATOMIC_RELAXED);
+      __atomic_store_n(&w->stamp, RecordStamp(ns), __ATOMIC_RELAXED);
     }
-    w->epoch = RecordEpoch(ns);
+    w->epoch_bits = RecordEpochBits(ns);
   }
   const uint64_t index = w->next;
   w->ring[index & w->mask].store(EncodeTimeRecordInRange(subkind, ns),

@@ -81,8 +81,8 @@ void PatchedEntriesDetachThread();
 inline constexpr size_t kWriterSlotsOffset = 0;
 inline constexpr size_t kWriterMaskOffset = 8;
 inline constexpr size_t kWriterNextOffset = 16;
-inline constexpr size_t kWriterEpochOffset = 24;
-inline constexpr size_t kWriterNowNsOffset = 32;
+inline constexpr size_t kWriterEpochBitsOffset = 24;
+inline constexpr size_t kWriterStampOffset = 40;
 
 // The calling thread's writer state (method_tracer.cc), whose fields the
 // stubs address relative to the thread pointer.

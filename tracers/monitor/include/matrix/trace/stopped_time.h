@@ -1,17 +1,12 @@
 // File: matrix/trace/stopped_time.h
 //
-// StoppedTime: when the process was not running (SIGSTOP, a debugger
-// breakpoint, a frozen cgroup), and when it waited to run (its cgroup's CPU
-// quota throttled it, or the machine was too busy to run it). The watchdog
-// thread's timed tasks tell: a task scheduled for T that runs at T + L, with
-// L over the tolerance (100 ms), saw the process not running over
-// [T, T + L]. Why, the kernel's counters say (WaitToRun): time the looper
-// thread ran or waited on a run queue, and time its cgroup was throttled,
-// over the gap. That much of L was a wait to run, which the user sat
-// through: it stays in hang and slow-method costs, and is reported apart as
-// throttled time. The rest was a stop, left out of the costs (in its own
-// field), so a dispatch held at a breakpoint is not reported as slow. A
-// suspended machine never looks late: CLOCK_MONOTONIC stops with it.
+// StoppedTime: when the process was not running (SIGSTOP, a breakpoint, a
+// frozen cgroup), and when it waited to run (a CPU quota, a busy machine). A
+// watchdog task due at T that runs at T + L, L over kTolerance, saw the
+// process not running over [T, T + L]; the kernel's counters (WaitToRun)
+// say how much of L was a wait to run, which stays in hang costs and is
+// reported as throttled time. The rest was a stop, left out of the costs
+// (docs/architecture.md, "How a hang is detected").
 //
 //   // Set up (TracePlugin does it for the looper thread; the reader of the
 //   // real counters is SystemWaitToRunReader(), proc_stats.h):
@@ -23,9 +18,9 @@
 //   absl::Duration stopped_in_dispatch = stopped.Within(begin, end);
 //   absl::Duration throttled_in_dispatch = stopped.ThrottledWithin(begin, end);
 //
-// A task is late from the last wake-up on when that came after it was due
-// (the process ran then), so two tasks late for the same stop count it once. The last kCapacity intervals of each kind are kept (older ones are
-// forgotten). Without a reader every late task counts as stopped.
+// Two tasks late for the same stop count it once. The last kCapacity
+// intervals of each kind are kept. Without a reader every late task counts
+// as stopped.
 //
 // Thread safety: SetWaitToRunReader() before the first OnWakeup();
 // OnWakeup() from one thread at a time (the watchdog); the readers from any

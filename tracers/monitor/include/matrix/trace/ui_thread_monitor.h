@@ -1,55 +1,26 @@
 // File: matrix/trace/ui_thread_monitor.h
 //
-// UIThreadMonitor watches the UI (looper) thread for the tracers. For every
-// dispatch it reports begin and end, and for a dispatch that draws a frame it
-// reports the frame: the intended vsync time, the refresh rate, and how long
-// each Choreographer queue took. It fans these out to LooperObservers
-// (FrameTracer, AnrTracer, EvilMethodTracer, StartupTracer):
+// UIThreadMonitor watches the UI (looper) thread for the tracers. It reports
+// each dispatch's begin and end and, for a dispatch that draws a frame, the
+// frame (intended vsync, refresh rate, time in each Choreographer queue) to
+// LooperObservers (FrameTracer, AnrTracer, EvilMethodTracer, StartupTracer):
 //
-//   DispatchBegin(dispatch) -> [message runs; a frame runs its queues]
-//   -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
+//   DispatchBegin(dispatch) -> DoFrame(frame) (vsync frames only) -> DispatchEnd(dispatch)
 //
-// A plain message costs it no call: its LooperMonitor writes each dispatch
-// once into this monitor's heartbeat (and the MethodTracer's dispatch
-// records) and keeps the due rule's wait (LooperMonitor::RecordDispatches(),
-// SetWaitThreshold()); it calls this monitor at a begin only for
-// DispatchBegin() observers, and at an end only for a frame, a dispatch at
-// least as long as the lowest dispatch-end floor of its observers, or a
-// change among observers or floors. One UIThreadMonitor per LooperMonitor.
-//
-// Frames are timed as Matrix does: a marker at the head of the INPUT queue
-// (armed without requesting a frame) marks the start of a vsync frame. With
-// the Choreographer's frame-start hook (Choreographer::SetFrameStartListener)
-// the marker is a flag the hook reads when INPUT starts, and the later phases
-// start at the Choreographer's own queue starts (Choreographer::queue_start(),
-// read when the frame ends); when another monitor holds the hook, the marker
-// is a callback inserted at the head of INPUT, and it inserts callbacks at
-// the heads of ANIMATION, TRAVERSAL and COMMIT. Either way each phase starts at the time the Choreographer took
-// when that queue started, so timing a frame costs no extra clock read.
-//
-//   input      = ANIMATION start - INPUT start
-//   animation  = TRAVERSAL start - ANIMATION start (includes INSETS_ANIMATION)
-//   traversal  = COMMIT start - TRAVERSAL start
-//   commit     = dispatch end - COMMIT start
-//
-// A foreign render loop reports its frames through the same monitor: inside a
-// dispatch (see LooperMonitor's foreign hooks) it calls MarkFrame() and
-// MarkPhase() for each phase.
-//
-// CPU time: reading a thread's CPU clock is a syscall, so it is never read per
-// message. A sampler on the watchdog thread polls the heartbeat every
-// `cpu_sample_period` (default 50 ms) and reads the looper thread's CPU clock
-// once when it first sees a dispatch; the looper reads its own CPU clock at the
-// end of those (long) dispatches only. Dispatches shorter than the period
-// usually carry no CPU time; long ones carry thread CPU over the wall time
-// since the sample (covering all but at most one period).
+// Its LooperMonitor writes every dispatch into this monitor's heartbeat and
+// calls it only when an observer needs the event, so a plain message costs it
+// no call. Frames are timed from the Choreographer's own queue starts; a
+// foreign render loop reports them with MarkFrame() and MarkPhase(). Thread
+// CPU time is sampled from the watchdog thread, never read per message. See
+// docs/architecture.md, "The per-dispatch path" and "Frames".
 //
 //   matrix::UIThreadMonitor monitor(&looper_monitor, choreographer, options);
 //   monitor.Start();
 //   auto registration = monitor.AddObserver(&frame_tracer);
 //
-// Thread safety: looper-thread only, except heartbeat(), ReadProvisional()
-// and SnapshotFrame(), which any thread may call.
+// Thread safety: looper-thread only, except heartbeat(), ReadProvisional(),
+// CpuSampleFor(), stopped_time() and SnapshotFrame(), which any thread may
+// call.
 
 #ifndef MATRIX_TRACE_UI_THREAD_MONITOR_H_
 #define MATRIX_TRACE_UI_THREAD_MONITOR_H_
@@ -83,23 +54,18 @@ struct FrameData {
   SceneId scene = AppState::kDefaultScene;
   TimeTicks start;  // Dispatch begin.
   TimeTicks end;    // Dispatch end.
-  // When a render thread's present put the frame on screen, if the loop knows
-  // it (UIThreadMonitor::MarkPresented()); null: the frame was shown at `end`.
+  // When a render thread presented the frame (MarkPresented()); null: at `end`.
   TimeTicks presented;
-  // When the frame reached the screen: drops count up to it, and the next
-  // frame counts from it.
+  // When the frame reached the screen: drops count up to it.
   TimeTicks shown() const { return presented.is_null() ? end : presented; }
   bool is_vsync_frame = false;
   // The vsync that started the frame (== start for other messages).
   TimeTicks intended_frame_time;
   RefreshRate refresh_rate;
   int64_t frame_number = 0;
-  // Time in each Choreographer queue, in UIThreadMonitor::Phase order
-  // (input, animation, traversal, commit), in whole nanoseconds: zero when
-  // not a frame or unknown, INT64_MAX for a phase without end (an infinite
-  // end). Nanoseconds, so that the looper thread converts nothing (an
-  // absl::Duration conversion is a division); input() to commit() give them
-  // as absl::Duration.
+  // Nanoseconds in each Choreographer queue, in UIThreadMonitor::Phase order:
+  // zero when not a frame or unknown, INT64_MAX for a phase without end.
+  // input() to commit() give them as absl::Duration.
   std::array<int64_t, 4> phase_ns{};
   absl::Duration input() const { return PhaseCost(0); }
   absl::Duration animation() const { return PhaseCost(1); }
@@ -111,24 +77,20 @@ struct FrameData {
     if (ns == INT64_MIN) return -absl::InfiniteDuration();
     return absl::Nanoseconds(ns);
   }
-  // Sets the four costs (a FrameData built elsewhere: adapters, tests).
-  // Saturates beyond the nanosecond range, as ToInt64Nanoseconds() does.
+  // Sets the four costs (adapters, tests); saturates as ToInt64Nanoseconds().
   void SetPhaseCosts(absl::Duration input, absl::Duration animation = absl::ZeroDuration(),
                      absl::Duration traversal = absl::ZeroDuration(),
                      absl::Duration commit = absl::ZeroDuration()) {
     phase_ns = {absl::ToInt64Nanoseconds(input), absl::ToInt64Nanoseconds(animation),
                 absl::ToInt64Nanoseconds(traversal), absl::ToInt64Nanoseconds(commit)};
   }
-  // The vsyncs the frame missed (see CountDroppedFrames). Filled by
-  // FrameTracer.
+  // The vsyncs the frame missed (CountDroppedFrames()). Filled by FrameTracer.
   int64_t dropped_frames = 0;
 
-  // Set by UIThreadMonitor so that its observers need not redo the work on
-  // the looper thread (false / zero in a FrameData built elsewhere):
-  // - the dropped vsyncs, counted once for every observer
-  //   (CountDroppedFrames() after the frame that ended at
-  //   `counted_drops_after`, null for the monitor's first frame). An
-  //   observer whose last frame ended then uses it instead of counting.
+  // The dropped vsyncs as UIThreadMonitor counted them once for every
+  // observer, after the frame that ended at `counted_drops_after` (null for
+  // its first frame). An observer whose last frame ended then uses them.
+  // False / zero in a FrameData built elsewhere.
   bool has_counted_drops = false;
   int64_t counted_drops = 0;
   TimeTicks counted_drops_after;
@@ -162,11 +124,12 @@ struct DispatchData {
 };
 
 // Matrix's LooperObserver. Callbacks run on the looper thread for every
-// dispatch: keep them cheap (no allocation, lock, syscall or log line).
+// dispatch: keep them cheap (no allocation, lock, syscall or log line). An
+// observer names the callbacks it wants at construction; only those are
+// called.
 //
-// An observer says which callbacks it wants when it is constructed; the
-// monitor calls only those (a no-op virtual call per message per observer
-// adds up on a hot path).
+// Thread safety: callbacks on the looper thread; the dispatch-end floor may
+// be set from any thread.
 class LooperObserver {
  public:
   enum Callbacks : uint8_t {
@@ -179,23 +142,18 @@ class LooperObserver {
   virtual ~LooperObserver() = default;
 
   virtual void DispatchBegin(const DispatchData& /*dispatch*/) {}
-  // Each vsync frame, between its DispatchBegin and DispatchEnd. (Matrix also
-  // calls doFrame for every other message, which is how its classic FPS came
-  // to count messages as frames; here plain messages get DispatchEnd only.)
+  // Each vsync frame, between its DispatchBegin and DispatchEnd (plain
+  // messages get DispatchEnd only).
   virtual void DoFrame(const FrameData& /*frame*/) {}
   virtual void DispatchEnd(const DispatchData& /*dispatch*/) {}
 
   uint8_t callbacks() const { return callbacks_; }
 
-  // The shortest dispatch, in nanoseconds, whose DispatchEnd() this observer
-  // needs: the monitor skips the call for shorter ones (a slow-dispatch
-  // detector costs one load and compare per message, not a virtual call).
-  // 0, the default: every dispatch. Any thread may change it; the monitor
-  // reads it at each dispatch end.
-  static constexpr int64_t kNoDispatchEnd = INT64_MAX;  // A floor: no DispatchEnd() at all.
-  // A change reaches the monitor at the next dispatch end: it keeps the
-  // lowest floor of its observers, and the LooperMonitor calls it only for
-  // dispatches that long (LooperDispatchListener::NoteEndFloorChange()).
+  // The shortest dispatch (ns) whose DispatchEnd() this observer needs;
+  // shorter ones are skipped without a call. 0, the default: every dispatch;
+  // kNoDispatchEnd: none. Any thread; the change applies from the next
+  // dispatch end.
+  static constexpr int64_t kNoDispatchEnd = INT64_MAX;
   void set_dispatch_end_floor_ns(int64_t ns) {
     if (dispatch_end_floor_ns_.exchange(ns) != ns) LooperDispatchListener::NoteEndFloorChange();
   }
@@ -207,18 +165,12 @@ class LooperObserver {
 };
 
 // FrameCadence: a program's own steady frame rate, learned from the
-// intervals between its frames' ends (UIThreadMonitor adds those of at least
-// half a refresh interval: frames closer than that, from an uncapped
-// renderer or a paced one catching up after a hitch, say nothing of a
-// cadence). The median of the last kWindow intervals of at most
-// kMaxIntervalNs (longer ones are idle or a stall) becomes the cadence when
-// 3/4 of them lie within 25 % of it, and stays it while half do and the
-// median moves less than 25 % (a late frame and its catch-up are two odd
-// intervals; the first intervals stand for it until there are kWindow).
-// A 30 fps stream on a 60 Hz display has a cadence of 33.3 ms; frames of
-// anything from 16 to 50 ms have none. A full window is judged again every
-// kWindow intervals, so a frame costs a store and a compare. Fixed storage,
-// no allocation: the looper thread calls Add() once per frame.
+// intervals between its frames' ends (the median of the last kWindow
+// intervals, when most lie near it; docs/architecture.md, "Frames"). A 30 fps
+// stream on a 60 Hz display has a cadence of 33.3 ms. Fixed storage; a frame
+// costs a store and a compare.
+//
+// Thread safety: one thread (the looper thread calls Add() once per frame).
 class FrameCadence {
  public:
   static constexpr int kWindow = 8;  // A power of two.
@@ -271,38 +223,24 @@ class UIThreadMonitor : public LooperDispatchListener {
 
   [[nodiscard]] ObserverRegistration AddObserver(LooperObserver* observer);
 
-  // Foreign render loops, inside a dispatch: this dispatch draws the frame
-  // whose vsync was `intended_vsync`; then each phase as it starts.
+  // MarkFrame() / MarkPhase()
   //
-  // A foreign loop often cannot know when a frame was due (no vsync request
-  // to see), so a frame that waited behind a long dispatch of its own would
-  // look smooth. The due rule works at the program's pace: its steady
-  // cadence (FrameCadence: a game capped at 30 fps, a video at its own
-  // rate) when it has one, else the refresh interval. While an animation
-  // runs (the previous frame came at most kDueIntervals paces after the one
-  // before it) and the loop has not waited kDueIntervals paces or more since
-  // the previous frame, the next frame was due one pace less half a refresh
-  // interval after the previous one ended, and counts from there when that
-  // is earlier than `intended_vsync`. So a 6 s stall in a 60 Hz or a 30 fps
-  // animation, wherever on the thread it happened, is one frozen frame of
-  // ~360 dropped; a frame of a steady 30 fps stream drops nothing while a
-  // late one drops the vsyncs it was late by; a gap within 1.5 refresh
-  // intervals of the pace is no drop (timer and swap jitter); and a frame
-  // after an idle wait, or a first frame after none for a while, counts from
-  // `intended_vsync`. The rule only ever adds drops. Looper thread.
+  // Foreign render loops, inside a dispatch: this dispatch draws the frame
+  // whose vsync was `intended_vsync`; then each phase as it starts. A frame
+  // that waited behind the loop's own long dispatch counts from when it was
+  // due at the program's pace (its cadence, else the refresh interval) while
+  // an animation runs, so a stall anywhere on the thread is one frozen frame
+  // with its drops (docs/architecture.md, "Frames"). Looper thread.
   static constexpr int kDueIntervals = 2;
   void MarkFrame(TimeTicks intended_vsync, RefreshRate rate, int64_t frame_number = 0);
   // A render thread presented the frame this dispatch marked, at `presented`
-  // (no later than now; it may be before the dispatch began, during the
-  // loop's wait). The frame counts as shown then: its drops, the cadence and
-  // the next frame's due time count from the present, not from the main
-  // thread's dispatch end. Looper thread, after MarkFrame().
+  // (no later than now): its drops, the cadence and the next frame's due time
+  // count from then. Looper thread, after MarkFrame().
   void MarkPresented(TimeTicks presented);
   void MarkPhase(Phase phase, TimeTicks start);
 
-  // A foreign render loop that will draw frames (calls MarkFrame()) registers
-  // for as long as it is attached, so that tracers waiting for a frame (the
-  // StartupTracer's "scene shown") know one will come. Looper thread.
+  // A foreign render loop that calls MarkFrame() registers while attached, so
+  // that tracers waiting for a frame know one will come. Looper thread.
   void AddFrameSource() { ++frame_sources_; }
   void RemoveFrameSource() {
     MATRIX_DCHECK(frame_sources_ > 0, "RemoveFrameSource without AddFrameSource");
@@ -326,15 +264,11 @@ class UIThreadMonitor : public LooperDispatchListener {
   // meaningful from DoFrame() until the dispatch's DispatchEnd() returns.
   // Looper thread.
   const FrameData& current_frame() const { return frame_; }
-  // Any thread (the watchdogs). When `s` (a heartbeat snapshot) has no
-  // dispatch open and the loop's ProvisionalDispatchSource (see
-  // LooperMonitor::SetProvisionalSource()) says the loop thread already runs
-  // the next one, and no dispatch began meanwhile, turns `*s` into that
-  // dispatch as the heartbeat will publish it (number + 1, active, the
-  // source's begin and label, no message, method mark 0) and returns true.
-  // Otherwise returns false, leaving `*s` alone, or re-read when a dispatch
-  // began meanwhile. Loops without a source pay
-  // one atomic load.
+  // When heartbeat snapshot `s` has no dispatch open but the loop's
+  // ProvisionalDispatchSource says the next one already runs, turns `*s` into
+  // that dispatch as the heartbeat will publish it and returns true; else
+  // false (`*s` unchanged, or re-read when a dispatch began meanwhile). Any
+  // thread.
   bool ReadProvisional(DispatchHeartbeat::Snapshot* s) const;
   const TickClock* clock() const { return looper_monitor_->clock(); }
   MethodTracer* method_tracer() const { return options_.method_tracer; }
@@ -351,18 +285,16 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::optional<CpuSample> CpuSampleFor(uint64_t dispatch_number) const;
 
   // When the process was stopped (SIGSTOP, a breakpoint), as the watchdog's
-  // timed tasks saw it: the CPU sampler's poll every cpu_sample_period and
-  // AnrTracer's checks feed it (watchdog thread, mutable_stopped_time());
-  // hang and slow-method costs leave it out. Reads from any thread.
+  // timed tasks saw it (they feed mutable_stopped_time() on the watchdog
+  // thread). Reads from any thread.
   const StoppedTime& stopped_time() const { return stopped_time_; }
   StoppedTime& mutable_stopped_time() { return stopped_time_; }
   // Whether the CPU sampler runs (it observes stops every cpu_sample_period).
   bool observes_stops() const { return cpu_sampler_ != nullptr; }
   absl::Duration cpu_sample_period() const { return options_.cpu_sample_period; }
 
-  // What the frame being drawn has spent so far, readable from any thread
-  // (for ANR reports): costs of finished phases and the running phase's time
-  // up to `now`. All zero when the current dispatch is not a frame.
+  // What the frame being drawn has spent so far (finished phases, and the
+  // running one up to `now`); all zero outside a frame. Any thread.
   struct FrameSnapshot {
     bool in_frame = false;
     std::array<absl::Duration, kPhaseCount> phase_costs{};
@@ -402,10 +334,8 @@ class UIThreadMonitor : public LooperDispatchListener {
   ObserverList<LooperObserver> begin_observers_;
   ObserverList<LooperObserver> frame_observers_;
   ObserverList<LooperObserver> end_observers_;
-  // Flat copies of the three lists, walked per dispatch (no list iteration
-  // bookkeeping per event). Rebuilt when observers come or go, outside a
-  // dispatch (after it, when they change during one: flat_stale_); an
-  // observer removed during a dispatch is cleared from them at once.
+  // Flat copies of the three lists, walked per dispatch; rebuilt outside a
+  // dispatch (flat_stale_). One removed during a dispatch is cleared at once.
   std::vector<LooperObserver*> flat_begin_;
   std::vector<LooperObserver*> flat_frame_;
   std::vector<LooperObserver*> flat_end_;
@@ -429,17 +359,14 @@ class UIThreadMonitor : public LooperDispatchListener {
   std::array<TimeTicks, kPhaseCount> phase_start_{};
   bool phases_marked_ = false;  // Some phase_start_ is set (cleared lazily).
   bool input_marker_armed_ = false;
-  // The Choreographer's frame-start hook (see FrameHook), whether it is
-  // ours, and whether it claimed the frame in progress (whose later phases
-  // are then the Choreographer's queue starts).
+  // The Choreographer's frame-start hook, whether it is ours, and whether it
+  // claimed the frame in progress.
   std::unique_ptr<FrameHook> frame_hook_;
   bool frame_hook_installed_ = false;
   bool hooked_frame_ = false;
   int frame_sources_ = 0;
-  // The due rule (MarkFrame()): the last two frames' ends, the refresh
-  // interval of the last one, the program's cadence and its pace (the longer of the
-  // two). Whether the loop waited kDueIntervals paces or more since the
-  // last frame is the LooperMonitor's waited() (threshold due_gap_ns_).
+  // The due rule (MarkFrame()). Whether the loop waited kDueIntervals paces
+  // since the last frame is the LooperMonitor's waited() (due_gap_ns_).
   TimeTicks last_frame_end_;
   TimeTicks frame_before_last_end_;
   int64_t last_interval_ns_ = 0;  // The last frame's refresh interval.
