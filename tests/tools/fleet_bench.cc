@@ -7,11 +7,14 @@
 //     every line through the strict parse (PushOptions::fast_parse false,
 //     the baseline), then through the fast path;
 //   - the latency of each fleet query (top, new --since, fps, show), median
-//     of 5 runs;
+//     of 5 runs; top, new and fps from the rollups (FleetOptions::rollups),
+//     with the same questions over FINAL as the baseline of the same run,
+//     and the answers of both compared;
+//   - what building the rollups costs (median of 3 builds);
 // then the same on a two-shard cluster of two local servers (Distributed).
 //
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep] [--reuse]
-//                                       [--shards-only] [--no-baseline]
+//                                       [--shards-only] [--single-only] [--no-baseline]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -148,7 +151,70 @@ struct Result {
   int64_t stored = 0;
   int64_t bytes_on_disk = 0;
   Timing top, fresh, fps, show, count;
+  Timing top_final, fresh_final, fps_final;  // The same questions over FINAL.
+  Timing rebuild;                             // Building both rollups.
+  bool same_answers = false;
 };
+
+std::string Describe(const absl::StatusOr<std::vector<FleetKey>>& keys) {
+  if (!keys.ok()) return keys.status().ToString();
+  std::string out;
+  for (const FleetKey& k : *keys) {
+    absl::StrAppend(&out, k.tag, "|", k.detail, "|", k.key, "|", k.hosts, "|", k.count, "|",
+                    k.worst_ms, "|", k.median_ms, "|", k.version, "\n");
+  }
+  return out;
+}
+
+std::string Describe(const absl::StatusOr<std::vector<FleetFps>>& rows) {
+  if (!rows.ok()) return rows.status().ToString();
+  std::string out;
+  for (const FleetFps& r : *rows) {
+    absl::StrAppend(&out, r.scene, "|", r.version, "|", r.reports, "|", r.hosts, "|", r.fps_p50,
+                    "|", r.fps_p10, "|", r.dropped_percent_p50, "|", r.dropped_percent_p90);
+    for (int64_t level : r.drop_level) absl::StrAppend(&out, "|", level);
+    out += "\n";
+  }
+  return out;
+}
+
+// Times top, new and fps from the rollups (after timing their build) and
+// over FINAL, and compares the answers.
+void MeasureQueries(ClickHouseClient& client, const FleetOptions& fleet_options,
+                    Result& result) {
+  FleetOptions final_options = fleet_options;
+  final_options.rollups = false;
+  FleetQueries final(client, final_options);
+  FleetQueries fleet(client, fleet_options);
+  result.rebuild = Time(
+      [&] {
+        (void)client.Query("DROP TABLE IF EXISTS matrix.fleet_keys");
+        const absl::StatusOr<bool> built = fleet.RefreshRollups();
+        if (!built.ok() || !*built) std::fprintf(stderr, "the rollups were not built\n");
+      },
+      3);
+  const FleetFilter filter;
+  const std::string since = VersionOf(kVersions - 1);
+  result.top_final = Time([&] { (void)final.Top(filter); });
+  result.top = Time([&] { (void)fleet.Top(filter); });
+  result.fresh_final = Time([&] { (void)final.New(since, filter); });
+  result.fresh = Time([&] { (void)fleet.New(since, filter); });
+  result.fps_final = Time([&] { (void)final.Fps(filter); });
+  result.fps = Time([&] { (void)fleet.Fps(filter); });
+  const FleetFilter one{.version = VersionOf(1), .limit = 5};
+  result.same_answers = Describe(fleet.Top(filter)) == Describe(final.Top(filter)) &&
+                        Describe(fleet.Top(one)) == Describe(final.Top(one)) &&
+                        Describe(fleet.New(since, filter)) == Describe(final.New(since, filter)) &&
+                        Describe(fleet.New(VersionOf(2), one)) ==
+                            Describe(final.New(VersionOf(2), one)) &&
+                        Describe(fleet.Fps(filter)) == Describe(final.Fps(filter)) &&
+                        Describe(fleet.Fps(one)) == Describe(final.Fps(one));
+  if (fleet.stats().from_final != 0 || fleet.stats().rebuilds != 3) {
+    std::fprintf(stderr, "rollups: %lld answers from FINAL, %lld builds\n",
+                 static_cast<long long>(fleet.stats().from_final),
+                 static_cast<long long>(fleet.stats().rebuilds));
+  }
+}
 
 // Seconds to push every directory into `options.fleet.database`.
 double Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
@@ -202,13 +268,10 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
   result.count = Time([&] { result.stored = *fleet.Count(); });
   FleetFilter filter;
   std::string top_key;
-  result.top = Time([&] {
-    absl::StatusOr<std::vector<FleetKey>> top = fleet.Top(filter);
-    if (top.ok() && !top->empty()) top_key = top->front().key;
-  });
-  result.fresh = Time([&] { (void)fleet.New(VersionOf(kVersions - 1), filter); });
-  result.fps = Time([&] { (void)fleet.Fps(filter); });
+  absl::StatusOr<std::vector<FleetKey>> top = fleet.Top(filter);
+  if (top.ok() && !top->empty()) top_key = top->front().key;
   result.show = Time([&] { (void)fleet.Show(top_key, filter); });
+  MeasureQueries(client, fleet_options, result);
   return result;
 }
 
@@ -228,15 +291,26 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
   std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
               r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
               static_cast<double>(input_bytes) / issues);
-  std::printf("| query | median ms | min ms |\n|---|---|---|\n");
-  auto row = [](const char* name, const Timing& t) {
-    std::printf("| %s | %.1f | %.1f |\n", name, t.median_ms, t.min_ms);
+  std::printf("rollups built in %.0f ms (median of 3; min %.0f)\n", r.rebuild.median_ms,
+              r.rebuild.min_ms);
+  std::printf("answers from the rollups and over FINAL: %s\n",
+              r.same_answers ? "identical" : "DIFFERENT");
+  std::printf("| query | median ms | min ms | over FINAL: median ms | min ms | ratio |\n"
+              "|---|---|---|---|---|---|\n");
+  auto row = [](const char* name, const Timing& t, const Timing* final) {
+    std::printf("| %s | %.1f | %.1f |", name, t.median_ms, t.min_ms);
+    if (final == nullptr) {
+      std::printf(" | | |\n");
+    } else {
+      std::printf(" %.1f | %.1f | %.0fx |\n", final->median_ms, final->min_ms,
+                  final->median_ms / t.median_ms);
+    }
   };
-  row("count() FINAL", r.count);
-  row("top", r.top);
-  row("new --since", r.fresh);
-  row("fps", r.fps);
-  row("show KEY", r.show);
+  row("count() FINAL", r.count, nullptr);
+  row("top", r.top, &r.top_final);
+  row("new --since", r.fresh, &r.fresh_final);
+  row("fps", r.fps, &r.fps_final);
+  row("show KEY", r.show, nullptr);
   std::fflush(stdout);
 }
 
@@ -245,6 +319,7 @@ int Main(int argc, char** argv) {
   int hosts = 1000;
   bool keep = false;
   bool shards_only = false;
+  bool single_only = false;
   bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
   bool baseline = true;  // --no-baseline: the fast path only.
   for (int i = 1; i < argc; ++i) {
@@ -253,6 +328,7 @@ int Main(int argc, char** argv) {
     if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
     if (arg == "--keep") keep = true;
     if (arg == "--shards-only") shards_only = true;
+    if (arg == "--single-only") single_only = true;
     if (arg == "--reuse") reuse = true;
     if (arg == "--no-baseline") baseline = false;
   }
@@ -298,7 +374,7 @@ int Main(int argc, char** argv) {
     const Result single = Measure(client, {&client}, {}, dirs, baseline);
     Print("single server", single, issues, input_bytes);
   }
-  {
+  if (!single_only) {
     test_util::ClickHouseTestServer a;
     test_util::ClickHouseTestServer b;
     const std::string cluster = test_util::TwoShardCluster("fleet", a.tcp_port(), b.tcp_port());

@@ -66,24 +66,31 @@ std::string RandomSuffix() {
   return absl::StrFormat("%08x%08x", device(), device());
 }
 
-// The statements that build both rollups into `keys` and `fps` from
-// `issues` under FINAL, each with its sentinel.
-std::vector<std::string> BuildStatements(const std::string& issues, const std::string& keys,
-                                         const std::string& fps, const std::string& fingerprint) {
-  const std::string hangs =
-      absl::StrCat(" FROM ", issues, " FINAL WHERE ", internal::kHangTags, " AND key != ''");
+// The statements that build both rollups into `keys` and `fps`, each with
+// its sentinel: one pass over `issues` under FINAL (18.16 merges FINAL on
+// one thread) into `rows`, the rows they need; then each rollup from `rows`
+// on every core.
+std::vector<std::string> BuildStatements(const std::string& issues, const std::string& rows,
+                                         const std::string& keys, const std::string& fps,
+                                         const std::string& fingerprint) {
+  const std::string hangs = absl::StrCat("(", internal::kHangTags, " AND key != '')");
+  const std::string frames = "(tag = 'Trace_FPS' AND frames > 0)";
   const std::string engine = " ENGINE = MergeTree ORDER BY tuple() AS SELECT ";
   return {
+      absl::StrCat("CREATE TABLE ", rows, engine,
+                   "tag, detail, key, version, host_id, time_ms, cost_ms, scene, fps, frames, "
+                   "dropped_frames, drop_best, drop_normal, drop_middle, drop_high, drop_frozen "
+                   "FROM ", issues, " FINAL WHERE ", hangs, " OR ", frames),
       absl::StrCat("CREATE TABLE ", keys, engine,
                    "toUInt8(0) AS is_meta, toString('') AS built_from, toUInt8(0) AS scope, "
                    "tag, detail, key, toString('') AS ver, uniqExact(host_id) AS hosts, "
                    "count() AS n, max(cost_ms) AS worst, quantileExact(0.5)(cost_ms) AS median, "
-                   "argMax(version, time_ms) AS newest, groupUniqArray(version) AS versions",
-                   hangs, " GROUP BY tag, detail, key"),
+                   "argMax(version, time_ms) AS newest, groupUniqArray(version) AS versions "
+                   "FROM ", rows, " WHERE ", hangs, " GROUP BY tag, detail, key"),
       absl::StrCat("INSERT INTO ", keys,
                    " SELECT 0, '', 1, tag, detail, key, version, uniqExact(host_id), count(), "
-                   "max(cost_ms), quantileExact(0.5)(cost_ms), version, [version]",
-                   hangs, " GROUP BY tag, detail, key, version"),
+                   "max(cost_ms), quantileExact(0.5)(cost_ms), version, [version] FROM ",
+                   rows, " WHERE ", hangs, " GROUP BY tag, detail, key, version"),
       absl::StrCat("INSERT INTO ", keys, " (is_meta, built_from, versions) SELECT 1, ",
                    SqlQuote(fingerprint), ", groupUniqArray(ver) FROM ", keys,
                    " WHERE scope = 1"),
@@ -96,7 +103,7 @@ std::vector<std::string> BuildStatements(const std::string& issues, const std::s
                    "sum(toFloat64(drop_best)) AS d0, sum(toFloat64(drop_normal)) AS d1, "
                    "sum(toFloat64(drop_middle)) AS d2, sum(toFloat64(drop_high)) AS d3, "
                    "sum(toFloat64(drop_frozen)) AS d4 FROM ",
-                   issues, " FINAL WHERE tag = 'Trace_FPS' AND frames > 0 GROUP BY scene, version"),
+                   rows, " WHERE ", frames, " GROUP BY scene, version"),
       absl::StrCat("INSERT INTO ", fps, " (is_meta, built_from) VALUES (1, ",
                    SqlQuote(fingerprint), ")"),
   };
@@ -158,6 +165,7 @@ absl::Status FleetQueries::RebuildRollups(const std::string& fingerprint) {
   const std::string suffix = RandomSuffix();
   const std::string keys = absl::StrCat(db, kKeys, "_new_", suffix);
   const std::string fps = absl::StrCat(db, kFps, "_new_", suffix);
+  const std::string rows = absl::StrCat(db, "fleet_rows_new_", suffix);
   auto drop = [&](const std::vector<std::string>& tables) {
     for (const std::string& t : tables) {
       (void)client_.Query(absl::StrCat("DROP TABLE IF EXISTS ", t));
@@ -167,13 +175,14 @@ absl::Status FleetQueries::RebuildRollups(const std::string& fingerprint) {
   // to ClickHouse, and the answer then comes from FINAL, with retries.
   const absl::Duration retry_for = client_.options().retry_for;
   client_.set_retry_for(absl::ZeroDuration());
-  for (const std::string& sql : BuildStatements(table_, keys, fps, fingerprint)) {
+  for (const std::string& sql : BuildStatements(table_, rows, keys, fps, fingerprint)) {
     if (absl::StatusOr<std::string> done = client_.Query(sql); !done.ok()) {
-      drop({keys, fps});
+      drop({rows, keys, fps});
       client_.set_retry_for(retry_for);
       return done.status();
     }
   }
+  drop({rows});
   client_.set_retry_for(retry_for);
   // One RENAME swaps both in: a reader sees the old rollup or the new one.
   absl::StatusOr<RowList> present = Rows(absl::StrCat(
@@ -219,11 +228,13 @@ absl::StatusOr<bool> FleetQueries::RefreshRollups() {
   return true;
 }
 
-absl::StatusOr<std::optional<RowList>> FleetQueries::RollupRows(const std::string& sql, bool raw) {
+absl::StatusOr<std::optional<RowList>> FleetQueries::RollupRows(const std::string& sql, bool raw,
+                                                                const std::string* fingerprint) {
   absl::StatusOr<std::string> fingerprint_sql = FingerprintSql();
   if (absl::IsNotFound(fingerprint_sql.status())) return std::nullopt;
   if (!fingerprint_sql.ok()) return fingerprint_sql.status();
-  const std::string query = absl::StrCat("SELECT ", *fingerprint_sql, ", ", sql);
+  const std::string now = fingerprint != nullptr ? SqlQuote(*fingerprint) : *fingerprint_sql;
+  const std::string query = absl::StrCat("SELECT ", now, ", ", sql);
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<RowList> rows = Rows(query, raw);
     if (rows.ok() && !rows->empty() && rows->front().size() >= 3 && rows->front()[1] == "1" &&
@@ -231,10 +242,10 @@ absl::StatusOr<std::optional<RowList>> FleetQueries::RollupRows(const std::strin
       for (std::vector<std::string>& row : *rows) row.erase(row.begin(), row.begin() + 3);
       return rows;
     }
-    if (attempt > 0) break;
-    absl::StatusOr<std::string> fingerprint = Fingerprint();
-    if (!fingerprint.ok()) return fingerprint.status();
-    if (!RebuildRollups(*fingerprint).ok()) break;
+    if (attempt > 0 || fingerprint != nullptr) break;
+    absl::StatusOr<std::string> today = Fingerprint();
+    if (!today.ok()) return today.status();
+    if (!RebuildRollups(*today).ok()) break;
   }
   return std::nullopt;
 }
@@ -261,13 +272,14 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
   if (!options_.rollups) return NewFinal(since, filter);
   // The versions keys were seen in, then the keys seen in none before `since`.
   absl::StatusOr<std::optional<RowList>> sentinel = RollupRows(
-      absl::StrCat("is_meta, built_from, versions FROM ", options_.database, ".", kKeys,
-                   " WHERE is_meta = 1"),
+      absl::StrCat("is_meta, built_from, built_from, versions FROM ", options_.database, ".",
+                   kKeys, " WHERE is_meta = 1"),
       /*raw=*/true);
   if (!sentinel.ok()) return sentinel.status();
-  if (!sentinel->has_value() || (*sentinel)->front().empty()) return NewFinal(since, filter);
+  if (!sentinel->has_value() || (*sentinel)->front().size() < 2) return NewFinal(since, filter);
+  const std::string built_from = (*sentinel)->front()[0];
   std::vector<std::string> before;
-  for (std::string& v : ParseStringArray((*sentinel)->front()[0])) {
+  for (std::string& v : ParseStringArray((*sentinel)->front()[1])) {
     if (VersionLess(v, since)) before.push_back(SqlQuote(v));
   }
   std::string where = filter.version.empty()
@@ -281,7 +293,7 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
                    "FROM ", options_.database, ".", kKeys, " WHERE is_meta = 1 OR (", where,
                    ") ORDER BY is_meta DESC, hosts DESC, n DESC, tag, detail, key LIMIT ",
                    int64_t{filter.limit} + 1),
-      /*raw=*/true);
+      /*raw=*/true, &built_from);
   if (!rows.ok()) return rows.status();
   if (!rows->has_value()) return NewFinal(since, filter);
   ++stats_.from_rollups;

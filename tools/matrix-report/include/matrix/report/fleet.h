@@ -301,9 +301,11 @@ class FleetQueries {
   // The rows of `sql` on a rollup: a query whose first column is the
   // fingerprint now and whose first row is the rollup's sentinel (is_meta
   // 1, built_from). Rebuilds once when they differ. nullopt when the
-  // answer must come from FINAL (no rollup can be built or read).
+  // answer must come from FINAL (no rollup can be built or read). With
+  // `fingerprint` (what an earlier query of the same answer read), the
+  // sentinel must carry that one instead, and nothing is rebuilt.
   absl::StatusOr<std::optional<std::vector<std::vector<std::string>>>> RollupRows(
-      const std::string& sql, bool raw);
+      const std::string& sql, bool raw, const std::string* fingerprint = nullptr);
   absl::StatusOr<std::vector<FleetKey>> TopFinal(const FleetFilter& filter);
   absl::StatusOr<std::vector<FleetKey>> NewFinal(absl::string_view since,
                                                  const FleetFilter& filter);
