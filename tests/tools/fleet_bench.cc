@@ -370,7 +370,11 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
-    ClickHouseClient client(test_util::ClientOptions(server.url(), absl::Seconds(60)));
+    // A query over FINAL, or a rollup build, of 10 M issues takes more than
+    // the default 30 s on a busy machine.
+    ClickHouseOptions options = test_util::ClientOptions(server.url(), absl::Seconds(60));
+    options.request_timeout = absl::Minutes(10);
+    ClickHouseClient client(options);
     const Result single = Measure(client, {&client}, {}, dirs, baseline);
     Print("single server", single, issues, input_bytes);
   }
@@ -380,6 +384,7 @@ int Main(int argc, char** argv) {
     const std::string cluster = test_util::TwoShardCluster("fleet", a.tcp_port(), b.tcp_port());
     if (!a.Start(cluster).ok() || !b.Start(cluster).ok()) return 1;
     ClickHouseOptions options = test_util::ClientOptions(a.url(), absl::Seconds(60));
+    options.request_timeout = absl::Minutes(10);
     options.settings = "insert_distributed_sync=1";
     ClickHouseClient client_a(options);
     ClickHouseClient client_b(test_util::ClientOptions(b.url(), absl::Seconds(60)));

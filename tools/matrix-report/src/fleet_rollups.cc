@@ -5,10 +5,10 @@
 // built from: per server holding the rows, the largest block number or
 // mutation number of its active parts (every INSERT takes a new block
 // number, every mutation a new data version above them; a merge keeps the
-// largest of each) and the table's metadata time. Each answer query reads the fingerprint now (a scalar
-// subquery of the same query) beside the sentinel, so an answer is either
-// the rollup of the table as it is, or the rollups are rebuilt (and, if that
-// fails, the answer comes from FINAL).
+// largest of each) and the table's metadata time. Each answer query reads
+// the fingerprint now (a scalar subquery of the same query) beside the
+// sentinel, so an answer is either the rollup of the table as it is, or the
+// rollups are rebuilt (and, if that fails, the answer comes from FINAL).
 
 #include <random>
 #include <string>

@@ -2,7 +2,7 @@
 //
 // What fleet_queries.cc (the queries over FINAL) and fleet_rollups.cc (the
 // same answers from the rollup tables, docs/fleet.md "Rollups") share: the
-// hang filter, the parsing of the answer rows, and the rollups' SQL.
+// hang filter and the parsing of the answer rows.
 //
 // The rollups are two small MergeTree tables of the database, each with one
 // sentinel row (is_meta 1) that carries the fingerprint of `issues` it was
