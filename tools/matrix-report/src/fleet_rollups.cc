@@ -10,6 +10,7 @@
 // sentinel, so an answer is either the rollup of the table as it is, or the
 // rollups are rebuilt (and, if that fails, the answer comes from FINAL).
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "internal/fleet_rollups.h"
 #include "matrix/report/fleet.h"
 
@@ -34,6 +36,9 @@ using RowList = std::vector<std::vector<std::string>>;
 
 constexpr char kKeys[] = "fleet_keys";
 constexpr char kFps[] = "fleet_fps";
+// The least time a build statement gets (a pass over FINAL of 10 M issues
+// takes ~10-40 s on a busy 2-core machine).
+constexpr absl::Duration kBuildTimeout = absl::Minutes(10);
 
 // The fingerprint of one server's table: its parts and its metadata time.
 std::string ServerFingerprint(const std::string& parts, const std::string& tables,
@@ -166,24 +171,26 @@ absl::Status FleetQueries::RebuildRollups(const std::string& fingerprint) {
   const std::string keys = absl::StrCat(db, kKeys, "_new_", suffix);
   const std::string fps = absl::StrCat(db, kFps, "_new_", suffix);
   const std::string rows = absl::StrCat(db, "fleet_rows_new_", suffix);
+  // A client of its own: one try per statement (a refused CREATE, a
+  // read-only user, is HTTP 500 to ClickHouse, and the answer then comes
+  // from FINAL with the usual retries), and time for a pass over FINAL of
+  // millions of rows.
+  ClickHouseOptions build_options = client_.options();
+  build_options.retry_for = absl::ZeroDuration();
+  build_options.request_timeout = std::max(build_options.request_timeout, kBuildTimeout);
+  ClickHouseClient builder(build_options);
   auto drop = [&](const std::vector<std::string>& tables) {
     for (const std::string& t : tables) {
-      (void)client_.Query(absl::StrCat("DROP TABLE IF EXISTS ", t));
+      (void)builder.Query(absl::StrCat("DROP TABLE IF EXISTS ", t));
     }
   };
-  // One try per statement: a refused CREATE (a read-only user) is HTTP 500
-  // to ClickHouse, and the answer then comes from FINAL, with retries.
-  const absl::Duration retry_for = client_.options().retry_for;
-  client_.set_retry_for(absl::ZeroDuration());
   for (const std::string& sql : BuildStatements(table_, rows, keys, fps, fingerprint)) {
-    if (absl::StatusOr<std::string> done = client_.Query(sql); !done.ok()) {
+    if (absl::StatusOr<std::string> done = builder.Query(sql); !done.ok()) {
       drop({rows, keys, fps});
-      client_.set_retry_for(retry_for);
       return done.status();
     }
   }
   drop({rows});
-  client_.set_retry_for(retry_for);
   // One RENAME swaps both in: a reader sees the old rollup or the new one.
   absl::StatusOr<RowList> present = Rows(absl::StrCat(
       "SELECT name FROM system.tables WHERE database = ", SqlQuote(options_.database),
@@ -202,7 +209,7 @@ absl::Status FleetQueries::RebuildRollups(const std::string& fingerprint) {
   renames.push_back(absl::StrCat(keys, " TO ", db, kKeys));
   renames.push_back(absl::StrCat(fps, " TO ", db, kFps));
   absl::StatusOr<std::string> swapped =
-      client_.Query(absl::StrCat("RENAME TABLE ", absl::StrJoin(renames, ", ")));
+      builder.Query(absl::StrCat("RENAME TABLE ", absl::StrJoin(renames, ", ")));
   drop(old);
   if (!swapped.ok()) {
     drop({keys, fps});

@@ -291,7 +291,7 @@ class FleetQueries {
   const FleetQueryStats& stats() const { return stats_; }
 
  private:
-  // Today's table as a fingerprint (fleet_rollups.cc).
+  // The fingerprint of the table as it is now (fleet_rollups.cc).
   absl::StatusOr<std::string> Fingerprint();
   // The SQL expression of the fingerprint (looked up once: the shards'
   // addresses of a Distributed `issues`); NotFound without `issues`.
