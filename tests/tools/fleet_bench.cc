@@ -13,8 +13,9 @@
 //   - what building the rollups costs (median of 3 builds);
 // then the same on a two-shard cluster of two local servers (Distributed).
 //
-//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep] [--reuse]
-//                                       [--shards-only] [--single-only] [--no-baseline]
+//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
+//                                       [--reuse] [--shards-only] [--single-only]
+//                                       [--no-baseline]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -30,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "clickhouse_test_server.h"
@@ -314,32 +316,17 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
   std::fflush(stdout);
 }
 
-int Main(int argc, char** argv) {
-  int64_t issues = 1000000;
-  int hosts = 1000;
-  bool keep = false;
-  bool shards_only = false;
-  bool single_only = false;
-  bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
-  bool baseline = true;  // --no-baseline: the fast path only.
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
-    if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
-    if (arg == "--keep") keep = true;
-    if (arg == "--shards-only") shards_only = true;
-    if (arg == "--single-only") single_only = true;
-    if (arg == "--reuse") reuse = true;
-    if (arg == "--no-baseline") baseline = false;
-  }
-  const std::filesystem::path root =
-      std::filesystem::temp_directory_path() / "matrix-fleet-bench";
-  const bool generate = !reuse || !std::filesystem::exists(root);
-  if (generate) std::filesystem::remove_all(root);
+// The report directories, h0000... one per host, of `issues` issues in all.
+// With `copies` N, hosts / N of them are generated and each other copy is
+// their files again under host ids of its own ("host-0042" ->
+// "host-c1-0042"): N times the issues for the time of generating one set.
+// Without `generate`, the directories a --keep run left. Adds the bytes of
+// the files to `input_bytes`.
+std::vector<std::string> Generate(const std::filesystem::path& root, int64_t issues, int hosts,
+                                  int copies, bool generate, int64_t& input_bytes) {
   std::vector<std::string> dirs;
   std::mt19937_64 rng(42);
-  int64_t input_bytes = 0;
-  const absl::Time gen_start = absl::Now();
+  const int base_hosts = hosts / copies;
   const int64_t per_host = issues / hosts;
   for (int host = 0; host < hosts; ++host) {
     const std::filesystem::path dir = root / absl::StrFormat("h%04d", host);
@@ -350,6 +337,17 @@ int Main(int argc, char** argv) {
     }
     std::filesystem::create_directories(dir);
     std::ofstream out(dir / "issues.jsonl", std::ios::binary);
+    const int copy = host / base_hosts;
+    if (copy > 0 && copy < copies) {
+      std::ifstream in(root / absl::StrFormat("h%04d", host % base_hosts) / "issues.jsonl");
+      for (std::string line; std::getline(in, line);) {
+        line = absl::StrReplaceAll(line, {{"\"host_id\":\"host-",
+                                           absl::StrCat("\"host_id\":\"host-c", copy, "-")}});
+        out << line << '\n';
+        input_bytes += static_cast<int64_t>(line.size()) + 1;
+      }
+      continue;
+    }
     const int64_t n = per_host + (host < issues % hosts ? 1 : 0);
     for (int64_t i = 0; i < n; ++i) {
       const std::string line =
@@ -358,6 +356,37 @@ int Main(int argc, char** argv) {
       input_bytes += static_cast<int64_t>(line.size()) + 1;
     }
   }
+  return dirs;
+}
+
+int Main(int argc, char** argv) {
+  int64_t issues = 1000000;
+  int hosts = 1000;
+  bool keep = false;
+  bool shards_only = false;
+  bool single_only = false;
+  bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
+  bool baseline = true;  // --no-baseline: the fast path only.
+  int copies = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
+    if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
+    if (arg == "--keep") keep = true;
+    if (arg == "--shards-only") shards_only = true;
+    if (arg == "--single-only") single_only = true;
+    if (arg == "--reuse") reuse = true;
+    if (arg == "--no-baseline") baseline = false;
+    if (absl::StartsWith(arg, "--copies=")) (void)absl::SimpleAtoi(arg.substr(9), &copies);
+  }
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / "matrix-fleet-bench";
+  const bool generate = !reuse || !std::filesystem::exists(root);
+  if (generate) std::filesystem::remove_all(root);
+  int64_t input_bytes = 0;
+  const absl::Time gen_start = absl::Now();
+  const std::vector<std::string> dirs =
+      Generate(root, issues, hosts, std::max(copies, 1), generate, input_bytes);
   std::printf("# fleet bench: %lld issues from %d hosts, %d versions; generated in %.1f s "
               "(%.1f MiB of JSON lines)\n",
               static_cast<long long>(issues), hosts, kVersions,
