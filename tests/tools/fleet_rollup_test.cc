@@ -3,8 +3,8 @@
 // exactly what the same questions give over FINAL (FleetOptions::rollups
 // false), for every filter, after a double push, after a push that restarts
 // without its checkpoints, after a push that follows a query, after a merge,
-// after a server restart, on two shards, and for a user who may not create
-// tables. Label `fleet`.
+// after a server restart, on two shards, for a user who may not create
+// tables, and when an older rollup is swapped in late. Label `fleet`.
 
 #include <filesystem>
 #include <string>
@@ -173,6 +173,31 @@ TEST_F(FleetRollupTest, APushAfterAQueryIsInTheNextAnswer) {
   EXPECT_EQ(DecodeRow(other), "app::Decode() hosts=12 n=12");
   EXPECT_EQ(other.stats().rebuilds, 0);
   EXPECT_EQ(other.stats().from_rollups, 1);
+}
+
+// Another process's build of an older table, swapped in after a newer one
+// (two builds racing): its sentinel names the older table, so it is never
+// read as the answer.
+TEST_F(FleetRollupTest, AnOlderRollupSwappedInLateIsNeverRead) {
+  Push(Hosts(scratch_.path(), 0, 6));
+  FleetQueries fleet(*client_, {});
+  EXPECT_EQ(DecodeRow(fleet), "app::Decode() hosts=6 n=6");
+  for (const char* table : {"fleet_keys", "fleet_fps"}) {
+    ASSERT_TRUE(client_->Query(absl::StrCat("CREATE TABLE matrix.", table, "_older AS matrix.",
+                                            table)).ok());
+    ASSERT_TRUE(client_->Query(absl::StrCat("INSERT INTO matrix.", table,
+                                            "_older SELECT * FROM matrix.", table)).ok());
+  }
+  Push(Hosts(scratch_.path(), 6, test_util::kFleetHosts));
+  EXPECT_EQ(DecodeRow(fleet), "app::Decode() hosts=12 n=12");
+  ASSERT_TRUE(client_->Query("DROP TABLE matrix.fleet_keys").ok());
+  ASSERT_TRUE(client_->Query("DROP TABLE matrix.fleet_fps").ok());
+  ASSERT_TRUE(client_->Query("RENAME TABLE matrix.fleet_keys_older TO matrix.fleet_keys, "
+                             "matrix.fleet_fps_older TO matrix.fleet_fps").ok());
+  FleetQueries other(*client_, {});
+  EXPECT_EQ(DecodeRow(other), "app::Decode() hosts=12 n=12");
+  EXPECT_EQ(other.stats().rebuilds, 1);
+  ExpectSameAsFinal(other, *client_);
 }
 
 TEST_F(FleetRollupTest, MergesKeepAndARestartKeepsTheRollups) {
