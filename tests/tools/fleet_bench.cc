@@ -7,11 +7,15 @@
 //     every line through the strict parse (PushOptions::fast_parse false,
 //     the baseline), then through the fast path;
 //   - the latency of each fleet query (top, new --since, fps, show), median
-//     of 5 runs;
+//     of 5 runs; top, new and fps from the rollups (FleetOptions::rollups),
+//     with the same questions over FINAL as the baseline of the same run,
+//     and the answers of both compared;
+//   - what building the rollups costs (median of 3 builds);
 // then the same on a two-shard cluster of two local servers (Distributed).
 //
-//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--keep] [--reuse]
-//                                       [--shards-only] [--no-baseline]
+//   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
+//                                       [--reuse] [--shards-only] [--single-only]
+//                                       [--no-baseline]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -27,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "clickhouse_test_server.h"
@@ -148,7 +153,70 @@ struct Result {
   int64_t stored = 0;
   int64_t bytes_on_disk = 0;
   Timing top, fresh, fps, show, count;
+  Timing top_final, fresh_final, fps_final;  // The same questions over FINAL.
+  Timing rebuild;                             // Building both rollups.
+  bool same_answers = false;
 };
+
+std::string Describe(const absl::StatusOr<std::vector<FleetKey>>& keys) {
+  if (!keys.ok()) return keys.status().ToString();
+  std::string out;
+  for (const FleetKey& k : *keys) {
+    absl::StrAppend(&out, k.tag, "|", k.detail, "|", k.key, "|", k.hosts, "|", k.count, "|",
+                    k.worst_ms, "|", k.median_ms, "|", k.version, "\n");
+  }
+  return out;
+}
+
+std::string Describe(const absl::StatusOr<std::vector<FleetFps>>& rows) {
+  if (!rows.ok()) return rows.status().ToString();
+  std::string out;
+  for (const FleetFps& r : *rows) {
+    absl::StrAppend(&out, r.scene, "|", r.version, "|", r.reports, "|", r.hosts, "|", r.fps_p50,
+                    "|", r.fps_p10, "|", r.dropped_percent_p50, "|", r.dropped_percent_p90);
+    for (int64_t level : r.drop_level) absl::StrAppend(&out, "|", level);
+    out += "\n";
+  }
+  return out;
+}
+
+// Times top, new and fps from the rollups (after timing their build) and
+// over FINAL, and compares the answers.
+void MeasureQueries(ClickHouseClient& client, const FleetOptions& fleet_options,
+                    Result& result) {
+  FleetOptions final_options = fleet_options;
+  final_options.rollups = false;
+  FleetQueries final(client, final_options);
+  FleetQueries fleet(client, fleet_options);
+  result.rebuild = Time(
+      [&] {
+        (void)client.Query("DROP TABLE IF EXISTS matrix.fleet_keys");
+        const absl::StatusOr<bool> built = fleet.RefreshRollups();
+        if (!built.ok() || !*built) std::fprintf(stderr, "the rollups were not built\n");
+      },
+      3);
+  const FleetFilter filter;
+  const std::string since = VersionOf(kVersions - 1);
+  result.top_final = Time([&] { (void)final.Top(filter); });
+  result.top = Time([&] { (void)fleet.Top(filter); });
+  result.fresh_final = Time([&] { (void)final.New(since, filter); });
+  result.fresh = Time([&] { (void)fleet.New(since, filter); });
+  result.fps_final = Time([&] { (void)final.Fps(filter); });
+  result.fps = Time([&] { (void)fleet.Fps(filter); });
+  const FleetFilter one{.version = VersionOf(1), .limit = 5};
+  result.same_answers = Describe(fleet.Top(filter)) == Describe(final.Top(filter)) &&
+                        Describe(fleet.Top(one)) == Describe(final.Top(one)) &&
+                        Describe(fleet.New(since, filter)) == Describe(final.New(since, filter)) &&
+                        Describe(fleet.New(VersionOf(2), one)) ==
+                            Describe(final.New(VersionOf(2), one)) &&
+                        Describe(fleet.Fps(filter)) == Describe(final.Fps(filter)) &&
+                        Describe(fleet.Fps(one)) == Describe(final.Fps(one));
+  if (fleet.stats().from_final != 0 || fleet.stats().rebuilds != 3) {
+    std::fprintf(stderr, "rollups: %lld answers from FINAL, %lld builds\n",
+                 static_cast<long long>(fleet.stats().from_final),
+                 static_cast<long long>(fleet.stats().rebuilds));
+  }
+}
 
 // Seconds to push every directory into `options.fleet.database`.
 double Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
@@ -202,13 +270,10 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
   result.count = Time([&] { result.stored = *fleet.Count(); });
   FleetFilter filter;
   std::string top_key;
-  result.top = Time([&] {
-    absl::StatusOr<std::vector<FleetKey>> top = fleet.Top(filter);
-    if (top.ok() && !top->empty()) top_key = top->front().key;
-  });
-  result.fresh = Time([&] { (void)fleet.New(VersionOf(kVersions - 1), filter); });
-  result.fps = Time([&] { (void)fleet.Fps(filter); });
+  absl::StatusOr<std::vector<FleetKey>> top = fleet.Top(filter);
+  if (top.ok() && !top->empty()) top_key = top->front().key;
   result.show = Time([&] { (void)fleet.Show(top_key, filter); });
+  MeasureQueries(client, fleet_options, result);
   return result;
 }
 
@@ -228,42 +293,40 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
   std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
               r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
               static_cast<double>(input_bytes) / issues);
-  std::printf("| query | median ms | min ms |\n|---|---|---|\n");
-  auto row = [](const char* name, const Timing& t) {
-    std::printf("| %s | %.1f | %.1f |\n", name, t.median_ms, t.min_ms);
+  std::printf("rollups built in %.0f ms (median of 3; min %.0f)\n", r.rebuild.median_ms,
+              r.rebuild.min_ms);
+  std::printf("answers from the rollups and over FINAL: %s\n",
+              r.same_answers ? "identical" : "DIFFERENT");
+  std::printf("| query | median ms | min ms | over FINAL: median ms | min ms | ratio |\n"
+              "|---|---|---|---|---|---|\n");
+  auto row = [](const char* name, const Timing& t, const Timing* final) {
+    std::printf("| %s | %.1f | %.1f |", name, t.median_ms, t.min_ms);
+    if (final == nullptr) {
+      std::printf(" | | |\n");
+    } else {
+      std::printf(" %.1f | %.1f | %.0fx |\n", final->median_ms, final->min_ms,
+                  final->median_ms / t.median_ms);
+    }
   };
-  row("count() FINAL", r.count);
-  row("top", r.top);
-  row("new --since", r.fresh);
-  row("fps", r.fps);
-  row("show KEY", r.show);
+  row("count() FINAL", r.count, nullptr);
+  row("top", r.top, &r.top_final);
+  row("new --since", r.fresh, &r.fresh_final);
+  row("fps", r.fps, &r.fps_final);
+  row("show KEY", r.show, nullptr);
   std::fflush(stdout);
 }
 
-int Main(int argc, char** argv) {
-  int64_t issues = 1000000;
-  int hosts = 1000;
-  bool keep = false;
-  bool shards_only = false;
-  bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
-  bool baseline = true;  // --no-baseline: the fast path only.
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
-    if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
-    if (arg == "--keep") keep = true;
-    if (arg == "--shards-only") shards_only = true;
-    if (arg == "--reuse") reuse = true;
-    if (arg == "--no-baseline") baseline = false;
-  }
-  const std::filesystem::path root =
-      std::filesystem::temp_directory_path() / "matrix-fleet-bench";
-  const bool generate = !reuse || !std::filesystem::exists(root);
-  if (generate) std::filesystem::remove_all(root);
+// The report directories, h0000... one per host, of `issues` issues in all.
+// With `copies` N, hosts / N of them are generated and each other copy is
+// their files again under host ids of its own ("host-0042" ->
+// "host-c1-0042"): N times the issues for the time of generating one set.
+// Without `generate`, the directories a --keep run left. Adds the bytes of
+// the files to `input_bytes`.
+std::vector<std::string> Generate(const std::filesystem::path& root, int64_t issues, int hosts,
+                                  int copies, bool generate, int64_t& input_bytes) {
   std::vector<std::string> dirs;
   std::mt19937_64 rng(42);
-  int64_t input_bytes = 0;
-  const absl::Time gen_start = absl::Now();
+  const int base_hosts = hosts / copies;
   const int64_t per_host = issues / hosts;
   for (int host = 0; host < hosts; ++host) {
     const std::filesystem::path dir = root / absl::StrFormat("h%04d", host);
@@ -274,6 +337,17 @@ int Main(int argc, char** argv) {
     }
     std::filesystem::create_directories(dir);
     std::ofstream out(dir / "issues.jsonl", std::ios::binary);
+    const int copy = host / base_hosts;
+    if (copy > 0 && copy < copies) {
+      std::ifstream in(root / absl::StrFormat("h%04d", host % base_hosts) / "issues.jsonl");
+      for (std::string line; std::getline(in, line);) {
+        line = absl::StrReplaceAll(line, {{"\"host_id\":\"host-",
+                                           absl::StrCat("\"host_id\":\"host-c", copy, "-")}});
+        out << line << '\n';
+        input_bytes += static_cast<int64_t>(line.size()) + 1;
+      }
+      continue;
+    }
     const int64_t n = per_host + (host < issues % hosts ? 1 : 0);
     for (int64_t i = 0; i < n; ++i) {
       const std::string line =
@@ -282,6 +356,37 @@ int Main(int argc, char** argv) {
       input_bytes += static_cast<int64_t>(line.size()) + 1;
     }
   }
+  return dirs;
+}
+
+int Main(int argc, char** argv) {
+  int64_t issues = 1000000;
+  int hosts = 1000;
+  bool keep = false;
+  bool shards_only = false;
+  bool single_only = false;
+  bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
+  bool baseline = true;  // --no-baseline: the fast path only.
+  int copies = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
+    if (absl::StartsWith(arg, "--hosts=")) (void)absl::SimpleAtoi(arg.substr(8), &hosts);
+    if (arg == "--keep") keep = true;
+    if (arg == "--shards-only") shards_only = true;
+    if (arg == "--single-only") single_only = true;
+    if (arg == "--reuse") reuse = true;
+    if (arg == "--no-baseline") baseline = false;
+    if (absl::StartsWith(arg, "--copies=")) (void)absl::SimpleAtoi(arg.substr(9), &copies);
+  }
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / "matrix-fleet-bench";
+  const bool generate = !reuse || !std::filesystem::exists(root);
+  if (generate) std::filesystem::remove_all(root);
+  int64_t input_bytes = 0;
+  const absl::Time gen_start = absl::Now();
+  const std::vector<std::string> dirs =
+      Generate(root, issues, hosts, std::max(copies, 1), generate, input_bytes);
   std::printf("# fleet bench: %lld issues from %d hosts, %d versions; generated in %.1f s "
               "(%.1f MiB of JSON lines)\n",
               static_cast<long long>(issues), hosts, kVersions,
@@ -294,16 +399,21 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
-    ClickHouseClient client(test_util::ClientOptions(server.url(), absl::Seconds(60)));
+    // A query over FINAL, or a rollup build, of 10 M issues takes more than
+    // the default 30 s on a busy machine.
+    ClickHouseOptions options = test_util::ClientOptions(server.url(), absl::Seconds(60));
+    options.request_timeout = absl::Minutes(10);
+    ClickHouseClient client(options);
     const Result single = Measure(client, {&client}, {}, dirs, baseline);
     Print("single server", single, issues, input_bytes);
   }
-  {
+  if (!single_only) {
     test_util::ClickHouseTestServer a;
     test_util::ClickHouseTestServer b;
     const std::string cluster = test_util::TwoShardCluster("fleet", a.tcp_port(), b.tcp_port());
     if (!a.Start(cluster).ok() || !b.Start(cluster).ok()) return 1;
     ClickHouseOptions options = test_util::ClientOptions(a.url(), absl::Seconds(60));
+    options.request_timeout = absl::Minutes(10);
     options.settings = "insert_distributed_sync=1";
     ClickHouseClient client_a(options);
     ClickHouseClient client_b(test_util::ClientOptions(b.url(), absl::Seconds(60)));

@@ -359,96 +359,130 @@ class StopSignals {
   const bool installed_;
 };
 
-int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
-  PushOptions options;
-  options.fleet = {.database = cl.database, .cluster = cl.cluster};
-  options.batch_rows = cl.batch;
-  options.ignore_checkpoints = cl.all;
-  options.take_unterminated_tail = !cl.follow;
-  // Issues are stored named when debug files are given (symbolize.h).
-  std::optional<FrameSymbolizer> symbolizer;
-  if (!cl.symbolize.debug_dirs.empty() || !cl.symbolize.debuginfod_urls.empty()) {
-    symbolizer.emplace(cl.symbolize);
-    options.before_store = [&symbolizer](IssueRecord& record) {
-      if (!symbolizer->SymbolizeIssue(&record.issue)) return false;
-      if (!record.issue.key().empty()) record.key = record.issue.key();
-      return true;
-    };
-  }
-  struct ReportProblems {
-    const std::optional<FrameSymbolizer>& symbolizer;
-    std::ostream& err;
-    ~ReportProblems() {
-      if (!symbolizer) return;
-      for (const std::string& line : symbolizer->problems()) err << "matrix-report: " << line;
+// One push command: its options, its symbolizer, its signals, and the
+// pushes (once, or until stopped with --follow).
+class PushCommand {
+ public:
+  PushCommand(const FleetCommandLine& cl, std::ostream& out, std::ostream& err)
+      : cl_(cl), out_(out), err_(err), signals_(cl.follow) {
+    options_.fleet = {.database = cl.database, .cluster = cl.cluster};
+    options_.batch_rows = cl.batch;
+    options_.ignore_checkpoints = cl.all;
+    options_.take_unterminated_tail = !cl.follow;
+    // Issues are stored named when debug files are given (symbolize.h).
+    if (!cl.symbolize.debug_dirs.empty() || !cl.symbolize.debuginfod_urls.empty()) {
+      symbolizer_.emplace(cl.symbolize);
+      options_.before_store = [this](IssueRecord& record) {
+        if (!symbolizer_->SymbolizeIssue(&record.issue)) return false;
+        if (!record.issue.key().empty()) record.key = record.issue.key();
+        return true;
+      };
     }
-  } report_problems{symbolizer, err};
-  // --follow stops on SIGINT/SIGTERM at once, even in a request or a retry
-  // wait; its last look (below) stops on a second signal.
-  const StopSignals signals(cl.follow);
-  bool last_look = false;
-  std::function<bool()> stop_requested;
-  if (cl.follow) stop_requested = [&last_look] { return g_stop > (last_look ? 1 : 0); };
-  auto stopped = [&](const absl::Status& status) {
-    if (!absl::IsCancelled(status) || !stop_requested || !stop_requested()) return false;
-    err << "matrix-report: push stopped by a signal: " << status.message()
-        << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
-           "rest (nothing is stored twice)\n";
-    return true;
-  };
-  for (size_t i = 1; i < cl.urls.size(); ++i) {
-    ClickHouseClient shard(ClientOptions(cl, cl.urls[i], err, stop_requested));
-    FleetPusher schema(shard, options);
-    if (absl::Status s = schema.EnsureSchema(); !s.ok()) {
-      if (!stopped(s)) err << "matrix-report: cannot create the schema: " << s.message() << "\n";
-      return kExitNoInput;
-    }
+    // --follow stops on SIGINT/SIGTERM at once, even in a request or a
+    // retry wait; its last look (LastLook) stops on a second signal.
+    if (cl.follow) stop_requested_ = [this] { return g_stop > (last_look_ ? 1 : 0); };
   }
-  ClickHouseClient client(ClientOptions(cl, cl.urls[0], err, stop_requested));
-  FleetPusher pusher(client, options);
-  if (absl::Status s = pusher.EnsureSchema(); !s.ok()) {
-    if (!stopped(s)) err << "matrix-report: cannot create the schema: " << s.message() << "\n";
-    return kExitNoInput;
+  ~PushCommand() {
+    if (!symbolizer_) return;
+    for (const std::string& line : symbolizer_->problems()) err_ << "matrix-report: " << line;
   }
-  const absl::Time end = cl.follow_for.has_value() ? absl::Now() + *cl.follow_for
-                                                   : absl::InfiniteFuture();
-  while (true) {
-    PushStats stats;
-    const absl::Status status = pusher.Push(cl.positional, stats);
-    if (!status.ok()) {
-      ReportPushStats(cl, stats, out, err);
-      if (stopped(status)) return kExitNoInput;
-      err << "matrix-report: push failed: " << status.message()
-          << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
-             "rest (nothing is stored twice)\n";
-      return kExitNoInput;
+  PushCommand(const PushCommand&) = delete;
+  PushCommand& operator=(const PushCommand&) = delete;
+
+  int Run() {
+    for (size_t i = 1; i < cl_.urls.size(); ++i) {
+      ClickHouseClient shard(ClientOptions(cl_, cl_.urls[i], err_, stop_requested_));
+      if (!EnsureSchema(shard)) return kExitNoInput;
     }
-    if (!cl.follow) {
-      ReportPushStats(cl, stats, out, err);
+    ClickHouseClient client(ClientOptions(cl_, cl_.urls[0], err_, stop_requested_));
+    if (!EnsureSchema(client)) return kExitNoInput;
+    FleetPusher pusher(client, options_);
+    if (!cl_.follow) {
+      PushStats stats;
+      const absl::Status status = pusher.Push(cl_.positional, stats);
+      ReportPushStats(cl_, stats, out_, err_);
+      if (!status.ok()) return Failed(status);
       return stats.errors.empty() ? kExitOk : kExitNoInput;
     }
-    if (stats.sent > 0 || stats.malformed > 0 || !stats.errors.empty()) {
-      ReportPushStats(cl, stats, out, err);
-    }
-    const absl::Time wake = absl::Now() + cl.poll;
-    while (!g_stop && absl::Now() < end && absl::Now() < wake) {
-      absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
-    }
-    if (g_stop || absl::Now() >= end) {
-      // One last look, so what was written before the stop is sent. After a
-      // signal: one try per request, and a second signal ends it.
-      last_look = true;
-      if (g_stop) client.set_retry_for(absl::ZeroDuration());
-      PushStats last;
-      const absl::Status s = pusher.Push(cl.positional, last);
-      if (last.sent > 0 || !s.ok()) ReportPushStats(cl, last, out, err);
-      if (!s.ok()) {
-        if (!stopped(s)) err << "matrix-report: push failed: " << s.message() << "\n";
-        return kExitNoInput;
+    return Follow(client, pusher);
+  }
+
+ private:
+  // True (and says so) when `status` is the cancel of a stop signal.
+  bool Stopped(const absl::Status& status) {
+    if (!absl::IsCancelled(status) || !stop_requested_ || !stop_requested_()) return false;
+    err_ << "matrix-report: push stopped by a signal: " << status.message()
+         << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
+            "rest (nothing is stored twice)\n";
+    return true;
+  }
+
+  int Failed(const absl::Status& status) {
+    if (Stopped(status)) return kExitNoInput;
+    err_ << "matrix-report: push failed: " << status.message()
+         << "\nmatrix-report: what was acknowledged is checkpointed; push again to send the "
+            "rest (nothing is stored twice)\n";
+    return kExitNoInput;
+  }
+
+  bool EnsureSchema(ClickHouseClient& client) {
+    FleetPusher schema(client, options_);
+    const absl::Status s = schema.EnsureSchema();
+    if (s.ok()) return true;
+    if (!Stopped(s)) err_ << "matrix-report: cannot create the schema: " << s.message() << "\n";
+    return false;
+  }
+
+  // --follow: pushes every --poll-ms until a signal or --follow-for.
+  int Follow(ClickHouseClient& client, FleetPusher& pusher) {
+    const absl::Time end = cl_.follow_for.has_value() ? absl::Now() + *cl_.follow_for
+                                                      : absl::InfiniteFuture();
+    while (true) {
+      PushStats stats;
+      const absl::Status status = pusher.Push(cl_.positional, stats);
+      if (!status.ok()) {
+        ReportPushStats(cl_, stats, out_, err_);
+        return Failed(status);
       }
-      return kExitOk;
+      if (stats.sent > 0 || stats.malformed > 0 || !stats.errors.empty()) {
+        ReportPushStats(cl_, stats, out_, err_);
+      }
+      const absl::Time wake = absl::Now() + cl_.poll;
+      while (!g_stop && absl::Now() < end && absl::Now() < wake) {
+        absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
+      }
+      if (g_stop || absl::Now() >= end) return LastLook(client, pusher);
     }
   }
+
+  // One last look, so what was written before the stop is sent. After a
+  // signal: one try per request, and a second signal ends it.
+  int LastLook(ClickHouseClient& client, FleetPusher& pusher) {
+    last_look_ = true;
+    if (g_stop) client.set_retry_for(absl::ZeroDuration());
+    PushStats last;
+    const absl::Status s = pusher.Push(cl_.positional, last);
+    if (last.sent > 0 || !s.ok()) ReportPushStats(cl_, last, out_, err_);
+    if (!s.ok()) {
+      if (!Stopped(s)) err_ << "matrix-report: push failed: " << s.message() << "\n";
+      return kExitNoInput;
+    }
+    return kExitOk;
+  }
+
+  const FleetCommandLine& cl_;
+  std::ostream& out_;
+  std::ostream& err_;
+  const StopSignals signals_;
+  PushOptions options_;
+  std::optional<FrameSymbolizer> symbolizer_;
+  bool last_look_ = false;
+  std::function<bool()> stop_requested_;
+};
+
+int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {
+  PushCommand command(cl, out, err);
+  return command.Run();
 }
 
 std::string FleetTablesHtml(FleetQueries& fleet, std::ostream& err) {

@@ -11,13 +11,21 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "internal/fleet_rollups.h"
 #include "matrix/report/fleet.h"
 #include "matrix/report/format_util.h"
 
 namespace matrix::report {
+
+namespace internal {
+
+const char kHangTags[] = "tag IN ('Trace_EvilMethod', 'BlockCanary') AND detail != 'STARTUP'";
+
+}  // namespace internal
+
 namespace {
 
-constexpr char kHangTags[] = "tag IN ('Trace_EvilMethod', 'BlockCanary') AND detail != 'STARTUP'";
+using internal::kHangTags;
 
 std::string InList(const std::vector<std::string>& values) {
   std::vector<std::string> quoted;
@@ -47,6 +55,68 @@ std::vector<double> ParseNumberArray(absl::string_view text) {
 }
 
 }  // namespace
+
+namespace internal {
+
+std::vector<FleetKey> KeysFromRows(const std::vector<std::vector<std::string>>& rows,
+                                   size_t first, bool raw) {
+  std::vector<FleetKey> keys;
+  for (size_t i = first; i < rows.size(); ++i) {
+    const std::vector<std::string>& row = rows[i];
+    if (row.size() < 8) continue;
+    if (!raw) {
+      keys.push_back({.tag = row[0], .detail = row[1], .key = row[2], .hosts = ToInt(row[3]),
+                      .count = ToInt(row[4]), .worst_ms = ToDouble(row[5]),
+                      .median_ms = ToDouble(row[6]), .version = row[7]});
+      continue;
+    }
+    std::vector<std::string> seen = ParseStringArray(row[7]);
+    std::sort(seen.begin(), seen.end(),
+              [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
+    keys.push_back({.tag = TsvUnescape(row[0]),
+                    .detail = TsvUnescape(row[1]),
+                    .key = TsvUnescape(row[2]),
+                    .hosts = ToInt(row[3]),
+                    .count = ToInt(row[4]),
+                    .worst_ms = ToDouble(row[5]),
+                    .median_ms = ToDouble(row[6]),
+                    .version = seen.empty() ? "" : seen.front()});
+  }
+  return keys;
+}
+
+std::vector<FleetFps> FpsFromRows(const std::vector<std::vector<std::string>>& rows,
+                                  size_t first) {
+  std::vector<FleetFps> out;
+  for (size_t i = first; i < rows.size(); ++i) {
+    const std::vector<std::string>& row = rows[i];
+    if (row.size() < 11) continue;
+    FleetFps fps;
+    fps.scene = row[0];
+    fps.version = row[1];
+    fps.reports = ToInt(row[2]);
+    fps.hosts = ToInt(row[3]);
+    const std::vector<double> f = ParseNumberArray(row[4]);
+    const std::vector<double> d = ParseNumberArray(row[5]);
+    if (f.size() == 2) {
+      fps.fps_p50 = f[0];
+      fps.fps_p10 = f[1];
+    }
+    if (d.size() == 2) {
+      fps.dropped_percent_p50 = d[0];
+      fps.dropped_percent_p90 = d[1];
+    }
+    for (int l = 0; l < 5; ++l) fps.drop_level[l] = ToInt(row[6 + l]);
+    out.push_back(std::move(fps));
+  }
+  std::sort(out.begin(), out.end(), [](const FleetFps& a, const FleetFps& b) {
+    if (a.scene != b.scene) return a.scene < b.scene;
+    return VersionLess(a.version, b.version);
+  });
+  return out;
+}
+
+}  // namespace internal
 
 bool VersionLess(absl::string_view a, absl::string_view b) {
   size_t i = 0;
@@ -115,7 +185,8 @@ std::string VersionFilter(const FleetFilter& filter) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<FleetKey>> FleetQueries::Top(const FleetFilter& filter) {
+absl::StatusOr<std::vector<FleetKey>> FleetQueries::TopFinal(const FleetFilter& filter) {
+  ++stats_.from_final;
   absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
       "SELECT tag, detail, key, uniqExact(host_id) AS hosts, count() AS n, max(cost_ms), "
       "quantileExact(0.5)(cost_ms), argMax(version, time_ms) FROM ",
@@ -123,23 +194,12 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::Top(const FleetFilter& filte
       " GROUP BY tag, detail, key ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ",
       filter.limit));
   if (!rows.ok()) return rows.status();
-  std::vector<FleetKey> keys;
-  for (const auto& row : *rows) {
-    if (row.size() < 8) continue;
-    keys.push_back({.tag = row[0],
-                    .detail = row[1],
-                    .key = row[2],
-                    .hosts = ToInt(row[3]),
-                    .count = ToInt(row[4]),
-                    .worst_ms = ToDouble(row[5]),
-                    .median_ms = ToDouble(row[6]),
-                    .version = row[7]});
-  }
-  return keys;
+  return internal::KeysFromRows(*rows, 0, /*raw=*/false);
 }
 
-absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
-                                                        const FleetFilter& filter) {
+absl::StatusOr<std::vector<FleetKey>> FleetQueries::NewFinal(absl::string_view since,
+                                                             const FleetFilter& filter) {
+  ++stats_.from_final;
   absl::StatusOr<std::vector<std::string>> versions = Versions();
   if (!versions.ok()) return versions.status();
   std::vector<std::string> before;
@@ -157,25 +217,11 @@ absl::StatusOr<std::vector<FleetKey>> FleetQueries::New(absl::string_view since,
       " ORDER BY hosts DESC, n DESC, tag, detail, key LIMIT ", filter.limit),
       /*raw=*/true);
   if (!rows.ok()) return rows.status();
-  std::vector<FleetKey> keys;
-  for (const auto& row : *rows) {
-    if (row.size() < 8) continue;
-    std::vector<std::string> seen = ParseStringArray(row[7]);
-    std::sort(seen.begin(), seen.end(),
-              [](const std::string& a, const std::string& b) { return VersionLess(a, b); });
-    keys.push_back({.tag = TsvUnescape(row[0]),
-                    .detail = TsvUnescape(row[1]),
-                    .key = TsvUnescape(row[2]),
-                    .hosts = ToInt(row[3]),
-                    .count = ToInt(row[4]),
-                    .worst_ms = ToDouble(row[5]),
-                    .median_ms = ToDouble(row[6]),
-                    .version = seen.empty() ? "" : seen.front()});
-  }
-  return keys;
+  return internal::KeysFromRows(*rows, 0, /*raw=*/true);
 }
 
-absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filter) {
+absl::StatusOr<std::vector<FleetFps>> FleetQueries::FpsFinal(const FleetFilter& filter) {
+  ++stats_.from_final;
   absl::StatusOr<std::vector<std::vector<std::string>>> rows = Rows(absl::StrCat(
       "SELECT scene, version, count(), uniqExact(host_id), "
       // Reports too short to measure a rate carry fps 0: not a rate.
@@ -188,32 +234,7 @@ absl::StatusOr<std::vector<FleetFps>> FleetQueries::Fps(const FleetFilter& filte
       table_, " FINAL WHERE tag = 'Trace_FPS' AND frames > 0", VersionFilter(filter),
       " GROUP BY scene, version"));
   if (!rows.ok()) return rows.status();
-  std::vector<FleetFps> out;
-  for (const auto& row : *rows) {
-    if (row.size() < 11) continue;
-    FleetFps fps;
-    fps.scene = row[0];
-    fps.version = row[1];
-    fps.reports = ToInt(row[2]);
-    fps.hosts = ToInt(row[3]);
-    const std::vector<double> f = ParseNumberArray(row[4]);
-    const std::vector<double> d = ParseNumberArray(row[5]);
-    if (f.size() == 2) {
-      fps.fps_p50 = f[0];
-      fps.fps_p10 = f[1];
-    }
-    if (d.size() == 2) {
-      fps.dropped_percent_p50 = d[0];
-      fps.dropped_percent_p90 = d[1];
-    }
-    for (int i = 0; i < 5; ++i) fps.drop_level[i] = ToInt(row[6 + i]);
-    out.push_back(std::move(fps));
-  }
-  std::sort(out.begin(), out.end(), [](const FleetFps& a, const FleetFps& b) {
-    if (a.scene != b.scene) return a.scene < b.scene;
-    return VersionLess(a.version, b.version);
-  });
-  return out;
+  return internal::FpsFromRows(*rows, 0);
 }
 
 absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetFilter& filter) {

@@ -22,7 +22,12 @@
 // (docs/fleet.md).
 //
 // FleetQueries answers the fleet questions in SQL (top, new, fps, show) on
-// the same table, or on a Distributed table over shards (`cluster`).
+// the same table, or on a Distributed table over shards (`cluster`). Top,
+// new and fps read small rollup tables built from the table under FINAL;
+// each answer carries the fingerprint of the table's data the rollups were
+// built from (its parts' block numbers), and a rollup that is not the
+// table's as it is now is rebuilt first (or, when it cannot be, the answer
+// comes from FINAL): never a stale answer.
 //
 //   ClickHouseClient client({.url = "http://127.0.0.1:8123"});
 //   FleetPusher pusher(client, {.database = "matrix"});
@@ -60,6 +65,11 @@ struct FleetOptions {
   // `issues_local` on each shard and `issues` is a Distributed table over
   // them, sharded by host.
   std::string cluster;
+  // FleetQueries: answer top, new and fps from the rollup tables
+  // (`fleet_keys`, `fleet_fps`; docs/fleet.md, "Rollups"), rebuilt from
+  // FINAL whenever `issues` changed since they were built; false: straight
+  // from FINAL (the same answers, slower at scale).
+  bool rollups = true;
 };
 
 // The statements that create the schema on one server: the database, and
@@ -251,6 +261,14 @@ struct FleetShow {
 // "2.3.1"; digits compare as numbers.
 bool VersionLess(absl::string_view a, absl::string_view b);
 
+// How a FleetQueries answered so far (tests, tools_fleet_bench).
+struct FleetQueryStats {
+  int64_t from_rollups = 0;  // Answers of top/new/fps read from the rollups.
+  int64_t from_final = 0;    // Answers of top/new/fps from FINAL.
+  int64_t rebuilds = 0;      // Rollups built, and the time they took.
+  absl::Duration rebuild_time;
+};
+
 class FleetQueries {
  public:
   FleetQueries(ClickHouseClient& client, FleetOptions options);
@@ -267,8 +285,32 @@ class FleetQueries {
   absl::StatusOr<std::vector<std::string>> Versions();
   // Number of issues (FINAL).
   absl::StatusOr<int64_t> Count();
+  // Rebuilds the rollups unless they were built from the table as it is
+  // now: true when it rebuilt them. Top, New and Fps do this on their own.
+  absl::StatusOr<bool> RefreshRollups();
+  const FleetQueryStats& stats() const { return stats_; }
 
  private:
+  // The fingerprint of the table as it is now (fleet_rollups.cc).
+  absl::StatusOr<std::string> Fingerprint();
+  // The SQL expression of the fingerprint (looked up once: the shards'
+  // addresses of a Distributed `issues`); NotFound without `issues`.
+  absl::StatusOr<std::string> FingerprintSql();
+  // Builds both rollups from FINAL into new tables and swaps them in.
+  absl::Status RebuildRollups(const std::string& fingerprint);
+  // The rows of `sql` on a rollup: a query whose first column is the
+  // fingerprint now and whose first row is the rollup's sentinel (is_meta
+  // 1, built_from). Rebuilds once when they differ. nullopt when the
+  // answer must come from FINAL (no rollup can be built or read). With
+  // `fingerprint` (what an earlier query of the same answer read), the
+  // sentinel must carry that one instead, and nothing is rebuilt.
+  absl::StatusOr<std::optional<std::vector<std::vector<std::string>>>> RollupRows(
+      const std::string& sql, bool raw, const std::string* fingerprint = nullptr);
+  absl::StatusOr<std::vector<FleetKey>> TopFinal(const FleetFilter& filter);
+  absl::StatusOr<std::vector<FleetKey>> NewFinal(absl::string_view since,
+                                                 const FleetFilter& filter);
+  absl::StatusOr<std::vector<FleetFps>> FpsFinal(const FleetFilter& filter);
+
   // The rows of `sql`'s TabSeparated answer, fields unescaped (ParseTsv),
   // or as the server wrote them when `raw` (SplitTsv; for Array columns).
   absl::StatusOr<std::vector<std::vector<std::string>>> Rows(const std::string& sql,
@@ -277,6 +319,8 @@ class FleetQueries {
   ClickHouseClient& client_;
   FleetOptions options_;
   std::string table_;
+  std::string fingerprint_sql_;  // Empty until looked up.
+  FleetQueryStats stats_;
 };
 
 // Text tables of the answers, for the fleet command.
