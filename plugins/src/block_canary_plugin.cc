@@ -20,6 +20,7 @@
 #include "matrix/core/matrix.h"
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/dispatch_heartbeat.h"
+#include "matrix/trace/proc_stats.h"
 #include "matrix/trace/report_context.h"
 #include "matrix/trace/stopped_time.h"
 #include "internal/block_canary_block.h"
@@ -158,6 +159,14 @@ class BlockCanaryPlugin::Sampler {
     if (generation != plugin_->live_generation_.load()) return;  // Stopped since.
     started_at_ = plugin_->context().clock->NowTicks();
     scheduled_ = TimeTicks();  // The first tick runs now, on no schedule.
+    // A late tick is a stop only for the time the looper thread's counters
+    // do not show it waiting to run: a busy machine or a CPU quota stays in
+    // the block's cost. Before the first OnWakeup() (the first tick has no
+    // schedule).
+    if (!has_wait_to_run_reader_ && plugin_->monitor_->thread().valid()) {
+      stopped_.SetWaitToRunReader(SystemWaitToRunReader(plugin_->monitor_->thread().tid()));
+      has_wait_to_run_reader_ = true;
+    }
     expired_ = false;
     ResetCurrent();
     // Blocks that ended while stopped are not ours to report.
@@ -365,6 +374,7 @@ class BlockCanaryPlugin::Sampler {
   TimeTicks started_at_;
   TimeTicks scheduled_;  // When the pending tick was due (null: none yet).
   StoppedTime stopped_;
+  bool has_wait_to_run_reader_ = false;
   bool expired_ = false;
   uint64_t next_end_ = 0;
   uint64_t last_ended_ = 0;

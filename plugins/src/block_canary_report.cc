@@ -106,9 +106,10 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
   auto wall = [&block](TimeTicks t) { return block.wall_anchor - (block.mono_anchor - t); };
   BlockInfo info;
   FillStaticInfo(&info);
-  // The cost is the time it ran: stopped time is reported apart.
-  info.time_cost_ms = absl::ToInt64Milliseconds(block.end - block.begin - block.stopped);
+  // The cost is the time it ran: stopped time is reported apart. The two
+  // add up to the block's wall time in whole milliseconds.
   info.stopped_ms = absl::ToInt64Milliseconds(block.stopped);
+  info.time_cost_ms = absl::ToInt64Milliseconds(block.end - block.begin) - info.stopped_ms;
   info.time_start = FloorToMillis(wall(block.begin));
   info.time_end = info.time_start + absl::Milliseconds(info.time_cost_ms + info.stopped_ms);
   info.message = block.message;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent_test_util.h"
+#include "cpu_quota_cgroup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -121,47 +122,6 @@ TEST(MatrixRunTest, SlowDispatchCarriesTheStallingFunctionsStack) {
   }
 }
 
-// A CPU cgroup limited to `percent` of one CPU, for the test's children
-// (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us); empty `procs` with `why`
-// set when the machine does not let the test create one.
-struct CpuQuotaCgroup {
-  explicit CpuQuotaCgroup(int percent) {
-    const std::string name = absl::StrCat("matrix-quota-", getpid());
-    auto write = [](const std::string& path, const std::string& text) {
-      std::ofstream out(path);
-      out << text;
-      out.flush();
-      return static_cast<bool>(out);
-    };
-    const std::string quota = std::to_string(percent * 1000);
-    if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {
-      write("/sys/fs/cgroup/cgroup.subtree_control", "+cpu");
-      dir = "/sys/fs/cgroup/" + name;
-      if (mkdir(dir.c_str(), 0755) == 0 && write(dir + "/cpu.max", quota + " 100000")) {
-        procs = dir + "/cgroup.procs";
-        return;
-      }
-    } else {
-      for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
-        dir = std::string(mount) + "/" + name;
-        if (mkdir(dir.c_str(), 0755) == 0 && write(dir + "/cpu.cfs_period_us", "100000") &&
-            write(dir + "/cpu.cfs_quota_us", quota)) {
-          procs = dir + "/cgroup.procs";
-          return;
-        }
-      }
-    }
-    why = absl::StrCat("cannot create a CPU cgroup with a quota (", dir, ": ",
-                       std::strerror(errno), "): the cpu controller is not writable here");
-    if (!dir.empty()) rmdir(dir.c_str());
-  }
-  ~CpuQuotaCgroup() {
-    if (!procs.empty()) rmdir(dir.c_str());  // Its processes have exited.
-  }
-  std::string dir;
-  std::string procs;
-  std::string why;
-};
 
 // A busy 6 s hang in a process limited to 10 % of a CPU is an ANR: the
 // watchdog wakes late because the whole cgroup is throttled, and the
