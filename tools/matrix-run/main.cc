@@ -166,13 +166,8 @@ absl::Status SetSymbolize(Options& o, const std::string& value) {
   return SetEnv(o, "MATRIX_SYMBOLIZE", value == "on" ? "1" : "0");
 }
 
-// One option of matrix-run: its name, whether it takes a value (the next
-// argument, or joined with '='), and what it sets. A value is never empty.
-struct RunFlag {
-  const char* name;
-  bool takes_value;
-  absl::Status (*set)(Options& o, const std::string& value);
-};
+// matrix-run's options (the value of one that takes a value is never empty).
+using RunFlag = matrix::report::internal::OptionFlag<Options>;
 
 constexpr RunFlag kRunFlags[] = {
     {"--report-dir", true,
@@ -235,13 +230,6 @@ constexpr RunFlag kRunFlags[] = {
      }},
 };
 
-const RunFlag* FindRunFlag(absl::string_view name) {
-  for (const RunFlag& flag : kRunFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
 // The options before the program (which follows "--", or is the first
 // argument that is not an option), up to --help.
 absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
@@ -257,7 +245,7 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
     }
     if (arg.size() <= 1 || arg[0] != '-') break;  // The program, without "--".
     auto [name, value] = matrix::report::internal::SplitOptionArgument(arg);
-    const RunFlag* flag = FindRunFlag(name);
+    const RunFlag* flag = matrix::report::internal::FindOptionFlag(kRunFlags, name);
     if (flag == nullptr) return Error(absl::StrCat("unknown option ", name));
     if (flag->takes_value && !value.has_value()) {
       if (i + 1 >= argc) return Error(absl::StrCat(name, " needs a value"));

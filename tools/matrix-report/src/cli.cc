@@ -149,13 +149,7 @@ absl::Status SetHelp(ParseState& p, const std::string&) {
   return absl::OkStatus();
 }
 
-// One option of the issue commands: its name, whether it takes a value, and
-// what it sets.
-struct ReportFlag {
-  const char* name;
-  bool takes_value;
-  absl::Status (*set)(ParseState& p, const std::string& value);
-};
+using ReportFlag = internal::OptionFlag<ParseState>;
 
 constexpr ReportFlag kReportFlags[] = {
     {"--tag", true,
@@ -223,13 +217,6 @@ constexpr ReportFlag kReportFlags[] = {
     {"--help", false, [](ParseState& p, const std::string& v) { return SetHelp(p, v); }},
     {"-h", false, [](ParseState& p, const std::string& v) { return SetHelp(p, v); }},
 };
-
-const ReportFlag* FindReportFlag(absl::string_view name) {
-  for (const ReportFlag& flag : kReportFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
 
 // The options given apply to the command given.
 absl::Status CheckCommandOptions(const ParseState& p) {
@@ -495,7 +482,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       continue;
     }
     auto [name, value] = internal::SplitOptionArgument(arg);
-    const ReportFlag* flag = FindReportFlag(name);
+    const ReportFlag* flag = internal::FindOptionFlag(kReportFlags, name);
     if (flag == nullptr) return UsageError(absl::StrCat("unknown option ", name));
     if (!flag->takes_value && value.has_value()) {
       return UsageError(absl::StrCat(name, " takes no value"));

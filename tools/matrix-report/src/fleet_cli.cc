@@ -134,13 +134,7 @@ absl::Status SetCount(const std::string& flag, const std::string& value, T& out)
   return absl::OkStatus();
 }
 
-// One option of the fleet commands: its name, whether it takes a value, and
-// what it sets.
-struct FleetFlag {
-  const char* name;
-  bool takes_value;
-  absl::Status (*set)(FleetCommandLine& cl, const std::string& value);
-};
+using FleetFlag = internal::OptionFlag<FleetCommandLine>;
 
 constexpr FleetFlag kFleetFlags[] = {
     {"--clickhouse", true,
@@ -226,13 +220,6 @@ constexpr FleetFlag kFleetFlags[] = {
      }},
 };
 
-const FleetFlag* FindFleetFlag(absl::string_view name) {
-  for (const FleetFlag& flag : kFleetFlags) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
 // Letters, digits and _ only: a database or cluster name goes into SQL as is.
 absl::Status CheckIdentifier(absl::string_view flag, const std::string& value) {
   for (char c : value) {
@@ -284,7 +271,7 @@ absl::StatusOr<FleetCommandLine> Parse(const std::vector<std::string>& args) {
       continue;
     }
     auto [name, value] = internal::SplitOptionArgument(arg);
-    const FleetFlag* flag = FindFleetFlag(name);
+    const FleetFlag* flag = internal::FindOptionFlag(kFleetFlags, name);
     if (flag == nullptr) {
       return UsageError(absl::StrCat("unknown option ", name, " for ", cl.command));
     }
