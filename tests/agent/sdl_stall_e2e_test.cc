@@ -3,7 +3,9 @@
 // - libpoll_event_stall.so (preloaded after the agent) spins 6 s inside one
 //   SDL_PollEvent call, 3 s into the game: the main thread is busy in its
 //   event handling, not in a swap. The frame after it is one FROZEN frame
-//   and its slice's window covers the stall. (Judged against every vsync,
+//   and its slice's window covers the stall. The game runs 20 s: on a
+//   loaded machine its start takes seconds, and a stall that ends at the
+//   interrupt leaves no frame after it. (Judged against every vsync,
 //   the game's ~28 fps frames were too far apart to be "animating": FROZEN
 //   0, and the slices' windows of 4,004 and 4,541 ms left the stall out.)
 
@@ -22,7 +24,7 @@ namespace {
 TEST(SdlStallTest, AStallInEventHandlingIsOneFrozenFrame_PacedFramesDoNotDrop) {
   const std::string dir = agent_test::NewReportDir("sdl-stall");
   const agent_test::RunResult run = agent_test::Run(
-      {"/usr/bin/timeout", "-s", "INT", "14", MATRIX_RUN_PATH, "--report-dir", dir, "--",
+      {"/usr/bin/timeout", "-s", "INT", "20", MATRIX_RUN_PATH, "--report-dir", dir, "--",
        PROGRAM_PATH, "-na", "-w"},
       {std::string("LD_PRELOAD=") + POLL_EVENT_STALL_PATH, "POLL_EVENT_STALL_AFTER_MS=3000",
        "POLL_EVENT_STALL_MS=6000"});
