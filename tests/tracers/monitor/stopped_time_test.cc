@@ -141,6 +141,38 @@ TEST_F(StoppedTimeCountersTest, WhatTheCountersDoNotExplain_IsAStop) {
   EXPECT_TRUE(stopped_.OnWakeup(At(20'000), At(21'000)));
 }
 
+TEST_F(StoppedTimeCountersTest, ALateWakeupWhileTheWatchdogItselfWaitedForACpu_IsNotAStop) {
+  // The looper thread sleeps in a system call (its counters stand still);
+  // the watchdog's task, due at 50 ms, waited 450 ms on a busy run queue.
+  now_.caller_tid = 7;
+  stopped_.OnWakeup(At(0), At(0));  // The watchdog's first reading.
+  now_.caller_runnable += absl::Milliseconds(450);
+  EXPECT_FALSE(stopped_.OnWakeup(At(50), At(500)));
+  EXPECT_EQ(stopped_.total(), absl::ZeroDuration());
+  // It is not the looper's wait: no throttled time in its dispatches.
+  EXPECT_EQ(stopped_.throttled_total(), absl::ZeroDuration());
+  // A stop of 3 s, then 200 ms of waiting for a CPU: the stop is counted.
+  now_.caller_runnable += absl::Milliseconds(200);
+  EXPECT_TRUE(stopped_.OnWakeup(At(550), At(3750)));
+  EXPECT_EQ(stopped_.Within(At(500), At(4000)), absl::Seconds(3));
+}
+
+TEST_F(StoppedTimeCountersTest, AnotherThreadsWait_ExplainsNothing) {
+  // Thread 7 reads first; thread 8's wait is counted from its own first
+  // reading on, never against thread 7's.
+  now_.caller_tid = 7;
+  now_.caller_runnable = absl::Seconds(50);
+  stopped_.OnWakeup(At(0), At(0));
+  now_.caller_tid = 8;
+  now_.caller_runnable = absl::Seconds(60);
+  EXPECT_TRUE(stopped_.OnWakeup(At(50), At(1050)));  // 8's first reading: unexplained.
+  EXPECT_EQ(stopped_.total(), absl::Seconds(1));
+  now_.caller_tid = 7;
+  now_.caller_runnable = absl::Seconds(50) + absl::Milliseconds(500);
+  EXPECT_FALSE(stopped_.OnWakeup(At(1100), At(1600)));  // 7 waited for it.
+  EXPECT_EQ(stopped_.total(), absl::Seconds(1));
+}
+
 // A fake /proc and cgroup file system.
 class SystemReaderTest : public ::testing::Test {
  protected:
@@ -186,6 +218,19 @@ TEST_F(SystemReaderTest, CgroupV1_TheCpuControllersThrottledTimeInNanoseconds) {
   const auto reading = Read();
   ASSERT_TRUE(reading.has_value());
   EXPECT_EQ(reading->throttled, absl::Nanoseconds(1849067548));
+}
+
+TEST_F(SystemReaderTest, TheCallersOwnRunQueueWait) {
+  Write("proc/self/cgroup", "0::/\n");
+  auto reading = Read();
+  ASSERT_TRUE(reading.has_value());
+  EXPECT_EQ(reading->caller_tid, 0);  // No thread-self: not read.
+  Write("proc/thread-self/schedstat", "900 333000000 5\n");
+  reading = Read();
+  ASSERT_TRUE(reading.has_value());
+  EXPECT_EQ(reading->caller_tid, matrix::ThreadHandle::Current().tid());
+  EXPECT_EQ(reading->caller_runnable, absl::Milliseconds(333));
+  EXPECT_EQ(reading->runnable, absl::Milliseconds(250));  // The looper thread's.
 }
 
 TEST_F(SystemReaderTest, NoCgroupFiles_NoThrottling_NoSchedstat_NoReading) {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "matrix/core/thread_handle.h"
 
 namespace matrix {
 namespace {
@@ -518,6 +519,16 @@ std::vector<ThrottleFile> FindThrottleFiles(const std::string& proc_root,
   return files;
 }
 
+// A thread's schedstat: "<cpu ns> <run-queue wait ns> <timeslices>".
+bool ReadSchedstat(const std::string& path, absl::Duration* cpu, absl::Duration* wait) {
+  const absl::StatusOr<std::string> sched = internal::ReadFileToString(path);
+  if (!sched.ok()) return false;
+  char* end = nullptr;
+  *cpu = absl::Nanoseconds(std::strtoll(sched->c_str(), &end, 10));
+  *wait = absl::Nanoseconds(std::strtoll(end, nullptr, 10));
+  return true;
+}
+
 }  // namespace
 
 StoppedTime::WaitToRunReader SystemWaitToRunReader(pid_t tid, std::string proc_root,
@@ -526,16 +537,20 @@ StoppedTime::WaitToRunReader SystemWaitToRunReader(pid_t tid, std::string proc_r
       FindThrottleFiles(proc_root, cgroup_root));
   const std::string schedstat =
       proc_root + "/self/task/" + std::to_string(tid) + "/schedstat";
-  return [files, schedstat]() -> std::optional<StoppedTime::WaitToRun> {
-    // "<cpu ns> <run-queue wait ns> <timeslices>".
-    const absl::StatusOr<std::string> sched = internal::ReadFileToString(schedstat);
-    if (!sched.ok()) return std::nullopt;
-    char* end = nullptr;
-    const int64_t cpu = std::strtoll(sched->c_str(), &end, 10);
-    const int64_t wait = std::strtoll(end, nullptr, 10);
+  const std::string own_schedstat = proc_root + "/thread-self/schedstat";
+  return [files, schedstat, own_schedstat]() -> std::optional<StoppedTime::WaitToRun> {
+    absl::Duration cpu;
+    absl::Duration wait;
+    if (!ReadSchedstat(schedstat, &cpu, &wait)) return std::nullopt;
     StoppedTime::WaitToRun reading;
-    reading.ran = absl::Nanoseconds(cpu);
-    reading.runnable = absl::Nanoseconds(wait);
+    reading.ran = cpu;
+    reading.runnable = wait;
+    absl::Duration own_cpu;
+    absl::Duration own_wait;
+    if (ReadSchedstat(own_schedstat, &own_cpu, &own_wait)) {
+      reading.caller_tid = ThreadHandle::Current().tid();
+      reading.caller_runnable = own_wait;
+    }
     for (const ThrottleFile& file : *files) {
       const absl::StatusOr<std::string> stat = internal::ReadFileToString(file.path);
       if (!stat.ok()) continue;

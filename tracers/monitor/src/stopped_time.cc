@@ -27,6 +27,13 @@ bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   const int64_t last_ns = observed_ns_.load(std::memory_order_relaxed);
   absl::Duration waited;
   absl::Duration explained;
+  // The calling thread's own wait to run, since its last reading.
+  absl::Duration caller_waited;
+  if (reading) {
+    const bool has_gap = last_ns > 0 && now_ns > last_ns;
+    caller_waited = CallerWaitedSinceLast(
+        *reading, has_gap ? absl::Nanoseconds(now_ns - last_ns) : absl::ZeroDuration());
+  }
   if (reading && last_reading_ && last_ns > 0 && now_ns > last_ns) {
     const absl::Duration gap = absl::Nanoseconds(now_ns - last_ns);
     waited = std::clamp((reading->runnable - last_reading_->runnable) +
@@ -42,9 +49,11 @@ bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   }
   bool stopped = false;
   if (late) {
-    // The lateness the counters do not explain was a stop.
+    // The lateness the counters do not explain was a stop. The looper's
+    // counters and the watchdog's own wait may cover the same time: the
+    // larger of the two explains it.
     const absl::Duration unexplained =
-        std::max(absl::ZeroDuration(), now - from - explained);
+        std::max(absl::ZeroDuration(), now - from - std::max(explained, caller_waited));
     if (unexplained > kTolerance) {
       const int64_t from_ns = from.ToNanoseconds();
       stopped_.Add(from_ns, from_ns + absl::ToInt64Nanoseconds(unexplained));
@@ -56,6 +65,27 @@ bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
     observed_ns_.store(now_ns, std::memory_order_release);
   }
   return stopped;
+}
+
+absl::Duration StoppedTime::CallerWaitedSinceLast(const WaitToRun& reading, absl::Duration gap) {
+  if (reading.caller_tid == 0) return absl::ZeroDuration();
+  CallerReading* slot = nullptr;
+  for (CallerReading& caller : callers_) {
+    if (caller.tid == reading.caller_tid) {
+      slot = &caller;
+      break;
+    }
+  }
+  absl::Duration waited;
+  if (slot != nullptr) {
+    waited = std::clamp(reading.caller_runnable - slot->runnable, absl::ZeroDuration(), gap);
+  } else {
+    // A new caller: the oldest slot is taken over (readings are rare, callers few).
+    slot = &callers_[next_caller_slot_++ % callers_.size()];
+    slot->tid = reading.caller_tid;
+  }
+  slot->runnable = reading.caller_runnable;
+  return waited;
 }
 
 void StoppedTime::IntervalLog::Add(int64_t begin_ns, int64_t end_ns) {

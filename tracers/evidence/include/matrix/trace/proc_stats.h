@@ -300,7 +300,8 @@ class ProcReader {
 // `task/TID/schedstat` under `proc_root`, and the throttled time in the
 // cpu.stat of the process's CPU cgroup and each ancestor under
 // `cgroup_root` (cgroup v2 throttled_usec or v1 throttled_time; the files
-// are found once, here, from /proc/self/cgroup). The reader returns nullopt
+// are found once, here, from /proc/self/cgroup), and the calling thread's
+// own run-queue wait (`thread-self/schedstat`). The reader returns nullopt
 // when the schedstat cannot be read. Any thread.
 StoppedTime::WaitToRunReader SystemWaitToRunReader(pid_t tid, std::string proc_root = "/proc",
                                                   std::string cgroup_root = "/sys/fs/cgroup");

@@ -4,8 +4,10 @@
 // frozen cgroup), and when it waited to run (a CPU quota, a busy machine). A
 // watchdog task due at T that runs at T + L, L over kTolerance, saw the
 // process not running over [T, T + L]; the kernel's counters (WaitToRun)
-// say how much of L was a wait to run, which stays in hang costs and is
-// reported as throttled time. The rest was a stop, left out of the costs
+// say how much of L was a wait to run: the looper thread's (it stays in
+// hang costs and is reported as throttled time) or the watchdog's own (its
+// task waited for a CPU while the looper slept). The rest was a stop, left
+// out of the costs
 // (docs/architecture.md, "How a hang is detected").
 //
 //   // Set up (TracePlugin does it for the looper thread; the reader of the
@@ -33,6 +35,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -58,6 +61,12 @@ class StoppedTime {
     // throttled_usec in cgroup v2, throttled_time in v1), the largest of
     // its cgroup and every ancestor's (a quota may be set higher up).
     absl::Duration throttled;
+    // The calling thread's own run-queue wait (/proc/thread-self/schedstat)
+    // and its id: a task late because its own thread waited for a CPU saw
+    // no stop, whatever the looper thread did meanwhile (slept in a system
+    // call, say, so its counters explain nothing). 0: not read.
+    pid_t caller_tid = 0;
+    absl::Duration caller_runnable;
   };
   using WaitToRunReader = std::function<std::optional<WaitToRun>()>;
 
@@ -125,9 +134,21 @@ class StoppedTime {
   IntervalLog throttled_;
   std::atomic<int64_t> observed_ns_{0};
   std::atomic<int64_t> busy_until_ns_{0};
+  // The run-queue wait `reading`'s caller had at its last reading, if that
+  // thread read before: its own wait since then explains a late task.
+  absl::Duration CallerWaitedSinceLast(const WaitToRun& reading, absl::Duration gap);
+
   // Watchdog thread only.
   WaitToRunReader reader_;
   std::optional<WaitToRun> last_reading_;
+  // The last caller_runnable of each calling thread (a few watchdog tasks
+  // on one or two threads), by tid; 0 is a free slot.
+  struct CallerReading {
+    pid_t tid = 0;
+    absl::Duration runnable;
+  };
+  std::array<CallerReading, 4> callers_;
+  size_t next_caller_slot_ = 0;
 };
 
 }  // namespace matrix
