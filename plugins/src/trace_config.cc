@@ -116,10 +116,10 @@ void CheckThresholds(const TraceConfig& c, Problems& problems) {
 
 // The method-trace buffer and the flight recorder's sizes.
 void CheckBuffers(const TraceConfig& c, Problems& problems) {
-  if (c.method_trace_enabled() &&
+  if (c.method_trace_enabled() && c.method_trace_buffer_bytes != 0 &&
       (c.method_trace_buffer_bytes < TraceConfig::kMinMethodTraceBufferBytes ||
        c.method_trace_buffer_bytes > TraceConfig::kMaxMethodTraceBufferBytes)) {
-    problems.Add(absl::StrCat("method_trace_buffer_bytes must be in [",
+    problems.Add(absl::StrCat("method_trace_buffer_bytes must be 0 (no ring of its own) or in [",
                               TraceConfig::kMinMethodTraceBufferBytes, ", ",
                               TraceConfig::kMaxMethodTraceBufferBytes, "] (4 KiB to 1 GiB), got ",
                               c.method_trace_buffer_bytes));

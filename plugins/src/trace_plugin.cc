@@ -66,7 +66,8 @@ void TracePlugin::CreateMonitors() {
   }
   if (config_.method_trace_enabled()) {
     method_tracer_ = MethodTracer::Current();
-    if (method_tracer_ == nullptr) {
+    // A buffer of 0 bytes: the program's own tracer or none.
+    if (method_tracer_ == nullptr && config_.method_trace_buffer_bytes > 0) {
       MethodTracer::Options options;
       options.buffer_bytes = config_.method_trace_buffer_bytes;
       options.clock = context().clock;

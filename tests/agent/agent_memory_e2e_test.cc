@@ -4,9 +4,9 @@
 // ru_maxrss, which covers the program as `timeout` waited for it), the median
 // of three runs of each, compared within one run. The budgets
 // (docs/performance.md, "matrix-run agent") are 8 MB added by default and
-// 4 MB with --symbolize=off; today the agent adds 8.0-8.3 MB and 7.3-7.5 MB.
-// While libdw's debuginfod client (libcurl and the TLS libraries) came with
-// the symbolizer's first DWARF look-up it added 15.5 MB.
+// 4 MB with --symbolize=off; the agent adds 7.3-7.4 MB and 6.6-6.8 MB, of
+// which libprotobuf.so's pages are 2.5 MB. The ceilings below are those
+// figures and about 0.5 MB for run-to-run differences.
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -49,7 +49,7 @@ long MedianPeakRssKib(const std::vector<std::string>& args) {
   return runs[1];
 }
 
-TEST(AgentMemoryTest, TheAgentAddsAbout8MBToGlxgears_LessWithoutSymbolizing) {
+TEST(AgentMemoryTest, TheAgentAddsUnder8MBToGlxgears_LessWithoutSymbolizing) {
   const std::string dir = agent_test::NewReportDir("memory");
   const std::vector<std::string> timeout = {"/usr/bin/timeout", "-s", "INT", "4"};
   auto with = [&](std::vector<std::string> tail) {
@@ -66,9 +66,9 @@ TEST(AgentMemoryTest, TheAgentAddsAbout8MBToGlxgears_LessWithoutSymbolizing) {
               "--symbolize=off (+%ld)\n",
               bare, agent, agent - bare, raw, raw - bare);
   ASSERT_GT(bare, 0);
-  // The 8 MB budget and 1 MB for run-to-run differences: above it, something
-  // new is loaded or allocated at start.
-  EXPECT_LE(agent - bare, 9 * 1024);
+  // Above these, something new is loaded, allocated or touched at start.
+  EXPECT_LE(agent - bare, 8 * 1024);
+  EXPECT_LE(raw - bare, 7 * 1024 + 256);
   // Raw frames load no symbol tables.
   EXPECT_LT(raw, agent);
 }

@@ -167,6 +167,14 @@ TEST(TraceConfigTest, TinyMethodTraceBuffer_IsRejectedOnlyWhenMethodTracingIsOn)
   EXPECT_THAT(std::string(config.status().message()), HasSubstr("method_trace_buffer_bytes"));
 }
 
+TEST(TraceConfigTest, ZeroMethodTraceBuffer_IsValidWithMethodTracingOn) {
+  absl::StatusOr<TraceConfig> config =
+      TraceConfig::Builder().EnableAnrTrace(true).SetMethodTraceBufferBytes(0).Build();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->method_trace_enabled());
+  EXPECT_EQ(config->method_trace_buffer_bytes, 0u);
+}
+
 TEST(TraceConfigTest, UncatchableSignal_IsRejectedWhenSignalAnrIsOn) {
   EXPECT_TRUE(TraceConfig::Builder().SetSignalAnrSignal(9).Build().ok());  // Off: unused.
   for (int signo : {0, 9, 19, 1000}) {

@@ -20,6 +20,7 @@
 #include "matrix/core/matrix.h"
 #include "matrix/core/observer_list.h"
 #include "matrix/plugins/trace_config.h"
+#include "matrix/trace/method_tracer.h"
 #include "matrix/testing/test_environment.h"
 
 namespace {
@@ -33,6 +34,7 @@ using ::matrix::Issue;
 using ::matrix::Looper;
 using ::matrix::LooperMonitor;
 using ::matrix::Matrix;
+using ::matrix::MethodTracer;
 using ::matrix::ObserverRegistration;
 using ::matrix::Plugin;
 using ::matrix::PluginListener;
@@ -143,6 +145,31 @@ TEST_F(TracePluginTest, Start_OnTheLooperThread_CreatesAndStartsTheMonitors) {
   EXPECT_FALSE(env_.choreographer()->SetFrameStartListener(&other_hook));
   EXPECT_FALSE(env_.choreographer()->HasPendingCallbacks(Choreographer::kInput));
   EXPECT_FALSE(env_.vsync()->vsync_requested());
+}
+
+// Method tracing (here for ANRs) starts a MethodTracer of the plugin's own,
+// unless the buffer is 0 bytes: then only one the program runs is used.
+TEST_F(TracePluginTest, ZeroMethodTraceBuffer_StartsNoTracer_ButUsesTheProgramsOwn) {
+  TracePlugin* plugin = InitWith(FpsConfig().EnableAnrTrace(true).SetMethodTraceBufferBytes(0));
+  ASSERT_TRUE(plugin->Start().ok());
+  EXPECT_EQ(plugin->GetUIThreadMonitor()->method_tracer(), nullptr);
+  EXPECT_EQ(MethodTracer::Current(), nullptr);
+  ASSERT_TRUE(plugin->Stop().ok());
+  Matrix::Shutdown();
+
+  std::unique_ptr<MethodTracer> own = MethodTracer::Start();
+  plugin = InitWith(FpsConfig().EnableAnrTrace(true).SetMethodTraceBufferBytes(0));
+  ASSERT_TRUE(plugin->Start().ok());
+  EXPECT_EQ(plugin->GetUIThreadMonitor()->method_tracer(), own.get());
+  ASSERT_TRUE(plugin->Stop().ok());
+  Matrix::Shutdown();
+}
+
+TEST_F(TracePluginTest, MethodTracing_StartsATracerOfThePluginsOwn) {
+  TracePlugin* plugin = InitWith(FpsConfig().EnableAnrTrace(true));
+  ASSERT_TRUE(plugin->Start().ok());
+  EXPECT_NE(plugin->GetUIThreadMonitor()->method_tracer(), nullptr);
+  EXPECT_EQ(MethodTracer::Current(), plugin->GetUIThreadMonitor()->method_tracer());
 }
 
 TEST_F(TracePluginTest, FramesWithAutoVsync_ProduceAnFpsIssueForTheVisibleScene) {

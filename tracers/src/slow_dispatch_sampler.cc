@@ -23,13 +23,6 @@ SlowDispatchSampler::SlowDispatchSampler(Options options)
       return StackCapturer::Get()->Capture(thread, out);
     };
   }
-  {
-    absl::MutexLock lock(&mu_);
-    for (Slot& slot : slots_) {
-      slot.stacks.resize(static_cast<size_t>(options_.max_samples));
-      slot.times.resize(static_cast<size_t>(options_.max_samples));
-    }
-  }
   handler_ = std::make_unique<Handler>(options_.watchdog_looper, "matrix::SlowDispatchSampler");
 }
 
@@ -149,6 +142,13 @@ void SlowDispatchSampler::Check() {
                      ? 0
                      : 1;
       Slot& slot = slots_[static_cast<size_t>(current_)];
+      // A slot's records are allocated when it first serves (here, on the
+      // watchdog thread): a program with no slow dispatch never pays the
+      // max_samples stacks (2 x 32 x 2.6 KiB by default).
+      if (slot.stacks.empty()) {
+        slot.stacks.resize(static_cast<size_t>(options_.max_samples));
+        slot.times.resize(static_cast<size_t>(options_.max_samples));
+      }
       slot.number = s.dispatch_number;
       slot.crossing = crossing;
       slot.captured_at = TimeTicks();

@@ -96,14 +96,14 @@ class SlowDispatchSampler {
   int64_t captures() const { return captures_.load(std::memory_order_relaxed); }
 
  private:
-  // A preallocated record of one sampled dispatch.
+  // The record of one sampled dispatch, allocated when it first serves.
   struct Slot {
     uint64_t number = 0;  // 0: free.
     TimeTicks crossing;
     TimeTicks captured_at;
     absl::Status crossing_status;
     int count = 0;
-    std::vector<RawStack> stacks;  // max_samples entries, allocated at start.
+    std::vector<RawStack> stacks;  // max_samples entries from its first use.
     std::vector<TimeTicks> times;
   };
 

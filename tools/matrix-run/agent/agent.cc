@@ -157,8 +157,9 @@ absl::StatusOr<TraceConfig> SessionTraceConfig(const AgentConfig& c) {
       .SetStackKeyRule({.skip_modules = c.key_skip_modules,
                         .program_modules = c.key_program_modules})
       .EnableSymbolize(c.symbolize)
-      // The program is not method-traced: a small ring is enough.
-      .SetMethodTraceBufferBytes(size_t{64} << 10)
+      // The program is not method-traced: no ring and no ticker thread of
+      // the agent's own (a MethodTracer the program runs is still used).
+      .SetMethodTraceBufferBytes(0)
       .Build();
 }
 

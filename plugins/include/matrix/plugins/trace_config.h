@@ -70,7 +70,9 @@ struct TraceConfig {
   bool use_choreographer = true;
   // The method-trace ring buffer, in bytes (rounded down to a power of two).
   // In [kMinMethodTraceBufferBytes, kMaxMethodTraceBufferBytes] when method
-  // tracing is on.
+  // tracing is on, or 0: no MethodTracer of the plugin's own (no ring, no
+  // ticker thread), for a program that is not method-traced; one the
+  // program started itself (MethodTracer::Current()) is still used.
   size_t method_trace_buffer_bytes = size_t{8} << 20;
   // Stacks of slow dispatches (EvilMethodTracer::Options::sampling): the
   // watchdog captures the looper thread's stack when a dispatch crosses
