@@ -10,6 +10,7 @@
 #include <istream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -100,6 +101,9 @@ struct FleetPusher::Batch {
 struct FleetPusher::Pending {
   // The batch being filled.
   std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
+  // The memory of the last batch sent, for the one after this (a batch's
+  // tens of MiB are not allocated, faulted in and grown again each time).
+  std::string spare_rows;
   int64_t rows = 0;
   std::pair<std::string, std::string> first_row;
   std::pair<std::string, std::string> last_row;
@@ -116,18 +120,24 @@ struct FleetPusher::Pending {
   // The batch in flight and its thread (joinable while it runs).
   std::unique_ptr<Batch> in_flight;
   std::thread sender;
-  // The fast path's parser, and the record it fills for each line.
+  // The fast path's parser, and the record and row it fills for each line
+  // (their strings' memory reused from line to line).
   internal::FastIssueParser parser;
   IssueRecord record;
+  FleetRow row;
 
   ~Pending() {
     if (sender.joinable()) sender.join();
   }
 
-  void Add(const FleetRow& row) {
-    AppendFleetRowBinary(row, rows_binary);
-    if (rows == 0) first_row = {row.host_id, row.issue_id};
-    last_row = {row.host_id, row.issue_id};
+  void Add(const FleetRow& added) {
+    AppendFleetRowBinary(added, rows_binary);
+    if (rows == 0) {
+      first_row.first = added.host_id;
+      first_row.second = added.issue_id;
+    }
+    last_row.first = added.host_id;
+    last_row.second = added.issue_id;
     ++rows;
   }
 };
@@ -204,6 +214,8 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
     stats.bytes += static_cast<int64_t>(done->rows_binary.size());
     ++stats.batches;
   }
+  pending.spare_rows = std::move(done->rows_binary);
+  pending.spare_rows.clear();
   return done->status;
 }
 
@@ -222,6 +234,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
     touched.insert(where.first);
   }
   for (const std::string& path : touched) batch->checkpoints[path] = pending.checkpoints[path];
+  pending.rows_binary = std::move(pending.spare_rows);
   pending.rows_binary.clear();
   pending.rows = 0;
   pending.advances.clear();
@@ -241,6 +254,9 @@ struct FleetPusher::Source {
   // How far it was sent, and its first kHeadBytes.
   Mark mark;
   std::string head;
+  // HeadHash of all kHeadBytes, once the file has them (the same for every
+  // mark past them).
+  std::optional<uint64_t> whole_head_hash;
 };
 
 absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, PushStats& stats) {
@@ -273,7 +289,8 @@ absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, Pu
                 .st = st,
                 .where = {checkpoint_path, id},
                 .mark = {},
-                .head = ReadHead(opened->fd.get())};
+                .head = ReadHead(opened->fd.get()),
+                .whole_head_hash = std::nullopt};
   if (auto it = cp->second.find(id);
       it != cp->second.end() && !options_.ignore_checkpoints && it->second.offset <= st.st_size &&
       it->second.head == HeadHash(source.head, it->second.offset)) {
@@ -325,7 +342,8 @@ bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
   if (options_.fast_parse && !options_.before_store && pending.parser.Parse(trimmed, record)) {
     if (record.source.file != file) record.source.file = file;
     record.source.line = line_number;
-    pending.Add(MakeFleetRow(record, trimmed, options_.fallback_host_id));
+    MakeFleetRow(record, trimmed, options_.fallback_host_id, pending.row);
+    pending.Add(pending.row);
     return true;
   }
   std::istringstream one{std::string(trimmed)};
@@ -361,6 +379,17 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
   std::string line;
   std::string reason;
   bool file_malformed = false;
+  const auto HeadOf = [](Source& from) {
+    if (from.whole_head_hash.has_value()) return *from.whole_head_hash;
+    const uint64_t hash = HeadHash(from.head, from.mark.offset);
+    if (from.head.size() >= kHeadBytes && from.mark.offset >= static_cast<int64_t>(kHeadBytes)) {
+      from.whole_head_hash = hash;
+    }
+    return hash;
+  };
+  // This file's entry in pending.advances (looked up again after a flush
+  // empties them).
+  Mark* advance_slot = nullptr;
   auto malformed = [&](int64_t line_number, absl::string_view why) {
     ++stats.malformed;
     if (file_malformed) return;
@@ -390,10 +419,12 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
     if (source.head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
       source.head = ReadHead(source.fd);  // It was shorter when first read.
     }
-    mark.head = HeadHash(source.head, mark.offset);
-    pending.advances[source.where] = mark;
+    mark.head = HeadOf(source);
+    if (advance_slot == nullptr) advance_slot = &pending.advances[source.where];
+    *advance_slot = mark;
     if (Full(pending)) {
       if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+      advance_slot = nullptr;
     }
     if (!got.terminated) break;
   }

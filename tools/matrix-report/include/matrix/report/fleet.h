@@ -110,6 +110,9 @@ struct FleetRow {
 // (reports written before they did).
 FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
                       absl::string_view fallback_host_id);
+// The same into `row`, reusing its strings' memory (every field is set).
+void MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
+                  absl::string_view fallback_host_id, FleetRow& row);
 
 // Appends `row` to `out` as one TabSeparated line in kFleetColumns' order.
 void AppendFleetRowTsv(const FleetRow& row, std::string& out);
