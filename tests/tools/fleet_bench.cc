@@ -21,7 +21,7 @@
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
 //                                       [--reuse] [--shards-only] [--single-only]
 //                                       [--no-baseline] [--no-store] [--no-queries]
-//                                       [--batch=ROWS] [--batch-mib=MIB]
+//                                       [--batch=ROWS] [--batch-mib=MIB] [--parse-threads=N]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -432,6 +432,7 @@ struct Plan {
   bool queries = true;
   int64_t batch_rows = 100000;
   int64_t batch_bytes = 64 << 20;
+  int parse_threads = 0;  // PushOptions::parse_threads
 };
 
 Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
@@ -443,6 +444,7 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
   push.fleet = fleet_options;
   push.batch_rows = plan.batch_rows;
   push.batch_bytes = plan.batch_bytes;
+  push.parse_threads = plan.parse_threads;
   push.ignore_checkpoints = true;
   if (plan.baseline) {
     // The same push through the strict parse only, into a database of its
@@ -596,6 +598,9 @@ int Main(int argc, char** argv) {
     if (arg == "--no-queries") plan.queries = false;
     if (absl::StartsWith(arg, "--batch=")) (void)absl::SimpleAtoi(arg.substr(8), &plan.batch_rows);
     if (absl::StartsWith(arg, "--batch-mib=")) (void)absl::SimpleAtoi(arg.substr(12), &batch_mib);
+    if (absl::StartsWith(arg, "--parse-threads=")) {
+      (void)absl::SimpleAtoi(arg.substr(16), &plan.parse_threads);
+    }
     if (absl::StartsWith(arg, "--copies=")) (void)absl::SimpleAtoi(arg.substr(9), &copies);
   }
   plan.batch_bytes = batch_mib << 20;
