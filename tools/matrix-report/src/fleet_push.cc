@@ -219,9 +219,27 @@ struct FleetPusher::Segment {
   std::vector<Line> lines;
   std::vector<std::string> parts;  // RowBinary, one per parsing thread.
 
-  void Clear() {
+  // Reads the next lines of `buffer` (through `line`), up to
+  // kSegmentBytes; true at the end of the file (or after a last line
+  // without its newline, or before one when `take_unterminated_tail` is
+  // false).
+  bool Read(internal::FdStreamBuf& buffer, bool take_unterminated_tail, std::string& line) {
     text.clear();
     lines.clear();
+    while (text.size() < kSegmentBytes) {
+      const internal::LineRead got =
+          internal::ReadLineBounded(buffer, static_cast<size_t>(kMaxIssueLineBytes), line);
+      if (!got.got || (!got.terminated && !take_unterminated_tail)) return true;
+      Line& read = lines.emplace_back();
+      read.at = text.size();
+      read.size = line.size();
+      read.bytes = got.bytes;
+      read.terminated = got.terminated;
+      read.too_long = got.too_long;
+      text.append(line);
+      if (!got.terminated) return true;
+    }
+    return false;
   }
 };
 
@@ -381,6 +399,15 @@ struct FleetPusher::Source {
   // HeadHash of all kHeadBytes, once the file has them (the same for every
   // mark past them).
   std::optional<uint64_t> whole_head_hash;
+
+  uint64_t HeadHashAtMark() {
+    if (whole_head_hash.has_value()) return *whole_head_hash;
+    const uint64_t hash = HeadHash(head, mark.offset);
+    if (head.size() >= kHeadBytes && mark.offset >= static_cast<int64_t>(kHeadBytes)) {
+      whole_head_hash = hash;
+    }
+    return hash;
+  }
 };
 
 absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, PushStats& stats) {
@@ -540,14 +567,6 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
   internal::FdStreamBuf buffer(source.fd);
   std::string line;
   bool file_malformed = false;
-  const auto HeadOf = [](Source& from) {
-    if (from.whole_head_hash.has_value()) return *from.whole_head_hash;
-    const uint64_t hash = HeadHash(from.head, from.mark.offset);
-    if (from.head.size() >= kHeadBytes && from.mark.offset >= static_cast<int64_t>(kHeadBytes)) {
-      from.whole_head_hash = hash;
-    }
-    return hash;
-  };
   // This file's entry in pending.advances (looked up again after a flush
   // empties them).
   Mark* advance_slot = nullptr;
@@ -560,26 +579,7 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
   Segment& segment = pending.segment;
   for (bool at_end = false; !at_end;) {
     // Read a run of lines ahead, then parse them (on several threads).
-    segment.Clear();
-    while (segment.text.size() < kSegmentBytes) {
-      const internal::LineRead got =
-          internal::ReadLineBounded(buffer, static_cast<size_t>(kMaxIssueLineBytes), line);
-      if (!got.got || (!got.terminated && !options_.take_unterminated_tail)) {
-        at_end = true;
-        break;
-      }
-      Segment::Line& read = segment.lines.emplace_back();
-      read.at = segment.text.size();
-      read.size = line.size();
-      read.bytes = got.bytes;
-      read.terminated = got.terminated;
-      read.too_long = got.too_long;
-      segment.text.append(line);
-      if (!got.terminated) {
-        at_end = true;
-        break;
-      }
-    }
+    at_end = segment.Read(buffer, options_.take_unterminated_tail, line);
     ParseSegment(segment, file, mark.line + 1, pending);
     // Then take them in file order, as one thread reading them would.
     for (const Segment::Line& got : segment.lines) {
@@ -611,7 +611,7 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
       if (source.head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
         source.head = ReadHead(source.fd);  // It was shorter when first read.
       }
-      mark.head = HeadOf(source);
+      mark.head = source.HeadHashAtMark();
       if (advance_slot == nullptr) advance_slot = &pending.advances[source.where];
       *advance_slot = mark;
       if (Full(pending)) {
