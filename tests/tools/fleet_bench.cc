@@ -390,7 +390,8 @@ void MeasureStore(ClickHouseClient& client, const std::vector<ClickHouseClient*>
     }
   });
   const std::filesystem::path file = scratch / "rows.bin";
-  std::ofstream(file, std::ios::binary).write(rows->data(), static_cast<std::streamsize>(rows->size()));
+  std::ofstream(file, std::ios::binary)
+      .write(rows->data(), static_cast<std::streamsize>(rows->size()));
   std::string().swap(*rows);
   fresh();
   const std::string command = absl::StrCat(
@@ -401,7 +402,9 @@ void MeasureStore(ClickHouseClient& client, const std::vector<ClickHouseClient*>
     if (std::system(command.c_str()) != 0) std::fprintf(stderr, "failed: %s\n", command.c_str());
   });
   std::filesystem::remove(file);
-  for (ClickHouseClient* shard : shards) (void)shard->Query("DROP DATABASE IF EXISTS matrix_store");
+  for (ClickHouseClient* shard : shards) {
+    (void)shard->Query("DROP DATABASE IF EXISTS matrix_store");
+  }
   result.store_measured = true;
 }
 
