@@ -168,6 +168,8 @@ class ClickHouseTestServer {
   int tcp_port() const { return tcp_port_; }
   const std::string& dir() const { return dir_; }
   bool running() const { return pid_ > 0; }
+  // The server's process id (0 when it does not run).
+  pid_t pid() const { return pid_; }
 
   // The server's error log, for failure messages.
   std::string ErrorLog() const {

@@ -11,18 +11,29 @@
 //     with the same questions over FINAL as the baseline of the same run,
 //     and the answers of both compared;
 //   - what building the rollups costs (median of 3 builds);
+//   - the store alone: the same rows (read back as RowBinary, in the order
+//     push sent them) inserted again with no parsing, over HTTP in push's
+//     batches one after another, and by clickhouse-client as one INSERT;
+//     with the CPU seconds of the pushing process and of the servers, and
+//     the load average, for each ingest;
 // then the same on a two-shard cluster of two local servers (Distributed).
 //
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
 //                                       [--reuse] [--shards-only] [--single-only]
-//                                       [--no-baseline]
+//                                       [--no-baseline] [--no-store] [--no-queries]
+//                                       [--batch=ROWS] [--batch-mib=MIB] [--parse-threads=N]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "clickhouse_test_server.h"
@@ -146,9 +158,24 @@ int64_t Scalar(ClickHouseClient& client, const std::string& sql) {
   return v;
 }
 
+// One ingest: its wall time, the CPU seconds of this process (the pusher)
+// or of clickhouse-client, and of the servers, and the load average
+// (1 minute) before and after.
+struct Ingested {
+  double wall_s = 0;
+  double client_cpu_s = 0;
+  double server_cpu_s = 0;
+  double load_before = 0;
+  double load_after = 0;
+};
+
 struct Result {
   double baseline_ingest_s = 0;  // Every line through ParseIssueLine.
   double ingest_s = 0;
+  Ingested baseline_run, push_run;
+  Ingested store_http;    // The same rows, the same batches, no parsing.
+  Ingested store_client;  // clickhouse-client, one INSERT of them all.
+  bool store_measured = false;
   int64_t sent = 0;
   int64_t stored = 0;
   int64_t bytes_on_disk = 0;
@@ -218,10 +245,173 @@ void MeasureQueries(ClickHouseClient& client, const FleetOptions& fleet_options,
   }
 }
 
-// Seconds to push every directory into `options.fleet.database`.
-double Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
-              const PushOptions& options, const std::vector<std::string>& dirs,
-              int64_t* sent) {
+// CPU seconds (user and system) the process `pid` used so far, from
+// /proc/PID/stat (utime and stime, fields 14 and 15).
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');  // After the command name, which may hold spaces.
+  if (close == std::string::npos) return 0;
+  const std::vector<std::string> fields =
+      absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipEmpty());
+  double utime = 0;
+  double stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) ||
+      !absl::SimpleAtod(fields[12], &stime)) {
+    return 0;
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double Seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
+
+// CPU seconds of this process (all its threads), or of its reaped children.
+double OwnCpuSeconds(int who) {
+  rusage usage{};
+  getrusage(who, &usage);
+  return Seconds(usage.ru_utime) + Seconds(usage.ru_stime);
+}
+
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  in >> load;
+  return load;
+}
+
+// Times `run` with the CPU of this process (`who` RUSAGE_SELF) or of the
+// children it runs (RUSAGE_CHILDREN), and of the servers.
+template <typename F>
+Ingested Account(const std::vector<pid_t>& servers, int who, F&& run) {
+  auto server_cpu = [&servers] {
+    double sum = 0;
+    for (pid_t pid : servers) sum += CpuSeconds(pid);
+    return sum;
+  };
+  Ingested out;
+  out.load_before = LoadAverage();
+  const double client_start = OwnCpuSeconds(who);
+  const double server_start = server_cpu();
+  const absl::Time start = absl::Now();
+  run();
+  out.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  out.client_cpu_s = OwnCpuSeconds(who) - client_start;
+  out.server_cpu_s = server_cpu() - server_start;
+  out.load_after = LoadAverage();
+  return out;
+}
+
+// Waits (up to 2 minutes) until no server merges parts, so that one
+// ingest's merges are not counted in the next one's CPU.
+void AwaitMerges(const std::vector<ClickHouseClient*>& shards) {
+  const absl::Time give_up = absl::Now() + absl::Minutes(2);
+  for (ClickHouseClient* shard : shards) {
+    while (absl::Now() < give_up &&
+           Scalar(*shard, "SELECT count() FROM system.merges FORMAT TabSeparated") > 0) {
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  }
+}
+
+// The end of the RowBinary row at `at` of the fleet's columns (kFleetColumns:
+// 12 strings, 9 64-bit numbers and an Int32 among them, a UInt8 last).
+size_t SkipString(absl::string_view rows, size_t at) {
+  uint64_t size = 0;
+  for (int shift = 0; at < rows.size(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(rows[at++]);
+    size |= static_cast<uint64_t>(byte & 0x7F) << shift;
+    if ((byte & 0x80) == 0) break;
+  }
+  return at + size;
+}
+size_t SkipRow(absl::string_view rows, size_t at) {
+  at = SkipString(rows, at) + 8;                     // issue_id, time_ms
+  for (int i = 0; i < 3; ++i) at = SkipString(rows, at);  // host_id .. process
+  at += 4;                                           // pid
+  for (int i = 0; i < 7; ++i) at = SkipString(rows, at);  // build_id .. scene
+  at += 8 * 9;                                       // cost_ms .. drop_frozen
+  return SkipString(rows, at) + 1;                   // report, quality
+}
+
+// The rows in push's batches: a batch ends at the row that makes it
+// `batch_rows` rows or `batch_bytes` bytes (FleetPusher's rule).
+std::vector<absl::string_view> Batches(absl::string_view rows, int64_t batch_rows,
+                                       int64_t batch_bytes) {
+  std::vector<absl::string_view> batches;
+  size_t begin = 0;
+  int64_t count = 0;
+  for (size_t at = 0; at < rows.size();) {
+    at = std::min(SkipRow(rows, at), rows.size());
+    ++count;
+    if (count >= batch_rows || static_cast<int64_t>(at - begin) >= batch_bytes ||
+        at == rows.size()) {
+      batches.push_back(rows.substr(begin, at - begin));
+      begin = at;
+      count = 0;
+    }
+  }
+  return batches;
+}
+
+// The store alone: the pushed rows, read back as RowBinary in the order
+// push sent them (host by host, each host's issues in time order), into a
+// database of its own, first over HTTP in push's batches one after another
+// (the same client and settings), then by clickhouse-client as one INSERT
+// over the native protocol.
+void MeasureStore(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
+                  const std::vector<pid_t>& servers, int tcp_port, const PushOptions& push,
+                  const std::filesystem::path& scratch, Result& result) {
+  absl::StatusOr<std::string> rows =
+      client.Query(absl::StrCat("SELECT ", kFleetColumns, " FROM ", push.fleet.database,
+                                ".issues ORDER BY host_id, time_ms FORMAT RowBinary"));
+  if (!rows.ok()) {
+    std::fprintf(stderr, "export: %s\n", rows.status().ToString().c_str());
+    return;
+  }
+  PushOptions raw = push;
+  raw.fleet.database = "matrix_store";
+  const std::string insert = absl::StrCat("INSERT INTO ", raw.fleet.database, ".issues (",
+                                          kFleetColumns, ") FORMAT RowBinary");
+  auto fresh = [&] {
+    for (ClickHouseClient* shard : shards) {
+      (void)shard->Query("DROP DATABASE IF EXISTS matrix_store");
+      FleetPusher schema(*shard, raw);
+      if (!schema.EnsureSchema().ok()) std::fprintf(stderr, "store schema failed\n");
+    }
+    AwaitMerges(shards);
+  };
+  fresh();
+  const std::vector<absl::string_view> batches =
+      Batches(*rows, push.batch_rows, push.batch_bytes);
+  result.store_http = Account(servers, RUSAGE_SELF, [&] {
+    for (absl::string_view batch : batches) {
+      absl::StatusOr<InsertResult> done = client.Insert(insert, batch);
+      if (!done.ok()) std::fprintf(stderr, "insert: %s\n", done.status().ToString().c_str());
+    }
+  });
+  const std::filesystem::path file = scratch / "rows.bin";
+  std::ofstream(file, std::ios::binary)
+      .write(rows->data(), static_cast<std::streamsize>(rows->size()));
+  std::string().swap(*rows);
+  fresh();
+  const std::string command = absl::StrCat(
+      MATRIX_CLICKHOUSE_CLIENT, " --host 127.0.0.1 --port ", tcp_port,
+      push.fleet.cluster.empty() ? "" : " --insert_distributed_sync=1", " --query '", insert,
+      "' < ", file.string());
+  result.store_client = Account(servers, RUSAGE_CHILDREN, [&] {
+    if (std::system(command.c_str()) != 0) std::fprintf(stderr, "failed: %s\n", command.c_str());
+  });
+  std::filesystem::remove(file);
+  for (ClickHouseClient* shard : shards) {
+    (void)shard->Query("DROP DATABASE IF EXISTS matrix_store");
+  }
+  result.store_measured = true;
+}
+
+// Pushes every directory into `options.fleet.database`.
+Ingested Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
+                const std::vector<pid_t>& servers, const PushOptions& options,
+                const std::vector<std::string>& dirs, int64_t* sent) {
   for (ClickHouseClient* shard : shards) {
     FleetPusher schema(*shard, options);
     if (!schema.EnsureSchema().ok()) std::fprintf(stderr, "schema failed\n");
@@ -229,36 +419,51 @@ double Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& sh
   FleetPusher pusher(client, options);
   const absl::Status schema = pusher.EnsureSchema();
   if (!schema.ok()) std::fprintf(stderr, "schema: %s\n", schema.ToString().c_str());
+  AwaitMerges(shards);
   PushStats stats;
-  const absl::Time start = absl::Now();
-  const absl::Status status = pusher.Push(dirs, stats);
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  absl::Status status;
+  const Ingested run = Account(servers, RUSAGE_SELF, [&] { status = pusher.Push(dirs, stats); });
   if (!status.ok()) std::fprintf(stderr, "push: %s\n", status.ToString().c_str());
   if (sent != nullptr) *sent = stats.sent;
-  return seconds;
+  return run;
 }
 
+// What Measure does, from the command line.
+struct Plan {
+  bool baseline = true;
+  bool store = true;
+  bool queries = true;
+  int64_t batch_rows = 100000;
+  int64_t batch_bytes = 64 << 20;
+  int parse_threads = 0;  // PushOptions::parse_threads
+};
+
 Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
+               const std::vector<pid_t>& servers, int tcp_port,
                const FleetOptions& fleet_options, const std::vector<std::string>& dirs,
-               bool baseline) {
+               const std::filesystem::path& scratch, const Plan& plan) {
   Result result;
   PushOptions push;
   push.fleet = fleet_options;
-  push.batch_rows = 100000;
-  push.batch_bytes = 64 << 20;
+  push.batch_rows = plan.batch_rows;
+  push.batch_bytes = plan.batch_bytes;
+  push.parse_threads = plan.parse_threads;
   push.ignore_checkpoints = true;
-  if (baseline) {
+  if (plan.baseline) {
     // The same push through the strict parse only, into a database of its
     // own, dropped after.
     PushOptions strict = push;
     strict.fleet.database = "matrix_baseline";
     strict.fast_parse = false;
-    result.baseline_ingest_s = Ingest(client, shards, strict, dirs, nullptr);
+    result.baseline_run = Ingest(client, shards, servers, strict, dirs, nullptr);
+    result.baseline_ingest_s = result.baseline_run.wall_s;
     for (ClickHouseClient* shard : shards) {
       (void)shard->Query("DROP DATABASE IF EXISTS matrix_baseline");
     }
   }
-  result.ingest_s = Ingest(client, shards, push, dirs, &result.sent);
+  result.push_run = Ingest(client, shards, servers, push, dirs, &result.sent);
+  result.ingest_s = result.push_run.wall_s;
+  if (plan.store) MeasureStore(client, shards, servers, tcp_port, push, scratch, result);
   const std::string table = fleet_options.cluster.empty() ? "issues" : "issues_local";
   for (ClickHouseClient* shard : shards) {
     // Merges run in the background; the bytes are those of the active parts.
@@ -268,6 +473,7 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
   }
   FleetQueries fleet(client, fleet_options);
   result.count = Time([&] { result.stored = *fleet.Count(); });
+  if (!plan.queries) return result;
   FleetFilter filter;
   std::string top_key;
   absl::StatusOr<std::vector<FleetKey>> top = fleet.Top(filter);
@@ -281,18 +487,31 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
   std::printf("\n## %s\n", setup);
   std::printf("issues pushed %lld, stored (FINAL) %lld\n", static_cast<long long>(r.sent),
               static_cast<long long>(r.stored));
+  const auto line = [&r](const char* what, const Ingested& run) {
+    std::printf("%s: %.1f s, %.0f issues/s; CPU s: client %.1f (%.1f us/issue), server %.1f "
+                "(%.1f us/issue); load %.1f-%.1f\n",
+                what, run.wall_s, r.sent / run.wall_s, run.client_cpu_s,
+                1e6 * run.client_cpu_s / r.sent, run.server_cpu_s,
+                1e6 * run.server_cpu_s / r.sent, run.load_before, run.load_after);
+  };
+  if (r.baseline_ingest_s > 0) line("ingest, strict parse only (baseline)", r.baseline_run);
+  line("ingest (push)", r.push_run);
   if (r.baseline_ingest_s > 0) {
-    std::printf("ingest, strict parse only (baseline) %.1f s: %.0f issues/s\n",
-                r.baseline_ingest_s, r.sent / r.baseline_ingest_s);
+    std::printf("push: %.2fx the baseline\n", r.baseline_ingest_s / r.ingest_s);
   }
-  std::printf("ingest %.1f s: %.0f issues/s", r.ingest_s, r.sent / r.ingest_s);
-  if (r.baseline_ingest_s > 0) {
-    std::printf(" (%.2fx the baseline)", r.baseline_ingest_s / r.ingest_s);
+  if (r.store_measured) {
+    line("the store alone, the same rows in push's batches over HTTP", r.store_http);
+    line("the store alone, the same rows by clickhouse-client, one INSERT", r.store_client);
+    std::printf("push: %.2f of the store's HTTP speed, %.2f of clickhouse-client's\n",
+                r.store_http.wall_s / r.ingest_s, r.store_client.wall_s / r.ingest_s);
   }
-  std::printf("\n");
   std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
               r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
               static_cast<double>(input_bytes) / issues);
+  if (r.rebuild.median_ms == 0) {
+    std::fflush(stdout);
+    return;  // --no-queries
+  }
   std::printf("rollups built in %.0f ms (median of 3; min %.0f)\n", r.rebuild.median_ms,
               r.rebuild.min_ms);
   std::printf("answers from the rollups and over FINAL: %s\n",
@@ -366,7 +585,8 @@ int Main(int argc, char** argv) {
   bool shards_only = false;
   bool single_only = false;
   bool reuse = false;  // Keep the data a --keep run left (same --issues/--hosts).
-  bool baseline = true;  // --no-baseline: the fast path only.
+  Plan plan;  // --no-baseline: the fast path only.
+  int64_t batch_mib = 64;
   int copies = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -376,9 +596,17 @@ int Main(int argc, char** argv) {
     if (arg == "--shards-only") shards_only = true;
     if (arg == "--single-only") single_only = true;
     if (arg == "--reuse") reuse = true;
-    if (arg == "--no-baseline") baseline = false;
+    if (arg == "--no-baseline") plan.baseline = false;
+    if (arg == "--no-store") plan.store = false;
+    if (arg == "--no-queries") plan.queries = false;
+    if (absl::StartsWith(arg, "--batch=")) (void)absl::SimpleAtoi(arg.substr(8), &plan.batch_rows);
+    if (absl::StartsWith(arg, "--batch-mib=")) (void)absl::SimpleAtoi(arg.substr(12), &batch_mib);
+    if (absl::StartsWith(arg, "--parse-threads=")) {
+      (void)absl::SimpleAtoi(arg.substr(16), &plan.parse_threads);
+    }
     if (absl::StartsWith(arg, "--copies=")) (void)absl::SimpleAtoi(arg.substr(9), &copies);
   }
+  plan.batch_bytes = batch_mib << 20;
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / "matrix-fleet-bench";
   const bool generate = !reuse || !std::filesystem::exists(root);
@@ -404,7 +632,8 @@ int Main(int argc, char** argv) {
     ClickHouseOptions options = test_util::ClientOptions(server.url(), absl::Seconds(60));
     options.request_timeout = absl::Minutes(10);
     ClickHouseClient client(options);
-    const Result single = Measure(client, {&client}, {}, dirs, baseline);
+    const Result single = Measure(client, {&client}, {server.pid()}, server.tcp_port(), {},
+                                  dirs, root, plan);
     Print("single server", single, issues, input_bytes);
   }
   if (!single_only) {
@@ -418,8 +647,8 @@ int Main(int argc, char** argv) {
     ClickHouseClient client_a(options);
     ClickHouseClient client_b(test_util::ClientOptions(b.url(), absl::Seconds(60)));
     const Result sharded =
-        Measure(client_a, {&client_a, &client_b},
-                {.database = "matrix", .cluster = "fleet"}, dirs, baseline);
+        Measure(client_a, {&client_a, &client_b}, {a.pid(), b.pid()}, a.tcp_port(),
+                {.database = "matrix", .cluster = "fleet"}, dirs, root, plan);
     Print("two shards (Distributed over two local servers)", sharded, issues, input_bytes);
   }
   if (!keep) std::filesystem::remove_all(root);

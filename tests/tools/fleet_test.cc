@@ -310,6 +310,65 @@ TEST_F(FleetTest, FastAndStrictPushesStoreTheSameRows) {
   EXPECT_EQ(push("fast", true).sent, 0);
 }
 
+// Lines parsed on several threads (parse_threads) are taken in file order:
+// the rows, batches, skipped lines, first skipped line and checkpoints are
+// those of one thread. 1,500 lines (several parts per run of lines read
+// ahead), a malformed line every 97, blank lines, batches of 37 rows (cut
+// inside a part), and a torn malformed last line that neither passes.
+TEST_F(FleetTest, ParseThreadsGiveTheRowsOfOneThread) {
+  ScratchDir scratch("threads");
+  std::string text;
+  for (int i = 0; i < 1500; ++i) {
+    if (i % 97 == 13) {
+      text += "{\"tag\":\"Trace_EvilMethod\",\"pid\":\"x\"\n";
+    } else if (i % 50 == 7) {
+      text += "  \n";
+    } else {
+      text += test_util::Line(test_util::AnrIssue(absl::StrCat("ns::F", i), proto::ANR, 1000 + i,
+                                                  test_util::kBaseTimeMs + i)) +
+              "\n";
+    }
+  }
+  const std::string last =
+      test_util::Line(test_util::AnrIssue("ns::Last", proto::ANR, 900, test_util::kBaseTimeMs));
+  std::ofstream(scratch.path() + "/issues.jsonl") << text << last.substr(0, 40);
+  auto push = [&](const std::string& database, int threads) {
+    PushOptions options;
+    options.fleet.database = database;
+    options.batch_rows = 37;
+    options.parse_threads = threads;
+    FleetPusher pusher(*client_, options);
+    EXPECT_TRUE(pusher.EnsureSchema().ok());
+    PushStats stats;
+    const absl::Status status = pusher.Push({scratch.path()}, stats);
+    EXPECT_TRUE(status.ok()) << status;
+    return stats;
+  };
+  const PushStats one = push("one", 1);
+  const PushStats four = push("four", 4);
+  EXPECT_EQ(one.sent, 1500 - 16 - 29);  // 16 malformed, 29 blank.
+  EXPECT_EQ(four.sent, one.sent);
+  EXPECT_EQ(four.batches, one.batches);
+  EXPECT_EQ(four.malformed, 16 + 1);  // And the torn last line, not passed.
+  EXPECT_EQ(four.malformed, one.malformed);
+  ASSERT_EQ(four.first_malformed.size(), 1u);
+  ASSERT_EQ(one.first_malformed.size(), 1u);
+  EXPECT_EQ(four.first_malformed[0].where.line, 14);
+  EXPECT_EQ(four.first_malformed[0].reason, one.first_malformed[0].reason);
+  auto rows = [&](const std::string& database) {
+    absl::StatusOr<std::string> body = client_->Query(absl::StrCat(
+        "SELECT ", kFleetColumns, " FROM ", database, ".issues ORDER BY issue_id FORMAT TSV"));
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.ok() ? *body : "";
+  };
+  EXPECT_EQ(rows("four"), rows("one"));
+  // Both checkpoints stop before the torn line: finished, it alone is sent.
+  std::ofstream(scratch.path() + "/issues.jsonl", std::ios::app) << last.substr(40) << "\n";
+  EXPECT_EQ(push("one", 1).sent, 1);
+  EXPECT_EQ(push("four", 4).sent, 1);
+  EXPECT_EQ(rows("four"), rows("one"));
+}
+
 // push sends RowBinary: rows with every byte a string may hold (tab,
 // newline, backslash, NUL, quotes, UTF-8, 300 bytes for a two-byte length)
 // and the extreme numbers come back as the TabSeparated rows of the same

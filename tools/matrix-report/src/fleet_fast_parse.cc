@@ -6,6 +6,7 @@
 #include <bitset>
 #include <cfloat>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -38,10 +39,28 @@ constexpr int kMaxFields = 128;
 // character (raw, or escaped as \u0000), or an escaped UTF-16 surrogate
 // (simdjson and protobuf may treat a lone one differently).
 bool NeedsStrictPath(absl::string_view line) {
-  for (size_t i = 0; i < line.size(); ++i) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (i + 8 <= line.size()) {
+      // Eight bytes at a time while none is below 0x20 or a backslash.
+      uint64_t word = 0;
+      std::memcpy(&word, line.data() + i, sizeof(word));
+      const uint64_t control = (word - kOnes * 0x20) & ~word & kHigh;
+      const uint64_t not_backslash = word ^ (kOnes * '\\');
+      const uint64_t backslash = (not_backslash - kOnes) & ~not_backslash & kHigh;
+      if ((control | backslash) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     const unsigned char c = static_cast<unsigned char>(line[i]);
     if (c < 0x20) return true;
-    if (c != '\\') continue;
+    if (c != '\\') {
+      ++i;
+      continue;
+    }
     if (i + 1 < line.size() && line[i + 1] == 'u') {
       if (i + 5 >= line.size()) return true;
       uint32_t code = 0;
@@ -56,7 +75,7 @@ bool NeedsStrictPath(absl::string_view line) {
       }
       if (code == 0 || (code >= 0xD800 && code <= 0xDFFF)) return true;
     }
-    ++i;  // The escaped character.
+    i += 2;  // The backslash and the escaped character.
   }
   return false;
 }

@@ -7,9 +7,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <istream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,6 +22,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
@@ -78,6 +81,97 @@ std::string DirectoryOf(const std::string& file) {
   return file.substr(0, slash);
 }
 
+// The (host_id, issue_id) of the RowBinary row at `at` of `rows`
+// (AppendFleetRowBinary: issue_id first, then time_ms, then host_id).
+std::pair<std::string, std::string> RowIds(absl::string_view rows, size_t at) {
+  const auto string_at = [&rows](size_t& from) {
+    uint64_t size = 0;
+    for (int shift = 0; from < rows.size() && shift < 64; shift += 7) {
+      const auto byte = static_cast<uint8_t>(rows[from++]);
+      size |= static_cast<uint64_t>(byte & 0x7F) << shift;
+      if ((byte & 0x80) == 0) break;
+    }
+    const absl::string_view text = rows.substr(std::min(from, rows.size()), size);
+    from += size;
+    return std::string(text);
+  };
+  std::string issue_id = string_at(at);
+  at += sizeof(int64_t);  // time_ms
+  std::string host_id = string_at(at);
+  return {std::move(host_id), std::move(issue_id)};
+}
+
+// Threads kept for a push that run the parts of a job with the calling
+// thread (ParseSegment's parts), so that no thread is started per segment.
+// Thread safety: Run from one thread at a time.
+class PartPool {
+ public:
+  PartPool() = default;
+  PartPool(const PartPool&) = delete;
+  PartPool& operator=(const PartPool&) = delete;
+  ~PartPool() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  // Runs job(0) here and job(1) .. job(parts - 1) on the pool's threads;
+  // returns when every part is done.
+  void Run(size_t parts, const std::function<void(size_t)>& job) {
+    while (threads_.size() + 1 < parts) threads_.emplace_back([this] { Work(); });
+    {
+      absl::MutexLock lock(&mu_);
+      job_ = &job;
+      next_ = 1;
+      parts_ = parts;
+      running_ = 0;
+    }
+    job(0);
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &PartPool::AllDone));
+    job_ = nullptr;
+  }
+
+ private:
+  bool AllDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return next_ >= parts_ && running_ == 0;
+  }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_ || (job_ != nullptr && next_ < parts_);
+  }
+
+  void Work() {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      mu_.Await(absl::Condition(this, &PartPool::HasWork));
+      if (stop_) return;
+      const size_t part = next_++;
+      const std::function<void(size_t)>* job = job_;
+      ++running_;
+      mu_.Unlock();
+      (*job)(part);
+      mu_.Lock();
+      --running_;
+    }
+  }
+
+  absl::Mutex mu_;
+  const std::function<void(size_t)>* job_ ABSL_GUARDED_BY(mu_) = nullptr;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t parts_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// Lines per part below which a segment is not split further.
+constexpr size_t kMinLinesPerPart = 64;
+// Bytes of lines read ahead before they are parsed (one longer line is read
+// whole).
+constexpr size_t kSegmentBytes = 2 << 20;
+
 }  // namespace
 
 // A batch handed to the sending thread: its rows, and the checkpoints to
@@ -97,12 +191,66 @@ struct FleetPusher::Batch {
   bool acknowledged = false;
 };
 
+struct FleetPusher::LineParser {
+  internal::FastIssueParser fast;
+  IssueRecord record;
+  FleetRow row;
+};
+
+struct FleetPusher::Segment {
+  struct Line {
+    // As read.
+    size_t at = 0;  // In `text`.
+    size_t size = 0;
+    int64_t bytes = 0;  // Read from the file, the newline included.
+    bool terminated = false;
+    bool too_long = false;
+    // As parsed: its rows in parts[part] (also those of a malformed line
+    // that parsed in part), and whether it is an issue.
+    int part = 0;
+    size_t rows_at = 0;
+    size_t rows_size = 0;
+    size_t last_row_at = 0;  // In parts[part].
+    int64_t rows = 0;
+    bool ok = true;
+    std::string reason;
+  };
+  std::string text;
+  std::vector<Line> lines;
+  std::vector<std::string> parts;  // RowBinary, one per parsing thread.
+
+  // Reads the next lines of `buffer` (through `line`), up to
+  // kSegmentBytes; true at the end of the file (or after a last line
+  // without its newline, or before one when `take_unterminated_tail` is
+  // false).
+  bool Read(internal::FdStreamBuf& buffer, bool take_unterminated_tail, std::string& line) {
+    text.clear();
+    lines.clear();
+    while (text.size() < kSegmentBytes) {
+      const internal::LineRead got =
+          internal::ReadLineBounded(buffer, static_cast<size_t>(kMaxIssueLineBytes), line);
+      if (!got.got || (!got.terminated && !take_unterminated_tail)) return true;
+      Line& read = lines.emplace_back();
+      read.at = text.size();
+      read.size = line.size();
+      read.bytes = got.bytes;
+      read.terminated = got.terminated;
+      read.too_long = got.too_long;
+      text.append(line);
+      if (!got.terminated) return true;
+    }
+    return false;
+  }
+};
+
 struct FleetPusher::Pending {
   // The batch being filled.
   std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
+  // The memory of the last batch sent, for the one after this (a batch's
+  // tens of MiB are not allocated, faulted in and grown again each time).
+  std::string spare_rows;
   int64_t rows = 0;
-  std::pair<std::string, std::string> first_row;
-  std::pair<std::string, std::string> last_row;
+  size_t last_row_at = 0;  // In rows_binary.
   // Where each file will be once these rows are acknowledged.
   std::map<std::pair<std::string, FileId>, Mark> advances;
   // Loaded checkpoints, by checkpoint file, with the marks of every batch
@@ -116,18 +264,19 @@ struct FleetPusher::Pending {
   // The batch in flight and its thread (joinable while it runs).
   std::unique_ptr<Batch> in_flight;
   std::thread sender;
-  // The fast path's parser, and the record it fills for each line.
-  internal::FastIssueParser parser;
-  IssueRecord record;
+  // One parser per parsing thread (their memory reused from line to line),
+  // and the lines read ahead.
+  std::vector<std::unique_ptr<LineParser>> parsers;
+  Segment segment;
+  PartPool pool;  // Destroyed (its threads joined) before the parsers.
 
   ~Pending() {
     if (sender.joinable()) sender.join();
   }
 
-  void Add(const FleetRow& row) {
-    AppendFleetRowBinary(row, rows_binary);
-    if (rows == 0) first_row = {row.host_id, row.issue_id};
-    last_row = {row.host_id, row.issue_id};
+  void Add(const FleetRow& added) {
+    last_row_at = rows_binary.size();
+    AppendFleetRowBinary(added, rows_binary);
     ++rows;
   }
 };
@@ -204,6 +353,8 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
     stats.bytes += static_cast<int64_t>(done->rows_binary.size());
     ++stats.batches;
   }
+  pending.spare_rows = std::move(done->rows_binary);
+  pending.spare_rows.clear();
   return done->status;
 }
 
@@ -214,16 +365,20 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   auto batch = std::make_unique<Batch>();
   batch->rows_binary = std::move(pending.rows_binary);
   batch->rows = pending.rows;
-  batch->first_row = std::move(pending.first_row);
-  batch->last_row = std::move(pending.last_row);
+  if (pending.rows > 0) {
+    batch->first_row = RowIds(batch->rows_binary, 0);
+    batch->last_row = RowIds(batch->rows_binary, pending.last_row_at);
+  }
   std::set<std::string> touched;
   for (auto& [where, mark] : pending.advances) {
     pending.checkpoints[where.first][where.second] = mark;
     touched.insert(where.first);
   }
   for (const std::string& path : touched) batch->checkpoints[path] = pending.checkpoints[path];
+  pending.rows_binary = std::move(pending.spare_rows);
   pending.rows_binary.clear();
   pending.rows = 0;
+  pending.last_row_at = 0;
   pending.advances.clear();
   pending.in_flight = std::move(batch);
   pending.sender = std::thread([this, sending = pending.in_flight.get()] {
@@ -241,6 +396,18 @@ struct FleetPusher::Source {
   // How far it was sent, and its first kHeadBytes.
   Mark mark;
   std::string head;
+  // HeadHash of all kHeadBytes, once the file has them (the same for every
+  // mark past them).
+  std::optional<uint64_t> whole_head_hash;
+
+  uint64_t HeadHashAtMark() {
+    if (whole_head_hash.has_value()) return *whole_head_hash;
+    const uint64_t hash = HeadHash(head, mark.offset);
+    if (head.size() >= kHeadBytes && mark.offset >= static_cast<int64_t>(kHeadBytes)) {
+      whole_head_hash = hash;
+    }
+    return hash;
+  }
 };
 
 absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, PushStats& stats) {
@@ -273,7 +440,8 @@ absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, Pu
                 .st = st,
                 .where = {checkpoint_path, id},
                 .mark = {},
-                .head = ReadHead(opened->fd.get())};
+                .head = ReadHead(opened->fd.get()),
+                .whole_head_hash = std::nullopt};
   if (auto it = cp->second.find(id);
       it != cp->second.end() && !options_.ignore_checkpoints && it->second.offset <= st.st_size &&
       it->second.head == HeadHash(source.head, it->second.offset)) {
@@ -317,15 +485,22 @@ absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushSta
   return Full(pending) ? Flush(pending, stats) : absl::OkStatus();
 }
 
-bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
-                          absl::string_view trimmed, Pending& pending, std::string& reason) {
-  IssueRecord& record = pending.record;
+bool FleetPusher::ParseLine(LineParser& parser, const std::string& file, int64_t line_number,
+                            absl::string_view trimmed, std::string& rows, size_t& last_row_at,
+                            int64_t& count, std::string& reason) const {
+  IssueRecord& record = parser.record;
+  const auto add = [&](const FleetRow& row) {
+    last_row_at = rows.size();
+    AppendFleetRowBinary(row, rows);
+    ++count;
+  };
   // An issue to change before it is stored (before_store) needs all of it:
   // the fast path reads only the stored columns.
-  if (options_.fast_parse && !options_.before_store && pending.parser.Parse(trimmed, record)) {
+  if (options_.fast_parse && !options_.before_store && parser.fast.Parse(trimmed, record)) {
     if (record.source.file != file) record.source.file = file;
     record.source.line = line_number;
-    pending.Add(MakeFleetRow(record, trimmed, options_.fallback_host_id));
+    MakeFleetRow(record, trimmed, options_.fallback_host_id, parser.row);
+    add(parser.row);
     return true;
   }
   std::istringstream one{std::string(trimmed)};
@@ -342,12 +517,44 @@ bool FleetPusher::AddLine(const std::string& file, int64_t line_number,
     FleetRow row = MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
                                 options_.fallback_host_id);
     if (changed) row.report = RecordToJson(record);
-    pending.Add(row);
+    add(row);
   }
   if (read.malformed_lines == 0 && records > 0) return true;
   reason = read.malformed_files.empty() ? std::string("not an issue")
                                         : read.malformed_files.front().first.reason;
   return false;
+}
+
+void FleetPusher::ParseSegment(Segment& segment, const std::string& file,
+                               int64_t first_line_number, Pending& pending) const {
+  size_t threads = options_.parse_threads > 0
+                       ? static_cast<size_t>(options_.parse_threads)
+                       : std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
+  if (options_.before_store) threads = 1;  // Not called from two threads at once.
+  const size_t lines = segment.lines.size();
+  const size_t parts = std::max<size_t>(1, std::min(threads, lines / kMinLinesPerPart));
+  while (pending.parsers.size() < parts) pending.parsers.push_back(std::make_unique<LineParser>());
+  if (segment.parts.size() < parts) segment.parts.resize(parts);
+  const auto parse_part = [&](size_t part) {
+    std::string& rows = segment.parts[part];
+    rows.clear();
+    for (size_t i = lines * part / parts; i < lines * (part + 1) / parts; ++i) {
+      Segment::Line& line = segment.lines[i];
+      line.part = static_cast<int>(part);
+      line.rows_at = rows.size();
+      line.rows = 0;
+      line.ok = true;
+      const absl::string_view trimmed =
+          absl::StripAsciiWhitespace(absl::string_view(segment.text).substr(line.at, line.size));
+      if (!line.too_long && !trimmed.empty()) {
+        line.ok = ParseLine(*pending.parsers[part], file,
+                            first_line_number + static_cast<int64_t>(i), trimmed, rows,
+                            line.last_row_at, line.rows, line.reason);
+      }
+      line.rows_size = rows.size() - line.rows_at;
+    }
+  };
+  pending.pool.Run(parts, parse_part);
 }
 
 absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats& stats) {
@@ -359,43 +566,59 @@ absl::Status FleetPusher::PushLines(Source& source, Pending& pending, PushStats&
   }
   internal::FdStreamBuf buffer(source.fd);
   std::string line;
-  std::string reason;
   bool file_malformed = false;
+  // This file's entry in pending.advances (looked up again after a flush
+  // empties them).
+  Mark* advance_slot = nullptr;
   auto malformed = [&](int64_t line_number, absl::string_view why) {
     ++stats.malformed;
     if (file_malformed) return;
     file_malformed = true;
     stats.first_malformed.push_back({{file, line_number}, std::string(why)});
   };
-  while (true) {
-    const internal::LineRead got =
-        internal::ReadLineBounded(buffer, static_cast<size_t>(kMaxIssueLineBytes), line);
-    if (!got.got) break;
-    if (!got.terminated && !options_.take_unterminated_tail) break;
-    const int64_t line_number = mark.line + 1;
-    const absl::string_view trimmed = absl::StripAsciiWhitespace(line);
-    // A torn last line (without its newline) that is not an issue: the
-    // writer may still finish it. Not sent, not passed.
-    bool advance = true;
-    if (got.too_long) {
-      malformed(line_number, kLineTooLong);
-      advance = got.terminated;
-    } else if (!trimmed.empty() && !AddLine(file, line_number, trimmed, pending, reason)) {
-      advance = got.terminated;
-      malformed(line_number, reason);
+  Segment& segment = pending.segment;
+  for (bool at_end = false; !at_end;) {
+    // Read a run of lines ahead, then parse them (on several threads).
+    at_end = segment.Read(buffer, options_.take_unterminated_tail, line);
+    ParseSegment(segment, file, mark.line + 1, pending);
+    // Then take them in file order, as one thread reading them would.
+    for (const Segment::Line& got : segment.lines) {
+      const int64_t line_number = mark.line + 1;
+      // A torn last line (without its newline) that is not an issue: the
+      // writer may still finish it. Not sent, not passed.
+      bool advance = true;
+      if (got.too_long) {
+        malformed(line_number, kLineTooLong);
+        advance = got.terminated;
+      } else {
+        if (got.rows > 0) {
+          pending.last_row_at = pending.rows_binary.size() + (got.last_row_at - got.rows_at);
+          pending.rows_binary.append(segment.parts[static_cast<size_t>(got.part)], got.rows_at,
+                                     got.rows_size);
+          pending.rows += got.rows;
+        }
+        if (!got.ok) {
+          advance = got.terminated;
+          malformed(line_number, got.reason);
+        }
+      }
+      if (!advance) {
+        at_end = true;
+        break;
+      }
+      mark.offset += got.bytes;
+      mark.line = line_number;
+      if (source.head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
+        source.head = ReadHead(source.fd);  // It was shorter when first read.
+      }
+      mark.head = source.HeadHashAtMark();
+      if (advance_slot == nullptr) advance_slot = &pending.advances[source.where];
+      *advance_slot = mark;
+      if (Full(pending)) {
+        if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
+        advance_slot = nullptr;
+      }
     }
-    if (!advance) break;
-    mark.offset += got.bytes;
-    mark.line = line_number;
-    if (source.head.size() < std::min<size_t>(static_cast<size_t>(mark.offset), kHeadBytes)) {
-      source.head = ReadHead(source.fd);  // It was shorter when first read.
-    }
-    mark.head = HeadHash(source.head, mark.offset);
-    pending.advances[source.where] = mark;
-    if (Full(pending)) {
-      if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-    }
-    if (!got.terminated) break;
   }
   if (buffer.error() != 0) {
     // What was read before the error is pushed; the rest is not.

@@ -19,9 +19,9 @@ namespace matrix::report {
 
 namespace {
 
-// 32 hex digits: two FNV-1a hashes with different bases of `parts` one
-// after the other, both in one pass.
-std::string StableId(std::initializer_list<absl::string_view> parts) {
+// 32 hex digits into `out`: two FNV-1a hashes with different bases of
+// `parts` one after the other, both in one pass.
+void StableIdInto(std::initializer_list<absl::string_view> parts, std::string& out) {
   uint64_t a = 0xcbf29ce484222325ULL;
   uint64_t b = 0x84222325cbf29ce4ULL;
   for (absl::string_view part : parts) {
@@ -30,7 +30,18 @@ std::string StableId(std::initializer_list<absl::string_view> parts) {
       b = (b ^ c) * 0x100000001b3ULL;
     }
   }
-  return absl::StrFormat("%016x%016x", a, b);
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.resize(32);
+  for (int i = 0; i < 16; ++i) {
+    out[static_cast<size_t>(i)] = kHex[(a >> (60 - 4 * i)) & 0xF];
+    out[static_cast<size_t>(16 + i)] = kHex[(b >> (60 - 4 * i)) & 0xF];
+  }
+}
+
+std::string StableId(std::initializer_list<absl::string_view> parts) {
+  std::string id;
+  StableIdInto(parts, id);
+  return id;
 }
 
 std::string TableColumns() {
@@ -99,10 +110,19 @@ std::vector<std::string> FleetSchema(const FleetOptions& options) {
 FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
                       absl::string_view fallback_host_id) {
   FleetRow row;
+  MakeFleetRow(record, report_json, fallback_host_id, row);
+  return row;
+}
+
+void MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
+                  absl::string_view fallback_host_id, FleetRow& row) {
   const proto::Issue& issue = record.issue;
   row.time_ms = issue.time_ms();
-  row.host_id = issue.app().host_id().empty() ? std::string(fallback_host_id)
-                                              : issue.app().host_id();
+  if (issue.app().host_id().empty()) {
+    row.host_id.assign(fallback_host_id.data(), fallback_host_id.size());
+  } else {
+    row.host_id = issue.app().host_id();
+  }
   row.host_name = issue.app().host_name();
   row.process = issue.process();
   row.pid = issue.pid();
@@ -113,6 +133,11 @@ FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
   row.kind = record.kind;
   row.key = record.key;
   row.scene = record.scene;
+  row.cost_ms = 0;
+  row.fps = 0;
+  row.frames = 0;
+  row.dropped_frames = 0;
+  for (int64_t& level : row.drop_level) level = 0;
   if (record.metric.present()) {
     if (record.metric.unit == "fps") {
       row.fps = record.metric.value;
@@ -131,19 +156,22 @@ FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
     row.drop_level[3] = frame.drop_level().high();
     row.drop_level[4] = frame.drop_level().frozen();
   }
-  row.report = report_json.empty() ? RecordToJson(record) : std::string(report_json);
+  if (report_json.empty()) {
+    row.report = RecordToJson(record);
+  } else {
+    row.report.assign(report_json.data(), report_json.size());
+  }
   const bool text_block = record.source.line == 0 && issue.has_block();
   row.quality = text_block ? 0 : 1;
   if (issue.has_block()) {
     // A block is in its JSON-lines issue and in its BlockCanary text file:
     // one id for both.
-    row.issue_id = StableId({absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
-                                          issue.block().time_start_ms(), "\n",
-                                          issue.block().time_end_ms())});
+    StableIdInto({absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
+                               issue.block().time_start_ms(), "\n", issue.block().time_end_ms())},
+                 row.issue_id);
   } else {
-    row.issue_id = StableId({row.host_id, "\n", row.report});
+    StableIdInto({row.host_id, "\n", row.report}, row.issue_id);
   }
-  return row;
 }
 
 void AppendFleetRowTsv(const FleetRow& row, std::string& out) {

@@ -110,6 +110,9 @@ struct FleetRow {
 // (reports written before they did).
 FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
                       absl::string_view fallback_host_id);
+// The same into `row`, reusing its strings' memory (every field is set).
+void MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
+                  absl::string_view fallback_host_id, FleetRow& row);
 
 // Appends `row` to `out` as one TabSeparated line in kFleetColumns' order.
 void AppendFleetRowTsv(const FleetRow& row, std::string& out);
@@ -146,6 +149,11 @@ struct PushOptions {
   // its line was written). push --debuginfod/--debug-dir names raw frames
   // here. (BlockCanary text files carry no build ids: not called.)
   std::function<bool(IssueRecord&)> before_store;
+  // Threads that parse JSON lines into rows, each a part of every run of
+  // lines read ahead (up to 2 MiB), the rows then taken in file order: the
+  // batches, rows, skipped lines and checkpoints are those of one thread.
+  // 0: one per CPU (at most 8). With before_store set, one.
+  int parse_threads = 0;
 };
 
 struct PushStats {
@@ -188,10 +196,20 @@ class FleetPusher {
   // A BlockCanary text file (one block), and a JSON-lines file from its mark.
   absl::Status PushBlockLog(Source& source, Pending& pending, PushStats& stats);
   absl::Status PushLines(Source& source, Pending& pending, PushStats& stats);
-  // Adds the issues of one non-blank line; false (and why in `reason`) when
-  // it is malformed.
-  bool AddLine(const std::string& file, int64_t line_number, absl::string_view trimmed,
-               Pending& pending, std::string& reason);
+  // A parsing thread's parser and the record and row it fills per line.
+  struct LineParser;
+  // Lines read ahead from one file and the rows of each.
+  struct Segment;
+  // Appends the rows of one non-blank line to `rows` (`last_row_at` the
+  // offset of the last one, `count` counting them); false (and why in
+  // `reason`) when it is malformed. Any thread, each with its own parser.
+  bool ParseLine(LineParser& parser, const std::string& file, int64_t line_number,
+                 absl::string_view trimmed, std::string& rows, size_t& last_row_at,
+                 int64_t& count, std::string& reason) const;
+  // Parses the segment's lines (the first at `first_line_number`) on up to
+  // parse_threads threads.
+  void ParseSegment(Segment& segment, const std::string& file, int64_t first_line_number,
+                    Pending& pending) const;
   // Whether `pending` holds a whole batch.
   bool Full(const Pending& pending) const;
   // Waits for the batch in flight, then hands the pending one (rows and
