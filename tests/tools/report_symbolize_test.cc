@@ -41,6 +41,7 @@ struct Self {
   std::string path = std::filesystem::read_symlink("/proc/self/exe");
   std::string build_id;
   uint64_t elf_address = 0;  // A return address inside ComputeLayout().
+  uint64_t offset = 0;       // Its offset from ComputeLayout()'s start.
 };
 
 Self SelfFrame() {
@@ -51,6 +52,7 @@ Self SelfFrame() {
   const SymbolInfo info = symbolizer.Symbolize(pc);
   self.build_id = info.build_id;
   self.elf_address = info.module_offset;
+  self.offset = pc - reinterpret_cast<uintptr_t>(&report_symbolize_test::ComputeLayout);
   return self;
 }
 
@@ -94,6 +96,31 @@ TEST(FrameSymbolizerTest, ARawFrameIsNamed_AndTheKeyIsItsFunction) {
   EXPECT_EQ(symbolizer.counts().keys_changed, 1);
   EXPECT_TRUE(symbolizer.problems().empty());
   EXPECT_FALSE(symbolizer.SymbolizeIssue(&issue));  // Nothing raw is left.
+}
+
+// A raw frame of this version carries its offset from the function's start
+// (from the unwind info) and is keyed by the start: named, the key is the
+// function, and so is a call-tree node named like the raw frame.
+TEST(FrameSymbolizerTest, ARawFrameKeyedByItsFunctionsStart_IsNamed) {
+  const Self self = SelfFrame();
+  if (self.build_id.empty()) GTEST_SKIP() << "this test binary has no build id";
+  ASSERT_GT(self.offset, 0u);
+  ASSERT_LT(self.offset, self.elf_address);
+  const std::string start_key = UnnamedFrameKey(self.path, self.elf_address - self.offset);
+  proto::Issue issue = RawHang(self, start_key);
+  proto::StackFrame* raw = issue.mutable_anr()->mutable_thread_stack()->mutable_frames(1);
+  raw->set_offset(self.offset);
+  EXPECT_EQ(UnnamedFrameKey(*raw), start_key);
+  issue.mutable_anr()->mutable_stack(0)->set_name(start_key);
+  FrameSymbolizer symbolizer({});
+  ASSERT_TRUE(symbolizer.SymbolizeIssue(&issue));
+  EXPECT_EQ(issue.anr().thread_stack().frames(1).function(),
+            "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(issue.anr().thread_stack().frames(1).offset(), self.offset);
+  EXPECT_EQ(issue.anr().stack_key(), "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(issue.key(), "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(issue.anr().stack(0).name(), "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(symbolizer.counts().keys_changed, 1);
 }
 
 // An older report keyed by the toolkit frame (the old fallback): named, it

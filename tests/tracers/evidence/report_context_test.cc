@@ -58,7 +58,7 @@ StackFrame NamedFrame(std::string function, std::string module) {
   frame.pc = 0x7f0000900000;
   frame.symbol.function = std::move(function);
   frame.symbol.module = std::move(module);
-  frame.symbol.function_offset = 4;
+  frame.symbol.function_offset = frame.symbol.function.empty() ? 0 : 4;
   return frame;
 }
 

@@ -106,6 +106,20 @@ TEST(SampledStackKeyTest, NoProgramFrameHoldsTheMajority_TheHeaviestSampleDecide
   const std::vector<SymbolizedStack> unnamed = {Stack({Frame("", kApp, 0x1234)})};
   // A stripped program's frame: module+0xaddress.
   EXPECT_EQ(SampledStackKey(Weighted(unnamed, {100})), "gallery+0x234");
+  // Samples at two pcs of one unnamed function, whose start the unwind info
+  // gives (function_offset): one frame, keyed by the start.
+  auto in_layout = [](uintptr_t pc) {
+    StackFrame frame = Frame("", "/opt/viewer/viewer", pc);
+    frame.symbol.function_offset = pc - 0x1200;
+    return frame;
+  };
+  auto at = [&](uintptr_t pc) { return Stack({in_layout(pc), kDispatch}); };
+  const std::vector<SymbolizedStack> spread = {at(0x1231), at(0x125d), at(0x1231), at(0x125d)};
+  const std::vector<WeightedStack> weighted = Weighted(spread, {100, 100, 100, 100});
+  const std::vector<DominantFrame> path = DominantCallPath(weighted);
+  ASSERT_EQ(path.size(), 2u);
+  EXPECT_EQ(path[1].samples_inside, 4u);
+  EXPECT_EQ(SampledStackKey(weighted), "viewer+0x200");
 }
 
 TEST(FillSampledCallTreeTest, RootedAtTheDeepestSharedFrame_CostIsTheSampledTime) {

@@ -237,5 +237,57 @@ TEST_F(StackKeyTest, AnUnnamedFrameOfTheProgram_KeysByModuleAndElfAddress) {
   EXPECT_EQ(NativeStackKey(report), "app::Layout()");
 }
 
+// A stripped program's captures land at different pcs of one function: in
+// its own loop in one capture, at its return from a clock read in another.
+// The unwind info gives each unnamed frame its function's start
+// (function_offset), so the captures share the function and the key is its
+// start, whichever pc the crossing capture holds.
+TEST_F(StackKeyTest, UnnamedFramesOfOneFunction_ShareItsStartAndKeyByIt) {
+  constexpr char kMyApp[] = "/opt/myapp/bin/myapp";
+  constexpr uintptr_t kBias = 0x55d0c0de0000;
+  auto unnamed = [](std::string module, uintptr_t start, uintptr_t offset) {
+    StackFrame frame = Frame("", std::move(module), kBias + start + offset);
+    frame.symbol.module_offset = start + offset;
+    frame.symbol.function_offset = offset;
+    return frame;
+  };
+  auto hang = [&](std::vector<StackFrame> inner) {
+    std::vector<StackFrame> frames = std::move(inner);
+    frames.push_back(unnamed(kMyApp, 0x1280, 0x57));  // OnLayoutTimeout's call.
+    frames.push_back(
+        Frame("g_main_context_dispatch", "/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0"));
+    frames.push_back(unnamed(kMyApp, 0x1100, 0x20));  // main.
+    return Stack(std::move(frames));
+  };
+  // ComputeLayoutForever starts at 0x1240.
+  const SymbolizedStack in_loop = hang({unnamed(kMyApp, 0x1240, 0x31)});
+  const SymbolizedStack in_clock =
+      hang({unnamed("linux-vdso.so.1", 0x9a0, 0x12), unnamed(kMyApp, 0x1240, 0x5d)});
+  EXPECT_EQ(SharedOuterFrames(in_loop, {in_clock}), 4u);
+  EXPECT_EQ(Key(in_loop, std::vector<SymbolizedStack>{in_clock}), "myapp+0x1240");
+  EXPECT_EQ(Key(in_clock, std::vector<SymbolizedStack>{in_loop}), "myapp+0x1240");
+  // Without a start (no unwind info), unnamed frames compare by pc: the
+  // captures then share only the caller, and a frame keys at its address.
+  SymbolizedStack no_start = in_loop;
+  no_start.frames[0].symbol.function_offset = 0;
+  SymbolizedStack no_start_clock = in_clock;
+  no_start_clock.frames[1].symbol.function_offset = 0;
+  EXPECT_EQ(SharedOuterFrames(no_start, {no_start_clock}), 3u);
+  EXPECT_EQ(Key(no_start, std::vector<SymbolizedStack>{no_start_clock}), "myapp+0x1280");
+  EXPECT_EQ(Key(no_start), "myapp+0x1271");
+
+  // The report carries the offset in the function; its key is the start.
+  proto::ThreadStack report;
+  FillThreadStack(in_clock, &report);
+  ASSERT_EQ(report.frames_size(), 5);
+  EXPECT_EQ(report.frames(1).elf_address(), 0x129du);
+  EXPECT_EQ(report.frames(1).offset(), 0x5du);
+  EXPECT_EQ(NativeStackKey(report), "myapp+0x1240");
+  // Without a known start the offset is the address itself, as in reports
+  // of older versions, and the frame keys at its address.
+  report.mutable_frames(1)->set_offset(0x129d);
+  EXPECT_EQ(NativeStackKey(report), "myapp+0x129d");
+}
+
 }  // namespace
 }  // namespace matrix

@@ -157,6 +157,13 @@ TEST(RawFramesTest, RawFrames_CarryModuleBuildIdAndElfAddress_AndNoName) {
   EXPECT_EQ(info.module, full.module);
   EXPECT_EQ(info.module_offset, full.module_offset);
   EXPECT_EQ(info.build_id, full.build_id);
+  // The function's start still comes from the unwind info in memory (what a
+  // stripped module keeps), so captures at any pc of it compare as one.
+  ASSERT_GT(full.function_offset, 0u);
+  EXPECT_EQ(info.function_offset, full.function_offset);
+  const uintptr_t start = pc - full.function_offset;
+  EXPECT_EQ(raw.Symbolize(start).function_offset, 0u);
+  EXPECT_EQ(raw.Symbolize(start + 1).function_offset, 1u);
   EXPECT_EQ(raw.PreloadModules(), 0u);  // Nothing is read in the process.
   raw.SetRawFrames(false);
   EXPECT_EQ(raw.Symbolize(pc).function, full.function);

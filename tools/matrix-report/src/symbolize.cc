@@ -250,9 +250,8 @@ bool FrameSymbolizer::SymbolizeIssue(proto::Issue* issue) {
   if (stack == nullptr) return changed;
   std::vector<std::string> raw_keys;
   for (const proto::StackFrame& frame : stack->frames()) {
-    raw_keys.push_back(frame.function().empty() && IsElfModule(frame.module())
-                           ? UnnamedFrameKey(frame.module(), AddressOf(frame))
-                           : "");
+    raw_keys.push_back(
+        frame.function().empty() && IsElfModule(frame.module()) ? UnnamedFrameKey(frame) : "");
   }
   if (!NameStack(stack)) return changed;
   // Call-tree nodes named like a raw frame get its name too.

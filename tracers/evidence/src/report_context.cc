@@ -74,8 +74,8 @@ void FillThreadStack(const SymbolizedStack& stack, proto::ThreadStack* out) {
     f->set_pc(absl::StrFormat("0x%x", frame.pc));
     f->set_function(frame.symbol.function);
     f->set_module(frame.symbol.module);
-    f->set_offset(frame.symbol.function.empty() ? frame.symbol.module_offset
-                                                : frame.symbol.function_offset);
+    const bool start_known = !frame.symbol.function.empty() || frame.symbol.function_offset != 0;
+    f->set_offset(start_known ? frame.symbol.function_offset : frame.symbol.module_offset);
     const bool elf_module = !frame.symbol.module.empty() && frame.symbol.module.front() != '[';
     if (elf_module) {  // Not JIT or interpreted code: named off the host by these.
       f->set_build_id(frame.symbol.build_id);

@@ -33,7 +33,10 @@ std::string_view BaseName(std::string_view path) {
 std::string FrameName(const StackFrame& frame) {
   const SymbolInfo& s = frame.symbol;
   if (!s.function.empty()) return s.function;
-  if (!s.module.empty()) return absl::StrFormat("%s+0x%x", BaseName(s.module), s.module_offset);
+  // Unnamed: samples of one function are one node (IdOf), named by its start.
+  if (!s.module.empty()) {
+    return absl::StrFormat("%s+0x%x", BaseName(s.module), s.module_offset - s.function_offset);
+  }
   return absl::StrFormat("0x%x", frame.pc);
 }
 

@@ -171,11 +171,11 @@ SymbolizedStack SymbolizeStack(const RawStack& stack, Symbolizer* symbolizer) {
     bool return_address = !(i == 0 && stack.exact_top_pc);
     uintptr_t lookup = return_address && pc > 0 ? pc - 1 : pc;
     StackFrame frame{pc, symbolizer->Symbolize(lookup)};
-    if (lookup != pc) {
-      if (!frame.symbol.function.empty() && !frame.symbol.module.empty()) {
+    if (lookup != pc && !frame.symbol.module.empty()) {
+      if (frame.symbol.function_offset != 0 || !frame.symbol.function.empty()) {
         frame.symbol.function_offset += 1;
       }
-      if (!frame.symbol.module.empty()) frame.symbol.module_offset += 1;
+      frame.symbol.module_offset += 1;
     }
     result.frames.push_back(std::move(frame));
   }

@@ -22,8 +22,25 @@ struct NamedFrame {
   std::string_view module;
   std::string_view function;
   std::string_view file;
-  uint64_t elf_address = 0;  // For an unnamed frame's key.
+  // For an unnamed frame's key: its function's start in the ELF file when
+  // known, else its own ELF address.
+  uint64_t key_address = 0;
 };
+
+// An unnamed frame's key address from its ELF address and its offset in the
+// function. An offset of 0, or as large as the address (an unnamed frame's
+// offset is its ELF address when the start is unknown), leaves the address.
+uint64_t KeyAddress(uint64_t elf_address, uint64_t function_offset) {
+  return function_offset != 0 && function_offset < elf_address ? elf_address - function_offset
+                                                               : elf_address;
+}
+
+// KeyAddress() of a report's frame. Reports of older versions carry no
+// elf_address: their unnamed frames' offset is the address.
+uint64_t ReportKeyAddress(const proto::StackFrame& frame) {
+  return frame.elf_address() != 0 ? KeyAddress(frame.elf_address(), frame.offset())
+                                  : frame.offset();
+}
 
 // The key of `f` when it is the program's own (named, or unnamed in a
 // module outside `named_modules`), else "".
@@ -32,7 +49,7 @@ std::string ProgramKey(const NamedFrame& f, const absl::flat_hash_set<std::strin
   if (IsSystemOrRuntimeFrame(f.module, f.function, f.file)) return "";
   if (!f.function.empty()) return std::string(f.function);
   if (named_modules.contains(std::string(f.module))) return "";
-  return UnnamedFrameKey(f.module, f.elf_address);
+  return UnnamedFrameKey(f.module, f.key_address);
 }
 
 template <typename Frames, typename Name>
@@ -167,6 +184,10 @@ std::string UnnamedFrameKey(std::string_view module, uint64_t elf_address) {
   return absl::StrFormat("%s+0x%x", BaseName(module), elf_address);
 }
 
+std::string UnnamedFrameKey(const proto::StackFrame& frame) {
+  return UnnamedFrameKey(frame.module(), ReportKeyAddress(frame));
+}
+
 absl::flat_hash_set<std::string> NamedModules(absl::Span<const StackFrame> frames) {
   absl::flat_hash_set<std::string> named;
   for (const StackFrame& frame : frames) {
@@ -177,7 +198,8 @@ absl::flat_hash_set<std::string> NamedModules(absl::Span<const StackFrame> frame
 
 std::string ProgramFrameKey(const SymbolInfo& symbol,
                             const absl::flat_hash_set<std::string>& named_modules) {
-  return ProgramKey({symbol.module, symbol.function, symbol.file, symbol.module_offset},
+  return ProgramKey({symbol.module, symbol.function, symbol.file,
+                     KeyAddress(symbol.module_offset, symbol.function_offset)},
                     named_modules);
 }
 
@@ -305,14 +327,13 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
   }
   return FirstNamedFrame(frames, [](const StackFrame& frame) {
     return NamedFrame{frame.symbol.module, frame.symbol.function, frame.symbol.file,
-                      frame.symbol.module_offset};
+                      KeyAddress(frame.symbol.module_offset, frame.symbol.function_offset)};
   });
 }
 
 std::string NativeStackKey(const proto::ThreadStack& stack) {
   return FirstNamedFrame(stack.frames(), [](const proto::StackFrame& frame) {
-    return NamedFrame{frame.module(), frame.function(), frame.file(),
-                      frame.elf_address() != 0 ? frame.elf_address() : frame.offset()};
+    return NamedFrame{frame.module(), frame.function(), frame.file(), ReportKeyAddress(frame)};
   });
 }
 

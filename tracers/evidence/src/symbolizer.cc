@@ -164,6 +164,17 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// pc minus the start of the function holding it, from the FDE that covers pc
+// in the loaded modules' `.eh_frame_hdr` (memory already mapped, no file
+// read); 0 when no FDE covers it. libgcc looks up the FDE of its argument
+// minus one (made for return addresses), so it is asked about pc + 1.
+uintptr_t UnwindFunctionOffset(uintptr_t pc) {
+  auto start =
+      reinterpret_cast<uintptr_t>(_Unwind_FindEnclosingFunction(reinterpret_cast<void*>(pc + 1)));
+  if (start == 0 || start > pc || pc - start >= (uintptr_t{1} << 24)) return 0;
+  return pc - start;
+}
+
 }  // namespace
 
 bool IsSystemLibrary(std::string_view module_path) {
@@ -279,13 +290,13 @@ SymbolInfo Symbolizer::SymbolizeLocked(uintptr_t pc) {
     char buffer[1024];
     if (absl::Symbolize(reinterpret_cast<const void*>(pc), buffer, sizeof(buffer))) {
       info.function = buffer;
-      // The function's start from its unwind info (FDE), when it has one.
-      auto start = reinterpret_cast<uintptr_t>(
-          _Unwind_FindEnclosingFunction(reinterpret_cast<void*>(pc)));
-      if (start != 0 && start <= pc && pc - start < (uintptr_t{1} << 24)) {
-        info.function_offset = pc - start;
-      }
     }
+  }
+  // Without a symbol (a stripped module, raw frames, the vDSO) the function's
+  // start still comes from its unwind info, the FDE of `.eh_frame`, which
+  // stripping keeps: every pc of one function then has one start.
+  if (info.function_offset == 0 && !info.module.empty()) {
+    info.function_offset = UnwindFunctionOffset(pc);
   }
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();
   cache_.emplace(pc, info);

@@ -88,7 +88,9 @@ bool IsSystemOrRuntimeFrame(std::string_view module, std::string_view function,
 // the same order counted from the outermost frame (main) inwards: the
 // function they all were inside. Frames are the same when they are the same
 // function of the same module (the pc within it may differ); unnamed frames
-// compare by pc. Empty stacks in `others` (a failed capture) are ignored.
+// compare by their function's start from the unwind info
+// (SymbolInfo::function_offset), or by pc when it is unknown. Empty stacks in
+// `others` (a failed capture) are ignored.
 // Returns stack.frames.size() when `others` has no usable stack.
 size_t SharedOuterFrames(const SymbolizedStack& stack, absl::Span<const SymbolizedStack> others);
 
@@ -117,7 +119,8 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
 // The stack key of a native stack: the innermost frame that belongs to the
 // program (not IsSystemOrRuntimeFrame), named by its function, or by
 // UnnamedFrameKey() when it has no name and its module names no frame of the
-// stack (elf_address, else the offset of older reports, which is the same
+// stack (the function's start, elf_address - offset, when the offset is
+// known; else elf_address; else the offset of older reports, which is the
 // address for an unnamed frame). Falls back to
 // the innermost named frame outside the C runtime (IsCRuntimeFrame: where a
 // capture happens to land, a clock read or a system call, differs from run
@@ -128,11 +131,19 @@ std::string NativeStackKey(const proto::ThreadStack& stack);
 // UnnamedFrameKey()
 //
 // How a frame without a function name keys a report: "myapp+0x1a2b", the
-// module's base name and the frame's address in the ELF file's own address
-// space (StackFrame::elf_address), stable for one build of the module. ""
-// without a module. matrix-report symbolize names such frames off the host
-// and recomputes the key.
+// module's base name and an address in the ELF file's own address space,
+// stable for one build of the module. The callers pass the start of the
+// frame's function when the unwind info gives it (the same for every capture
+// inside the function), else the frame's own address. "" without a module.
+// matrix-report symbolize names such frames off the host and recomputes the
+// key.
 std::string UnnamedFrameKey(std::string_view module, uint64_t elf_address);
+
+// The same for a report's frame (proto::StackFrame, its name aside): the
+// function's start, elf_address - offset, when the offset is known (smaller
+// than elf_address, not 0); else elf_address; else the offset of reports of
+// older versions, which is the address for an unnamed frame.
+std::string UnnamedFrameKey(const proto::StackFrame& frame);
 
 // NamedModules()
 //

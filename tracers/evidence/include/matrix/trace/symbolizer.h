@@ -95,7 +95,9 @@ struct SymbolInfo {
   // Path of the ELF file containing the address; kJitModule ("[jit]",
   // perf_map.h) for JIT code named from a perf map; "" if neither.
   std::string module;
-  // pc - function start (0 when the function or its start is unknown).
+  // pc - function start (0 when the start is unknown). The start comes from
+  // the symbol, or, for a frame without a name (a stripped module, raw
+  // frames), from the unwind info (`.eh_frame`'s FDE) that stripping keeps.
   uintptr_t function_offset = 0;
   // pc - module load bias: the address in the ELF file's own address space,
   // which is what addr2line and llvm-symbolizer take. For PIE executables and
@@ -231,10 +233,10 @@ class Symbolizer {
   // SetRawFrames()
   //
   // With `raw` true, Symbolize() fills only what names a frame later, off
-  // the host: module, module_offset (the ELF address) and the build id. No
-  // symbol table or DWARF is read (hosts where in-process symbolization
-  // costs too much; matrix-report symbolize names the frames). Clears the
-  // cache. Any thread.
+  // the host: module, module_offset (the ELF address) and the build id, and
+  // function_offset from the unwind info in memory. No symbol table or DWARF
+  // is read (hosts where in-process symbolization costs too much;
+  // matrix-report symbolize names the frames). Clears the cache. Any thread.
   void SetRawFrames(bool raw) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Number of cached lookups (for tests and memory accounting). Any thread.
