@@ -23,8 +23,7 @@
 //                             END (inside-exit, inside-_exit, ...) the end
 //                             comes inside the busy dispatch, without the poll.
 //   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
-//                             an event loop that waits without poll (issue 17,
-//                             item 1), KIND: cond (pthread_cond_wait), sem
+//                             an event loop that waits without poll, KIND: cond (pthread_cond_wait), sem
 //                             (sem_wait), eventfd (read of an eventfd), futex
 //                             (std::atomic<uint32_t>::wait: syscall(SYS_futex)
 //                             in libstdc++), pace (nanosleep every 10 ms, no

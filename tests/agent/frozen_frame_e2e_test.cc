@@ -1,5 +1,5 @@
-// A frozen animation is one FROZEN frame, whatever draws it (issue 17,
-// docs/tracers.md "Frames that were due"): programs animating at 60 Hz stall
+// A frozen animation is one FROZEN frame, whatever draws it
+// (docs/tracers.md "Frames that were due"): programs animating at 60 Hz stall
 // their main thread in a dispatch of its own, then draw again, under
 // matrix-run. Counted from its own dispatch the overdue frame would look
 // smooth; the due rule counts it from the last frame before the stall.

@@ -4,8 +4,8 @@
 // frames a second. matrix-run must write one Trace_FPS per slice (one, or two
 // when the program's exit flushes the rest), each with `fps` the rate
 // glxgears drew at, as it counts itself ("N frames in 5.0 seconds = R FPS"),
-// not the 60 Hz refresh rate (issue 17: one report every 0.3 s, each saying
-// 60).
+// not the 60 Hz refresh rate (one report every 0.3 s, each saying 60, would
+// be wrong).
 //
 // Tolerance: the report covers the first 10 s of drawing; glxgears' lines
 // cover 5 s windows of the same run. They agree within 10 %.

@@ -522,7 +522,7 @@ TEST(MatrixRunTest, BadAgentVariableLeavesTheProgramAlone) {
 // The agent writes only its own lines into the program's stderr. node's
 // stripped executable made absl::Symbolize (the symbolizer's fallback) print
 // "[symbolize_elf.inc : 1324] RAW: /usr/bin/node: too many executable LOAD
-// segments" at every stack capture (issue 17, item 10).
+// segments" at every stack capture.
 TEST(MatrixRunTest, NodeStackCaptureWritesNothingIntoTheProgramsStderr) {
 #ifndef NODE_PATH
   FAIL() << "node not found at configure time: make deps (nodejs)";

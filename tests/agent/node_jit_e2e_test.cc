@@ -1,8 +1,8 @@
 // node (V8) under matrix-run --perf-map (tests/agent/node_jit_target.js): an
 // ANR in a JavaScript function names it from node's /tmp/perf-PID.map, with
 // its script and line, and the frame-pointer walk past the JIT frames shows
-// node's native frames below it down to the start of the process (issue 18,
-// item 2; docs/stacks.md, "JIT frames"). Two runs (node started directly,
+// node's native frames below it down to the start of the process
+// (docs/stacks.md, "JIT frames"). Two runs (node started directly,
 // then through /usr/bin/env: flags on node's command line, then in
 // NODE_OPTIONS) key the ANR the same.
 //

@@ -1,7 +1,7 @@
 // A real tkinter program (tests/agent/tk_target.py, Debian's python3 and
 // python3-tk) under xvfb-run through matrix-run, default thresholds (LAG 2 s,
 // ANR 5 s). Tcl/Tk's main thread waits in pthread_cond_wait /
-// pthread_cond_timedwait, never in poll (issue 17, item 1): before the agent
+// pthread_cond_timedwait, never in poll: before the agent
 // learned the loop's own waits, the idle window was one long dispatch (an
 // ANR keyed Tcl_WaitForEvent) and a hang after idle time was reported early.
 //

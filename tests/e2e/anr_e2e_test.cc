@@ -236,7 +236,7 @@ TEST(AnrE2ETest, TwentyHangsUnderFullLoad_CapturedWithinTheBudget) {
     // threshold and must get a core at once although both are busy: it asks
     // for a 0.1 ms time slice, so it preempts a spinning thread when it wakes
     // (EEVDF, Linux 6.12+). Before that, the worst of 20 was 11.8-23.8 ms
-    // here (the spinners' slices), and 99.7 ms once in issue 17.
+    // here (the spinners' slices), and 99.7 ms once.
     EXPECT_LE(late_ms.back(), 10.0) << text;
   }
   for (pid_t pid : busy) kill(pid, SIGKILL);

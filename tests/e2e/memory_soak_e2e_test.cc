@@ -1,4 +1,4 @@
-// Bounded memory (issue 21, item 3): tests/e2e/memory_soak_child.cc runs 10 M
+// Bounded memory: tests/e2e/memory_soak_child.cc runs 10 M
 // short messages and 20 dispatches of 1.1 s with every tracer, BlockCanary,
 // method tracing and the JSON-lines sink at their defaults. Its peak RSS
 // (VmHWM, measured by the child after Matrix shut down) stays under 64 MB,

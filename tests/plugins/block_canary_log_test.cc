@@ -179,7 +179,7 @@ TEST_F(BlockLogWriterTest, Write_DirectoryIsAFile_Fails) {
   std::remove(dir_.c_str());
 }
 
-// --- File safety (issue 9) ---------------------------------------------------------
+// --- File safety -----------------------------------------------------------------
 
 TEST_F(BlockLogWriterTest, Write_WhenTheDirectoryIsASymlink_FailsNamingIt) {
   const std::string elsewhere = dir_ + "_elsewhere";

@@ -373,7 +373,7 @@ TEST_F(JsonLinesIssueSinkTest, Create_RejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// --- File safety: symbolic links (issue 9, defect 3) ---------------------------------
+// --- File safety: symbolic links ---------------------------------------------------
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -179,7 +179,7 @@ TEST(HtmlReportTest, SummaryGroupsAndNumbers) {
   EXPECT_EQ(levels[3].number_value(), 2);
   EXPECT_EQ(gallery.at("refresh").number_value(), 60);
   // Traces: startup, 2 ANRs, slow method, block; the default is the worst
-  // issue of the first hang group (the 6200 ms ANR, issue 5).
+  // issue of the first hang group (the 6200 ms ANR).
   EXPECT_EQ(data.struct_value().fields().at("traces").list_value().values_size(), 5);
   EXPECT_EQ(data.struct_value().fields().at("default_issue").number_value(), 5);
 }
