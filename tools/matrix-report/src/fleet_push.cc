@@ -26,6 +26,7 @@
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
+#include "internal/fleet_row_view.h"
 #include "matrix/core/app_identity.h"
 
 // FleetPusher: report files into ClickHouse, past their checkpoints
@@ -193,8 +194,8 @@ struct FleetPusher::Batch {
 
 struct FleetPusher::LineParser {
   internal::FastIssueParser fast;
-  IssueRecord record;
-  FleetRow row;
+  internal::FleetRowView row;  // The fast path's, into `fast`'s memory.
+  IssueRecord record;          // The strict path's.
 };
 
 struct FleetPusher::Segment {
@@ -496,11 +497,11 @@ bool FleetPusher::ParseLine(LineParser& parser, const std::string& file, int64_t
   };
   // An issue to change before it is stored (before_store) needs all of it:
   // the fast path reads only the stored columns.
-  if (options_.fast_parse && !options_.before_store && parser.fast.Parse(trimmed, record)) {
-    if (record.source.file != file) record.source.file = file;
-    record.source.line = line_number;
-    MakeFleetRow(record, trimmed, options_.fallback_host_id, parser.row);
-    add(parser.row);
+  if (options_.fast_parse && !options_.before_store &&
+      parser.fast.ParseRow(trimmed, options_.fallback_host_id, parser.row)) {
+    last_row_at = rows.size();
+    internal::AppendFleetRowBinary(parser.row, rows);
+    ++count;
     return true;
   }
   std::istringstream one{std::string(trimmed)};

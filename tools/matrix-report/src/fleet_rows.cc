@@ -3,7 +3,9 @@
 // file's name. The pusher is in fleet_push.cc, the queries in
 // fleet_queries.cc, their text tables in fleet_render.cc.
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -13,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "internal/fleet_row_view.h"
 #include "matrix/report/fleet.h"
 
 namespace matrix::report {
@@ -164,13 +167,10 @@ void MakeFleetRow(const IssueRecord& record, absl::string_view report_json,
   const bool text_block = record.source.line == 0 && issue.has_block();
   row.quality = text_block ? 0 : 1;
   if (issue.has_block()) {
-    // A block is in its JSON-lines issue and in its BlockCanary text file:
-    // one id for both.
-    StableIdInto({absl::StrCat(row.host_id, "\nblock\n", issue.pid(), "\n",
-                               issue.block().time_start_ms(), "\n", issue.block().time_end_ms())},
-                 row.issue_id);
+    internal::BlockIdInto(row.host_id, issue.pid(), issue.block().time_start_ms(),
+                          issue.block().time_end_ms(), row.issue_id);
   } else {
-    StableIdInto({row.host_id, "\n", row.report}, row.issue_id);
+    internal::IssueIdInto(row.host_id, row.report, row.issue_id);
   }
 }
 
@@ -226,6 +226,61 @@ double Finite(double value) { return std::isfinite(value) ? value : 0; }
 }  // namespace
 
 void AppendFleetRowBinary(const FleetRow& row, std::string& out) {
+  internal::AppendFleetRowBinary(internal::ViewOf(row), out);
+}
+
+namespace internal {
+
+FleetRowView ViewOf(const FleetRow& row) {
+  FleetRowView view{.issue_id = row.issue_id,
+                    .time_ms = row.time_ms,
+                    .host_id = row.host_id,
+                    .host_name = row.host_name,
+                    .process = row.process,
+                    .pid = row.pid,
+                    .build_id = row.build_id,
+                    .version = row.version,
+                    .tag = row.tag,
+                    .detail = row.detail,
+                    .kind = row.kind,
+                    .key = row.key,
+                    .scene = row.scene,
+                    .cost_ms = row.cost_ms,
+                    .fps = row.fps,
+                    .frames = row.frames,
+                    .dropped_frames = row.dropped_frames,
+                    .report = row.report,
+                    .quality = row.quality};
+  std::copy(std::begin(row.drop_level), std::end(row.drop_level), view.drop_level);
+  return view;
+}
+
+FleetRow ToFleetRow(const FleetRowView& view) {
+  FleetRow row;
+  row.issue_id = std::string(view.issue_id);
+  row.time_ms = view.time_ms;
+  row.host_id = std::string(view.host_id);
+  row.host_name = std::string(view.host_name);
+  row.process = std::string(view.process);
+  row.pid = view.pid;
+  row.build_id = std::string(view.build_id);
+  row.version = std::string(view.version);
+  row.tag = std::string(view.tag);
+  row.detail = std::string(view.detail);
+  row.kind = std::string(view.kind);
+  row.key = std::string(view.key);
+  row.scene = std::string(view.scene);
+  row.cost_ms = view.cost_ms;
+  row.fps = view.fps;
+  row.frames = view.frames;
+  row.dropped_frames = view.dropped_frames;
+  std::copy(std::begin(view.drop_level), std::end(view.drop_level), row.drop_level);
+  row.report = std::string(view.report);
+  row.quality = view.quality;
+  return row;
+}
+
+void AppendFleetRowBinary(const FleetRowView& row, std::string& out) {
   BinaryString(row.issue_id, out);
   BinaryNumber<int64_t>(row.time_ms, out);
   BinaryString(row.host_id, out);
@@ -247,6 +302,20 @@ void AppendFleetRowBinary(const FleetRow& row, std::string& out) {
   BinaryString(row.report, out);
   BinaryNumber<uint8_t>(row.quality, out);
 }
+
+void IssueIdInto(absl::string_view host_id, absl::string_view report, std::string& out) {
+  StableIdInto({host_id, "\n", report}, out);
+}
+
+void BlockIdInto(absl::string_view host_id, int32_t pid, int64_t time_start_ms,
+                 int64_t time_end_ms, std::string& out) {
+  // A block is in its JSON-lines issue and in its BlockCanary text file:
+  // one id for both.
+  StableIdInto({absl::StrCat(host_id, "\nblock\n", pid, "\n", time_start_ms, "\n", time_end_ms)},
+               out);
+}
+
+}  // namespace internal
 
 std::string CheckpointPath(const std::string& dir, absl::string_view url,
                            absl::string_view database) {
