@@ -300,5 +300,33 @@ TEST(FleetFastParseTest, IssueIdsStayWhatTheyWere) {
                             internal::Fnv1a(text, 0x84222325cbf29ce4ULL)));
 }
 
+// Ids computed several side by side (what push does with the fast path's
+// rows) are the ids of IssueIdInto one by one: 0 to 9 jobs (whole groups
+// and the rest), reports of different lengths (the shortest sets the common
+// run) including empty ones, hosts of different lengths.
+TEST(FleetFastParseTest, IdsSideBySideAreTheIdsOneByOne) {
+  std::vector<std::string> reports;
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 9; ++i) {
+    reports.push_back(i == 3 ? std::string() : std::string(static_cast<size_t>(37 * i * i), 'x'));
+    reports.back() += absl::StrCat("{\"tag\":\"t", i, "\"}\xff\x80");
+    hosts.push_back(std::string(static_cast<size_t>(i), static_cast<char>('a' + i)));
+  }
+  reports[5].clear();
+  for (size_t count = 0; count <= reports.size(); ++count) {
+    std::vector<std::string> out(count, std::string(32, '?'));
+    std::vector<internal::IssueIdJob> jobs;
+    for (size_t i = 0; i < count; ++i) {
+      jobs.push_back({.host_id = hosts[i], .report = reports[i], .out = out[i].data()});
+    }
+    internal::IssueIdsInto(jobs);
+    for (size_t i = 0; i < count; ++i) {
+      std::string one;
+      internal::IssueIdInto(hosts[i], reports[i], one);
+      EXPECT_EQ(out[i], one) << count << " jobs, job " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace matrix::report

@@ -642,7 +642,7 @@ FastIssueParser::FastIssueParser() : impl_(std::make_unique<Impl>()) {}
 FastIssueParser::~FastIssueParser() = default;
 
 bool FastIssueParser::ParseRow(absl::string_view line, absl::string_view fallback_host_id,
-                               FleetRowView& row) {
+                               FleetRowView& row, bool line_id) {
   Impl& impl = *impl_;
   if (!impl.schema.usable() || line.empty() || line.front() != '{' || NeedsStrictPath(line)) {
     return false;
@@ -670,8 +670,10 @@ bool FastIssueParser::ParseRow(absl::string_view line, absl::string_view fallbac
   if (v.report >= 0 && impl.schema.kind(v.report).block) {
     BlockIdInto(row.host_id, row.pid, v.number(kBlockStart).i, v.number(kBlockEnd).i,
                 impl.issue_id);
-  } else {
+  } else if (line_id) {
     IssueIdInto(row.host_id, line, impl.issue_id);
+  } else {
+    impl.issue_id.clear();
   }
   row.issue_id = impl.issue_id;
   return true;

@@ -53,8 +53,11 @@ class FastIssueParser {
   // issue) and returns true when `line` is certainly an issue the strict
   // parse accepts; false otherwise (`row` is then unspecified). The row's
   // text is valid until the next call and while `line` and
-  // `fallback_host_id` are (used when the issue carries no host id).
-  bool ParseRow(absl::string_view line, absl::string_view fallback_host_id, FleetRowView& row);
+  // `fallback_host_id` are (used when the issue carries no host id). With
+  // `line_id` false, the id of an issue whose id is of its line (all but
+  // blocks) is left empty, for the caller to compute with IssueIdsInto.
+  bool ParseRow(absl::string_view line, absl::string_view fallback_host_id, FleetRowView& row,
+                bool line_id = true);
 
  private:
   struct Impl;
