@@ -286,6 +286,23 @@ TEST(FleetFastParseTest, TrickyLinesGiveTheStrictPathsRowOrAreLeftToIt) {
   EXPECT_EQ(row.drop_level[4], 0);
 }
 
+// The scan of the raw line for what only the strict path decides (sixteen
+// bytes at a time, then eight, then one) finds a raw control character, an
+// escaped NUL or surrogate wherever it is, passes other escapes, and ends
+// cleanly at every length.
+TEST(FleetFastParseTest, WhatTheStrictPathDecidesIsFoundAtEveryOffset) {
+  FastIssueParser parser;
+  for (size_t pad = 0; pad < 40; ++pad) {
+    const std::string head = absl::StrCat(R"({"tag":"t","key":")", std::string(pad, 'k'));
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"("})")), Fast::kTaken) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"(\n\u00e9"})")), Fast::kTaken) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"(\u0000"})")), Fast::kLeft) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"(\ud800"})")), Fast::kLeft) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, "\x01\"}")), Fast::kLeft) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, "\x1f\"}")), Fast::kLeft) << pad;
+  }
+}
+
 // An issue's id is what it always was (stores made before keep collapsing
 // repeats): both FNV-1a hashes of host, newline and report.
 TEST(FleetFastParseTest, IssueIdsStayWhatTheyWere) {

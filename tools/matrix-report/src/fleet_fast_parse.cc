@@ -2,6 +2,10 @@
 
 #include <simdjson.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <bitset>
 #include <cfloat>
@@ -38,6 +42,25 @@ using simdjson::dom::element_type;
 // Fields and oneofs per message the seen-sets cover.
 constexpr int kMaxFields = 128;
 
+// The bytes at the start of `text` that are in whole runs of 16 with no
+// byte below 0x20 and no backslash (0 without SSE2).
+size_t CleanRun(absl::string_view text) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i top_control = _mm_set1_epi8(0x1F);
+  for (; i + 16 <= text.size(); i += 16) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + i));
+    // A byte is at most 0x1F when subtracting 0x1F (saturating) leaves 0.
+    const __m128i control =
+        _mm_cmpeq_epi8(_mm_subs_epu8(bytes, top_control), _mm_setzero_si128());
+    const __m128i special = _mm_or_si128(control, _mm_cmpeq_epi8(bytes, backslash));
+    if (_mm_movemask_epi8(special) != 0) break;
+  }
+#endif
+  return i;
+}
+
 // Whether the raw line holds anything the strict path must judge: a control
 // character (raw, or escaped as \u0000), or an escaped UTF-16 surrogate
 // (simdjson and protobuf may treat a lone one differently).
@@ -46,6 +69,8 @@ bool NeedsStrictPath(absl::string_view line) {
   constexpr uint64_t kHigh = 0x8080808080808080ULL;
   size_t i = 0;
   while (i < line.size()) {
+    i += CleanRun(line.substr(i));  // Sixteen bytes at a time.
+    if (i == line.size()) break;
     if (i + 8 <= line.size()) {
       // Eight bytes at a time while none is below 0x20 or a backslash.
       uint64_t word = 0;
@@ -132,35 +157,16 @@ bool InRange(const Integer& v, uint64_t low_magnitude, uint64_t high) {
 
 // Where a value the row reads is kept while a line is walked: text (views
 // into the line's parse) first, then numbers.
+// kDetail is the enum value's name (empty for 0, as DeriveFields has it);
+// kMetric and kRequires the report kind's MetricSpec field and
+// requires_field; kFps to kDropFrozen Issue.frame's columns; kBlockStart and
+// kBlockEnd Issue.block's id.
 enum Slot : uint8_t {
-  kTag,
-  kKey,
-  kProcess,
-  kHostId,
-  kHostName,
-  kBuildId,
-  kVersion,
-  kDetail,  // The enum value's name; empty for 0, as DeriveFields has it.
-  kScene,
-  kFirstScene,
-  kStackKey,
-  kTextSlots,
-  kTimeMs = kTextSlots,
-  kPid,
-  kMetric,    // The report kind's MetricSpec field.
-  kRequires,  // Its requires_field.
-  kFps,       // Issue.frame's columns.
-  kFrames,
-  kDroppedFrames,
-  kDropBest,
-  kDropNormal,
-  kDropMiddle,
-  kDropHigh,
-  kDropFrozen,
-  kBlockStart,  // Issue.block's id.
-  kBlockEnd,
-  kSlots,
-  kNoSlot = kSlots,
+  kTag, kKey, kProcess, kHostId, kHostName, kBuildId, kVersion, kDetail, kScene, kFirstScene,
+  kStackKey, kTextSlots,
+  kTimeMs = kTextSlots, kPid, kMetric, kRequires, kFps, kFrames, kDroppedFrames, kDropBest,
+  kDropNormal, kDropMiddle, kDropHigh, kDropFrozen, kBlockStart, kBlockEnd, kSlots,
+  kNoSlot = kSlots
 };
 
 // A number as the generated accessors return it: `i` for integer and bool
@@ -184,18 +190,10 @@ struct Values {
   }
 };
 
+// A field's JSON form; kInt32 to kDouble are the numeric ones, kUndecidable
+// (maps, bytes) is left to the strict path.
 enum class Type : uint8_t {
-  kString,
-  kInt32,
-  kInt64,
-  kUInt32,
-  kUInt64,
-  kFloat,
-  kDouble,
-  kBool,
-  kEnum,
-  kMessage,
-  kUndecidable,  // Maps, bytes: left to the strict path.
+  kString, kInt32, kInt64, kUInt32, kUInt64, kFloat, kDouble, kBool, kEnum, kMessage, kUndecidable
 };
 
 struct MessageSpec;
