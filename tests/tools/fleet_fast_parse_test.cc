@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
+#include "internal/fleet_row_view.h"
 #include "matrix/report/fleet.h"
 #include "report_test_util.h"
 
@@ -25,6 +26,7 @@ namespace matrix::report {
 namespace {
 
 using internal::FastIssueParser;
+using internal::FleetRowView;
 using test_util::Line;
 using test_util::ScratchDir;
 
@@ -38,21 +40,26 @@ std::string RowOf(const IssueRecord& record, absl::string_view line) {
 }
 
 // What the fast path does with `line`: kTaken when it decides it (and then
-// the row must be the strict path's), kLeft when it leaves it.
+// its row must be the strict path's, as TabSeparated and byte for byte as
+// RowBinary), kLeft when it leaves it (to the strict path, which then
+// decides it as it always did).
 enum class Fast { kTaken, kLeft };
 Fast Check(FastIssueParser& parser, const std::string& line) {
-  IssueRecord fast;
-  fast.source = {"issues.jsonl", 7};
-  const bool taken = parser.Parse(line, fast);
+  FleetRowView fast;
+  const bool taken = parser.ParseRow(line, "fallback-host", fast);
   absl::StatusOr<IssueRecord> strict = ParseIssueLine(line, {"issues.jsonl", 7});
   if (!taken) return Fast::kLeft;
   EXPECT_TRUE(strict.ok()) << "taken, but the strict parse refuses it: " << line;
   if (!strict.ok()) return Fast::kTaken;
   EXPECT_FALSE(strict->has_unknown_fields) << line;
-  EXPECT_EQ(RowOf(fast, line), RowOf(*strict, line)) << line;
-  EXPECT_EQ(fast.kind, strict->kind);
-  EXPECT_EQ(fast.metric.name, strict->metric.name);
-  EXPECT_EQ(fast.metric.value, strict->metric.value);
+  std::string fast_tsv;
+  AppendFleetRowTsv(internal::ToFleetRow(fast), fast_tsv);
+  EXPECT_EQ(fast_tsv, RowOf(*strict, line)) << line;
+  std::string fast_binary;
+  std::string strict_binary;
+  internal::AppendFleetRowBinary(fast, fast_binary);
+  AppendFleetRowBinary(MakeFleetRow(*strict, line, "fallback-host"), strict_binary);
+  EXPECT_EQ(fast_binary, strict_binary) << line;
   return Fast::kTaken;
 }
 
@@ -178,6 +185,124 @@ TEST(FleetFastParseTest, LinesItCannotDecideAreLeftToTheStrictPath) {
   EXPECT_EQ(Check(parser, "not json at all"), Fast::kLeft);
 }
 
+// A table of tricky lines, each taken by the fast path with the strict
+// path's row, or left to the strict path, as the table says: the columns
+// come straight from simdjson's values, so each rule of the strict parse
+// the row depends on (types, ranges, int64 as strings and numbers, enum
+// names, escapes, defaults, the derived kind, detail, key, scene and metric,
+// the ids) has a line here.
+TEST(FleetFastParseTest, TrickyLinesGiveTheStrictPathsRowOrAreLeftToIt) {
+  struct Case {
+    const char* why;
+    std::string line;
+    Fast expected;
+  };
+  const std::string t = R"({"tag":"Trace_EvilMethod",)";
+  const std::vector<Case> cases = {
+      {"no app: the fallback host", t + R"("time_ms":"5","pid":7})", Fast::kTaken},
+      {"no report: no kind, key as written", t + R"("key":"k"})", Fast::kTaken},
+      {"nothing but a tag", R"({"tag":"t"})", Fast::kTaken},
+      {"int64 as a number", t + R"("time_ms":1763719200000})", Fast::kTaken},
+      {"int64 as a string", t + R"("time_ms":"-1763719200000"})", Fast::kTaken},
+      {"int64 at its limits", t + R"("time_ms":"-9223372036854775808"})", Fast::kTaken},
+      {"int64 past its limits", t + R"("time_ms":9223372036854775808})", Fast::kLeft},
+      {"int32 as a string", t + R"("pid":"-2147483648"})", Fast::kTaken},
+      {"int32 with an exponent", t + R"("pid":1e2})", Fast::kLeft},
+      {"a number for a string", t + R"("process":5})", Fast::kLeft},
+      {"a string for a bool", t + R"("anr":{"confirmed_hang":"true"}})", Fast::kLeft},
+      {"a bool", t + R"("anr":{"confirmed_hang":true,"cost_ms":3}})", Fast::kTaken},
+      {"an array for a message", t + R"("app":[]})", Fast::kLeft},
+      {"an object for a number", t + R"("pid":{}})", Fast::kLeft},
+      {"a negative uint32", t + R"("anr":{"thread_stack":{"frames":[{"line":-1}]}}})",
+       Fast::kLeft},
+      {"uint64 as a string", t + R"("anr":{"thread_stack":{"frames":[{"offset":)"
+                                 R"("18446744073709551615"}]}}})",
+       Fast::kTaken},
+      {"JSON names", R"({"tag":"t","timeMs":"9","app":{"hostId":"h","buildId":"b"}})",
+       Fast::kTaken},
+      {"a proto and a JSON name of one field", R"({"tag":"t","time_ms":1,"timeMs":2})",
+       Fast::kLeft},
+      {"a duplicate key in a message", t + R"("app":{"host_id":"a","host_id":"b"}})",
+       Fast::kLeft},
+      {"an unknown nested field", t + R"("app":{"host_id":"a","future":1}})", Fast::kLeft},
+      {"an unknown report kind", t + R"("newkind":{"cost_ms":1}})", Fast::kLeft},
+      {"enum by name", t + R"("evil_method":{"detail":"LAG_TOUCH","cost_ms":250}})",
+       Fast::kTaken},
+      {"enum value 0: no detail", t + R"("evil_method":{"detail":"DETAIL_UNSPECIFIED"}})",
+       Fast::kTaken},
+      {"enum by number", t + R"("evil_method":{"detail":3}})", Fast::kLeft},
+      {"a nested enum", t + R"("device":{"machine":"HIGH","mem":"17179869184"}})", Fast::kTaken},
+      {"escapes", t + R"("key":"a\"b\\c\/d\n\r\t\b\f","process":"\u00e9\u4e2d"})", Fast::kTaken},
+      {"raw UTF-8", t + "\"process\":\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"}", Fast::kTaken},
+      {"invalid UTF-8", t + "\"process\":\"\xc3\x28\"}", Fast::kLeft},
+      {"trailing garbage", t + R"("pid":1} x)", Fast::kLeft},
+      {"a trailing comma", t + R"("pid":1,})", Fast::kLeft},
+      {"key from stack_key", t + R"("anr":{"detail":"ANR","stack_key":"s","scene":"c"}})",
+       Fast::kTaken},
+      {"key from scene", t + R"("anr":{"detail":"ANR","scene":"c","cost_ms":"NaN"}})",
+       Fast::kLeft},
+      {"key from scene, cost as an integer", t + R"("anr":{"scene":"c","cost_ms":7}})",
+       Fast::kTaken},
+      {"key as written wins", t + R"("key":"k","anr":{"stack_key":"s","scene":"c"}})",
+       Fast::kTaken},
+      {"a startup's first scene and duration",
+       R"({"tag":"Trace_StartUp","startup":{"first_scene":"Main","startup_duration_ms":812.5,)"
+       R"("scenes":["Main","Next"]}})",
+       Fast::kTaken},
+      {"a block's integer cost and its id by times",
+       R"({"tag":"BlockCanary","pid":3,"app":{"host_id":"h"},"block":{"cost_ms":"1200",)"
+       R"("time_start_ms":"100","time_end_ms":"1300","scene":"s"}})",
+       Fast::kTaken},
+      {"an empty block", R"({"tag":"BlockCanary","block":{}})", Fast::kTaken},
+      {"a frame with its rate",
+       R"({"tag":"Trace_FPS","frame":{"scene":"G","fps":57.5,"frames":"120",)"
+       R"("dropped_frames":"3","drop_level":{"best":"100","normal":"10","middle":"5",)"
+       R"("high":"3","frozen":"2"},"drop_sum":{"best":"1"},"window_ms":2000}})",
+       Fast::kTaken},
+      {"a frame over too few frames", R"({"tag":"Trace_FPS","frame":{"fps":30,"frames":"9",)"
+                                       R"("window_ms":2000}})",
+       Fast::kTaken},
+      {"a frame over too short a window",
+       R"({"tag":"Trace_FPS","frame":{"fps":30,"frames":"90","window_ms":100}})", Fast::kTaken},
+      {"a frame too short for a rate", R"({"tag":"Trace_FPS","frame":{"fps":30,"frames":"90",)"
+                                       R"("window_ms":2000,"too_short_for_rate":true}})",
+       Fast::kTaken},
+      {"a double out of range", t + R"("anr":{"cost_ms":1e400}})", Fast::kLeft},
+      {"a negative zero", t + R"("anr":{"cost_ms":-0.0}})", Fast::kTaken},
+      {"two reports", t + R"("anr":{},"evil_method":{}})", Fast::kLeft},
+      {"an empty tag", R"({"tag":"","pid":1})", Fast::kLeft},
+      {"null for a message", t + R"("app":null})", Fast::kLeft},
+  };
+  FastIssueParser parser;
+  for (const Case& c : cases) {
+    EXPECT_EQ(Check(parser, c.line), c.expected) << c.why << ": " << c.line;
+  }
+  // One parser, many lines: nothing of one line's row stays in the next.
+  FleetRowView row;
+  ASSERT_TRUE(parser.ParseRow(cases[0].line, "fallback-host", row));
+  EXPECT_EQ(row.host_id, "fallback-host");
+  EXPECT_EQ(row.kind, "");
+  EXPECT_EQ(row.fps, 0);
+  EXPECT_EQ(row.drop_level[4], 0);
+}
+
+// The scan of the raw line for what only the strict path decides (sixteen
+// bytes at a time, then eight, then one) finds a raw control character, an
+// escaped NUL or surrogate wherever it is, passes other escapes, and ends
+// cleanly at every length.
+TEST(FleetFastParseTest, WhatTheStrictPathDecidesIsFoundAtEveryOffset) {
+  FastIssueParser parser;
+  for (size_t pad = 0; pad < 40; ++pad) {
+    const std::string head = absl::StrCat(R"({"tag":"t","key":")", std::string(pad, 'k'));
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"("})")), Fast::kTaken) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"(\n\u00e9"})")), Fast::kTaken) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"(\u0000"})")), Fast::kLeft) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, R"(\ud800"})")), Fast::kLeft) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, "\x01\"}")), Fast::kLeft) << pad;
+    EXPECT_EQ(Check(parser, absl::StrCat(head, "\x1f\"}")), Fast::kLeft) << pad;
+  }
+}
+
 // An issue's id is what it always was (stores made before keep collapsing
 // repeats): both FNV-1a hashes of host, newline and report.
 TEST(FleetFastParseTest, IssueIdsStayWhatTheyWere) {
@@ -190,6 +315,34 @@ TEST(FleetFastParseTest, IssueIdsStayWhatTheyWere) {
   EXPECT_EQ(row.issue_id,
             absl::StrFormat("%016x%016x", internal::Fnv1a(text, 0xcbf29ce484222325ULL),
                             internal::Fnv1a(text, 0x84222325cbf29ce4ULL)));
+}
+
+// Ids computed several side by side (what push does with the fast path's
+// rows) are the ids of IssueIdInto one by one: 0 to 9 jobs (whole groups
+// and the rest), reports of different lengths (the shortest sets the common
+// run) including empty ones, hosts of different lengths.
+TEST(FleetFastParseTest, IdsSideBySideAreTheIdsOneByOne) {
+  std::vector<std::string> reports;
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 9; ++i) {
+    reports.push_back(i == 3 ? std::string() : std::string(static_cast<size_t>(37 * i * i), 'x'));
+    reports.back() += absl::StrCat("{\"tag\":\"t", i, "\"}\xff\x80");
+    hosts.push_back(std::string(static_cast<size_t>(i), static_cast<char>('a' + i)));
+  }
+  reports[5].clear();
+  for (size_t count = 0; count <= reports.size(); ++count) {
+    std::vector<std::string> out(count, std::string(32, '?'));
+    std::vector<internal::IssueIdJob> jobs;
+    for (size_t i = 0; i < count; ++i) {
+      jobs.push_back({.host_id = hosts[i], .report = reports[i], .out = out[i].data()});
+    }
+    internal::IssueIdsInto(jobs);
+    for (size_t i = 0; i < count; ++i) {
+      std::string one;
+      internal::IssueIdInto(hosts[i], reports[i], one);
+      EXPECT_EQ(out[i], one) << count << " jobs, job " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
+#include "internal/fleet_row_view.h"
 #include "matrix/core/app_identity.h"
 
 // FleetPusher: report files into ClickHouse, past their checkpoints
@@ -193,8 +194,32 @@ struct FleetPusher::Batch {
 
 struct FleetPusher::LineParser {
   internal::FastIssueParser fast;
-  IssueRecord record;
-  FleetRow row;
+  internal::FleetRowView row;  // The fast path's, into `fast`'s memory.
+  IssueRecord record;          // The strict path's.
+  // The fast path's rows of a part whose ids are of their lines: computed
+  // together once the part is parsed (IssueIdsInto, several side by side),
+  // into the 32 bytes their rows keep for them.
+  struct LineId {
+    size_t id_at = 0;    // In the part's rows.
+    size_t host_at = 0;  // In `hosts`.
+    size_t host_size = 0;
+    absl::string_view line;  // In the segment's text.
+  };
+  std::vector<LineId> line_ids;
+  std::string hosts;
+  std::vector<internal::IssueIdJob> jobs;
+
+  void WriteLineIds(std::string& rows) {
+    jobs.clear();
+    for (const LineId& id : line_ids) {
+      jobs.push_back({.host_id = absl::string_view(hosts).substr(id.host_at, id.host_size),
+                      .report = id.line,
+                      .out = rows.data() + id.id_at});
+    }
+    internal::IssueIdsInto(jobs);
+    line_ids.clear();
+    hosts.clear();
+  }
 };
 
 struct FleetPusher::Segment {
@@ -496,11 +521,22 @@ bool FleetPusher::ParseLine(LineParser& parser, const std::string& file, int64_t
   };
   // An issue to change before it is stored (before_store) needs all of it:
   // the fast path reads only the stored columns.
-  if (options_.fast_parse && !options_.before_store && parser.fast.Parse(trimmed, record)) {
-    if (record.source.file != file) record.source.file = file;
-    record.source.line = line_number;
-    MakeFleetRow(record, trimmed, options_.fallback_host_id, parser.row);
-    add(parser.row);
+  if (options_.fast_parse && !options_.before_store &&
+      parser.fast.ParseRow(trimmed, options_.fallback_host_id, parser.row, /*line_id=*/false)) {
+    last_row_at = rows.size();
+    if (parser.row.issue_id.empty()) {
+      // The id is written later (WriteLineIds), after its length (32: one
+      // byte of LEB128).
+      static constexpr char kLater[] = "................................";
+      parser.line_ids.push_back({.id_at = rows.size() + 1,
+                                 .host_at = parser.hosts.size(),
+                                 .host_size = parser.row.host_id.size(),
+                                 .line = trimmed});
+      parser.hosts.append(parser.row.host_id.data(), parser.row.host_id.size());
+      parser.row.issue_id = absl::string_view(kLater, 32);
+    }
+    internal::AppendFleetRowBinary(parser.row, rows);
+    ++count;
     return true;
   }
   std::istringstream one{std::string(trimmed)};
@@ -538,6 +574,7 @@ void FleetPusher::ParseSegment(Segment& segment, const std::string& file,
   const auto parse_part = [&](size_t part) {
     std::string& rows = segment.parts[part];
     rows.clear();
+    LineParser& parser = *pending.parsers[part];
     for (size_t i = lines * part / parts; i < lines * (part + 1) / parts; ++i) {
       Segment::Line& line = segment.lines[i];
       line.part = static_cast<int>(part);
@@ -547,12 +584,12 @@ void FleetPusher::ParseSegment(Segment& segment, const std::string& file,
       const absl::string_view trimmed =
           absl::StripAsciiWhitespace(absl::string_view(segment.text).substr(line.at, line.size));
       if (!line.too_long && !trimmed.empty()) {
-        line.ok = ParseLine(*pending.parsers[part], file,
-                            first_line_number + static_cast<int64_t>(i), trimmed, rows,
-                            line.last_row_at, line.rows, line.reason);
+        line.ok = ParseLine(parser, file, first_line_number + static_cast<int64_t>(i), trimmed,
+                            rows, line.last_row_at, line.rows, line.reason);
       }
       line.rows_size = rows.size() - line.rows_at;
     }
+    parser.WriteLineIds(rows);
   };
   pending.pool.Run(parts, parse_part);
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
+#include "internal/issue_metric.h"
 #include "matrix/report/format_util.h"
 #include "matrix/trace/frame_stats.h"
 
@@ -23,35 +24,9 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 using google::protobuf::Value;
-
-// The main metric of each report kind; kinds not listed use `cost_ms` when
-// they have one (hangs, slow methods, BlockCanary blocks, kinds added later).
-struct MetricSpec {
-  absl::string_view kind;
-  absl::string_view field;
-  absl::string_view unit;
-  bool higher_is_worse;
-  // When set, the metric exists only if this field is at least
-  // `requires_at_least`: a frame report over too few frames has no FPS.
-  absl::string_view requires_field = "";
-  double requires_at_least = 0;
-};
-constexpr MetricSpec kMetricSpecs[] = {
-    {"frame", "fps", "fps", false, "frames",
-     static_cast<double>(FrameStatsCollector::kMinFramesForRate)},
-    {"startup", "startup_duration_ms", "ms", true},
-};
-constexpr MetricSpec kDefaultMetric = {"", "cost_ms", "ms", true};
-
-const MetricSpec& MetricSpecFor(absl::string_view kind) {
-  for (const MetricSpec& spec : kMetricSpecs) {
-    if (spec.kind == kind) return spec;
-  }
-  return kDefaultMetric;
-}
-
-// Fields holding the scene, in the order they are tried.
-constexpr absl::string_view kSceneFields[] = {"scene", "first_scene"};
+using internal::kSceneFields;
+using internal::MetricSpec;
+using internal::MetricSpecFor;
 
 // A singular field of `message` by proto name, or null.
 const FieldDescriptor* Field(const Message& message, absl::string_view name) {
@@ -300,4 +275,20 @@ std::string RecordToJson(const IssueRecord& record) {
   return json;
 }
 
+namespace internal {
+
+const MetricSpec& MetricSpecFor(absl::string_view kind) {
+  static constexpr MetricSpec kMetricSpecs[] = {
+      {"frame", "fps", "fps", false, "frames",
+       static_cast<double>(FrameStatsCollector::kMinFramesForRate)},
+      {"startup", "startup_duration_ms", "ms", true},
+  };
+  static constexpr MetricSpec kDefaultMetric = {"", "cost_ms", "ms", true};
+  for (const MetricSpec& spec : kMetricSpecs) {
+    if (spec.kind == kind) return spec;
+  }
+  return kDefaultMetric;
+}
+
+}  // namespace internal
 }  // namespace matrix::report
