@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/json_util.h"
 #include "matrix/core/check.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/message.h"
+#include "matrix/core/proto_json.h"
 #include "matrix/trace/call_tree.h"
 #include "matrix/trace/frame_stats.h"
 #include "matrix/trace/symbolizer.h"
@@ -215,27 +215,15 @@ TimelineSnapshot Timeline::Snapshot(TimeTicks now, absl::Duration window,
 
 namespace {
 
-size_t JsonSize(const proto::Timeline& timeline) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;  // As Issue::ToJson() writes it.
-  if (!google::protobuf::util::MessageToJsonString(timeline, &json, options).ok()) return 0;
-  return json.size();
-}
+// As Issue::ToJson() writes it.
+size_t JsonSize(const proto::Timeline& timeline) { return ProtoToJson(timeline).size(); }
 
 // A cheap estimate of JsonSize(): every field of a slice is printed, so a
 // slice's JSON is a fixed part plus its strings. Confirmed with JsonSize()
 // before it is relied on.
 size_t EstimateJsonSize(const proto::Timeline& t) {
-  static const size_t kSliceFixed = [] {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    (void)google::protobuf::util::MessageToJsonString(proto::TimelineSlice(), &json, options);
-    return json.size() + 1;  // And the comma.
-  }();
+  static const size_t kSliceFixed =
+      ProtoToJson(proto::TimelineSlice()).size() + 1;  // And the comma.
   size_t n = 512 + t.detected_by().size() + t.thread_name().size();
   for (const auto* track : {&t.dispatches(), &t.frames(), &t.idle(), &t.calls()}) {
     for (const proto::TimelineSlice& s : *track) {

@@ -47,7 +47,8 @@ class Issue {
   const proto::Issue& proto() const { return proto_; }
   proto::Issue* mutable_proto() { return &proto_; }
 
-  // One line of JSON from protobuf's printer, with the proto field names.
+  // One line of JSON, as protobuf's printer writes it with the proto field
+  // names and default primitives printed (matrix/core/proto_json.h).
   std::string ToJson() const;
   // Matrix's form: "tag[...]type[...];key[...];content[<json>]".
   std::string ToString() const;
