@@ -13,6 +13,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "internal/issue_metric.h"
+#include "matrix/core/proto_json.h"
 #include "matrix/report/format_util.h"
 #include "matrix/trace/frame_stats.h"
 
@@ -254,14 +255,9 @@ IssueRecord RecordFromIssue(proto::Issue issue, SourceLocation source) {
 }
 
 std::string RecordToJson(const IssueRecord& record) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  if (!google::protobuf::util::MessageToJsonString(record.issue, &json, options).ok() ||
-      json.size() < 2 || json.back() != '}') {
-    json = "{}";
-  }
+  // The form the library writes (Issue::ToJson).
+  std::string json = ProtoToJson(record.issue);
+  if (json.size() < 2 || json.back() != '}') json = "{}";
   if (record.unknown_fields.empty()) return json;
   json.pop_back();  // The closing brace; fields are appended before it.
   bool first = json.size() == 1;

@@ -25,18 +25,11 @@ bool IsProgramFrame(const StackFrame& frame) {
   return !s.function.empty() && !IsSystemOrRuntimeFrame(s.module, s.function, s.file);
 }
 
-std::string_view BaseName(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
 std::string FrameName(const StackFrame& frame) {
   const SymbolInfo& s = frame.symbol;
   if (!s.function.empty()) return s.function;
   // Unnamed: samples of one function are one node (IdOf), named by its start.
-  if (!s.module.empty()) {
-    return absl::StrFormat("%s+0x%x", BaseName(s.module), s.module_offset - s.function_offset);
-  }
+  if (!s.module.empty()) return UnnamedFrameKey(s.module, s.module_offset - s.function_offset);
   return absl::StrFormat("0x%x", frame.pc);
 }
 
