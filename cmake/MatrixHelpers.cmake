@@ -30,6 +30,14 @@ function(_matrix_apply_common target)
   target_compile_options(${target} PRIVATE ${MATRIX_WARNING_FLAGS})
 endfunction()
 
+# A section per function and per variable in matrix's libraries: a program
+# linked with --gc-sections leaves out what it does not call, and
+# libmatrix-agent.so is linked that way with its functions in the order they
+# first run (tools/matrix-run/CMakeLists.txt). The code is the same.
+function(_matrix_apply_sections target)
+  target_compile_options(${target} PRIVATE -ffunction-sections -fdata-sections)
+endfunction()
+
 function(matrix_cc_library)
   cmake_parse_arguments(ARG "INTERNAL" "NAME;PUBLIC_INCLUDE" "HDRS;SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
   set(target matrix_${ARG_NAME})
@@ -57,6 +65,7 @@ function(matrix_cc_library)
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   _matrix_apply_common(${target})
+  _matrix_apply_sections(${target})
   if(MATRIX_INSTALL AND NOT ARG_INTERNAL)
     install(DIRECTORY ${ARG_PUBLIC_INCLUDE}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   endif()
