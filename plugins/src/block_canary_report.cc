@@ -174,6 +174,11 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
       f.module = BaseName(frame.symbol.module);
       f.file = frame.symbol.file;
       f.line = frame.symbol.line;
+      // The unwind info's start of an unnamed frame's function (0: unknown).
+      if (f.function.empty() && frame.symbol.function_offset != 0 &&
+          frame.symbol.function_offset < frame.symbol.module_offset) {
+        f.function_start = frame.symbol.module_offset - frame.symbol.function_offset;
+      }
       sample.frames.push_back(std::move(f));
     }
     info.samples.push_back(std::move(sample));
