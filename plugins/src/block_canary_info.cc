@@ -61,6 +61,7 @@ constexpr char kCpuBusy[] = "cpu-busy";
 constexpr char kBlockCpu[] = "block-cpu";
 constexpr char kCpuRate[] = "cpu-rate";
 constexpr char kStack[] = "stack";
+constexpr char kBuildId[] = "build-id";
 
 // One line per value: line breaks would break the layout.
 std::string OneLine(absl::string_view value) {
@@ -82,6 +83,12 @@ std::string FormatEntryTime(absl::Time t, absl::TimeZone tz) {
 std::string FormatRates(const BlockCpuRate& r) {
   return absl::StrFormat("cpu:%d%% app:%d%% [user:%d%% system:%d%% ioWait:%d%% ]", r.cpu, r.app,
                          r.user, r.system, r.iowait);
+}
+
+bool IsLowerHex(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
 }
 
 bool HasStart(const BlockFrame& f) { return f.function.empty() && f.function_start != 0; }
@@ -226,6 +233,10 @@ std::string FormatBlockLog(const BlockInfo& info, absl::Time write_time, absl::T
   AppendKv(&out, kTimeEnd, FormatEntryTime(info.time_end, tz));
   AppendKv(&out, kMessage, info.message);
   AppendKv(&out, kScene, info.scene);
+  // One line per module: "<build id> <module>".
+  for (const BlockModule& m : info.modules) {
+    AppendKv(&out, kBuildId, absl::StrCat(m.build_id, " ", m.name));
+  }
   // cpu: the rate entries each end with a line break and the section with
   // another, so a blank line ends it.
   AppendKv(&out, kCpuBusy, info.cpu_busy ? "true" : "false");
@@ -365,6 +376,14 @@ class BlockLogParser {
       return ReadCpuRates(value);
     } else if (key == kStack) {
       return ReadStackSamples(value);
+    } else if (key == kBuildId) {
+      const size_t space = value.find(' ');
+      if (space == 0 || space == absl::string_view::npos || space + 1 == value.size() ||
+          !IsLowerHex(value.substr(0, space))) {
+        return BadValue(key, value);
+      }
+      info_.modules.push_back(
+          {std::string(value.substr(space + 1)), std::string(value.substr(0, space))});
     }
     // Unknown keys are skipped: newer writers may add fields.
     return absl::OkStatus();
@@ -493,11 +512,14 @@ proto::BlockReport ToBlockReport(const BlockInfo& info) {
       proto::StackFrame* frame = sample->add_frames();
       frame->set_function(f.function);
       frame->set_module(f.module);
-      if (HasStart(f)) {  // As a tracer's report writes it: named later by its address.
+      frame->set_offset(f.offset);
+      if (f.function.empty() && !f.module.empty()) {
+        // As a tracer's report writes it: named later by build id and address.
         frame->set_elf_address(f.offset);
-        frame->set_offset(f.offset - f.function_start);
-      } else {
-        frame->set_offset(f.offset);
+        if (HasStart(f)) frame->set_offset(f.offset - f.function_start);
+        for (const BlockModule& m : info.modules) {
+          if (m.name == f.module) frame->set_build_id(m.build_id);
+        }
       }
       if (!f.file.empty()) frame->set_file(f.file);
       if (f.line > 0) frame->set_line(f.line);

@@ -179,6 +179,11 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
           frame.symbol.function_offset < frame.symbol.module_offset) {
         f.function_start = frame.symbol.module_offset - frame.symbol.function_offset;
       }
+      if (f.function.empty() && !f.module.empty() && !frame.symbol.build_id.empty() &&
+          std::none_of(info.modules.begin(), info.modules.end(),
+                       [&](const BlockModule& m) { return m.name == f.module; })) {
+        info.modules.push_back({f.module, frame.symbol.build_id});
+      }
       sample.frames.push_back(std::move(f));
     }
     info.samples.push_back(std::move(sample));

@@ -490,6 +490,30 @@ TEST(BlockLogFormatTest, AnUnnamedFramesFunctionStart_IsWrittenAfterItAndReadBac
   EXPECT_EQ(r.samples(0).frames(2).offset(), 0x4du);
 }
 
+TEST(BlockLogFormatTest, BuildIds_AreWrittenOnePerModule_ReadBack_AndGoToTheRawFrames) {
+  BlockInfo info = SampleInfo();
+  info.modules = {{"libfoo.so", "3d1f0c5e9a"}, {"my app", "00ab"}};
+  const std::string text = FormatBlockLog(info, At(2025, 11, 21, 10, 0, 2, 0), kUtc);
+  EXPECT_THAT(text, HasSubstr("build-id = 3d1f0c5e9a libfoo.so\r\nbuild-id = 00ab my app\r\n"));
+  absl::StatusOr<BlockInfo> parsed = ParseBlockLog(text, kUtc);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->modules, info.modules);
+  // The unnamed frame gets its module's build id and its address; named
+  // frames need neither.
+  const proto::BlockReport r = ToBlockReport(info);
+  EXPECT_EQ(r.samples(0).frames(2).build_id(), "3d1f0c5e9a");
+  EXPECT_EQ(r.samples(0).frames(2).elf_address(), 0x3c4du);
+  EXPECT_EQ(r.samples(0).frames(2).offset(), 0x3c4du);
+  EXPECT_EQ(r.samples(0).frames(0).build_id(), "");
+  EXPECT_EQ(r.samples(0).frames(0).elf_address(), 0u);
+  for (const char* bad : {"build-id = 3D1F libfoo.so", "build-id = 3d1f", "build-id =  libfoo.so",
+                          "build-id = xyz libfoo.so"}) {
+    const std::string changed =
+        absl::StrReplaceAll(text, {{"build-id = 3d1f0c5e9a libfoo.so", bad}});
+    EXPECT_FALSE(ParseBlockLog(changed, kUtc).ok()) << bad;
+  }
+}
+
 TEST(BlockLogFormatTest, AFunctionStartOfAnotherModuleOrOfANamedFrame_IsCorrupt) {
   BlockInfo info = SampleInfo();
   std::string text = FormatBlockLog(info, At(2025, 11, 21, 10, 0, 2, 0), kUtc);

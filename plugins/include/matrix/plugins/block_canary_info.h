@@ -101,6 +101,14 @@ struct BlockCpuRate {
   friend bool operator==(const BlockCpuRate&, const BlockCpuRate&) = default;
 };
 
+// A module of the sampled frames and its GNU build id: what names its
+// unnamed frames off the host (matrix-report symbolize, debuginfod).
+struct BlockModule {
+  std::string name;      // The ELF file's base name, as the frames write it.
+  std::string build_id;  // Lowercase hex.
+  friend bool operator==(const BlockModule&, const BlockModule&) = default;
+};
+
 struct BlockInfo {
   // basic
   std::string qualifier;
@@ -131,6 +139,9 @@ struct BlockInfo {
   std::vector<BlockCpuRate> cpu_rate;     // between consecutive samples
   // stack
   std::vector<BlockStackSample> samples;
+  // The build ids of the modules with an unnamed frame in `samples`, one per
+  // module name (a second module of the same base name is left out).
+  std::vector<BlockModule> modules;
 
   // Not in the text: set by the plugin and by LoadBlockLogs().
   std::string key;       // the key stack line (see KeyStackLine)
