@@ -300,6 +300,24 @@ TEST_F(EvilMethodTracerTest, DispatchEndedBeforeTheSamplerSawTheStop_IsJudgedOnc
   EXPECT_EQ(evil_->suppressed_as_stopped(), 1);
 }
 
+TEST_F(EvilMethodTracerTest, ASamplerStarvedAfterTheStop_IsWaitedFor) {
+  // On a loaded machine the watchdog's thread may wait for a CPU long after
+  // the process is continued: the worker waits for the sampler's first poll
+  // after the dispatch (up to 2 s), not for a number of polls.
+  Start({.cpu_sampler = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(300));
+    env_.AdvanceClock(absl::Seconds(7));
+  });
+  // The next message runs 600 ms while the watchdog still waits for a CPU.
+  handler_.Post([this] { RunLoopersFor(&env_, {worker_}, absl::Milliseconds(600)); });
+  env_.FastForwardBy(absl::Seconds(1));
+  env_.FastForwardBy(absl::Seconds(3));  // From the dispatch's end (the clock passed 8 s).
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_EQ(evil_->suppressed_as_stopped(), 1);
+}
+
 TEST_F(EvilMethodTracerTest, DispatchClaimedByAnrTracer_IsNotReportedAgain) {
   Start({.with_anr_tracer = true});
   // 1.5 s: slow, not a lag: an evil method.
