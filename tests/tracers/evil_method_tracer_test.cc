@@ -513,6 +513,30 @@ TEST_F(EvilMethodTracerTest, Sampling_AStopInsideASampledDispatch_IsStillAStop) 
   EXPECT_LE(report.cost_ms(), 1100);
 }
 
+TEST_F(EvilMethodTracerTest, Sampling_AStopWhileACaptureWaits_IsStillAStop) {
+  // SIGSTOP lands while a sample's capture waits for the looper thread, and
+  // the capture returns after the continue. A capture waits at most 300 ms
+  // (its timeout and a late handler's unwind): the rest of the wait is the
+  // watchdog's own lateness, a stop, not busy time that hides one.
+  Start({.cpu_sampler = true, .stack_sampling = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(720));  // Crossed at 700.
+    // The next sample's capture, at 750 ms, returns 4 s later; the dispatch
+    // ends then, at 4.75 s.
+    capture_.RunDuringNextCapture([this] { env_.AdvanceClock(absl::Seconds(4)); });
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(200));
+  });
+  env_.FastForwardBy(absl::Seconds(1));
+  env_.FastForwardBy(absl::Seconds(3));  // From the dispatch's end (the clock passed 5 s).
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  // Stopped from 300 ms into the wait (the capture's bound) to its end.
+  EXPECT_NEAR(report.stopped_ms(), 3700, 60);
+  EXPECT_NEAR(report.cost_ms(), 1050, 60);
+  EXPECT_NEAR(report.cost_ms() + report.stopped_ms(), 4750, 1);
+}
+
 TEST_F(EvilMethodTracerTest, Sampling_WithAMethodTraceThatNamesTheCall_KeepsItsTreeAndKey) {
   // The method trace explains the dispatch: its tree and key stay, and the
   // report adds the crossing's stack (the samples are counted, not drawn).
