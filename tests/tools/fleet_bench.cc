@@ -20,7 +20,7 @@
 //
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
 //                                       [--reuse] [--shards-only] [--single-only]
-//                                       [--no-baseline] [--no-store] [--no-queries]
+//                                       [--no-baseline] [--no-rowbinary] [--no-store] [--no-queries]
 //                                       [--batch=ROWS] [--batch-mib=MIB] [--parse-threads=N]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
@@ -47,6 +47,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "clickhouse_test_server.h"
+#include "internal/fleet_row_view.h"
 #include "matrix/core/issue.h"
 #include "matrix/proto/issue.pb.h"
 #include "matrix/report/clickhouse_client.h"
@@ -173,7 +174,9 @@ struct Result {
   double baseline_ingest_s = 0;  // Every line through ParseIssueLine.
   double ingest_s = 0;
   Ingested baseline_run, push_run;
+  Ingested rowbinary_run;  // push with native_format false.
   Ingested store_http;    // The same rows, the same batches, no parsing.
+  Ingested store_native;  // The same batches as Native blocks.
   Ingested store_client;  // clickhouse-client, one INSERT of them all.
   bool store_measured = false;
   int64_t sent = 0;
@@ -333,11 +336,12 @@ size_t SkipRow(absl::string_view rows, size_t at) {
   return SkipString(rows, at) + 1;                   // report, quality
 }
 
-// The rows in push's batches: a batch ends at the row that makes it
-// `batch_rows` rows or `batch_bytes` bytes (FleetPusher's rule).
-std::vector<absl::string_view> Batches(absl::string_view rows, int64_t batch_rows,
-                                       int64_t batch_bytes) {
-  std::vector<absl::string_view> batches;
+// The rows in push's batches, and their counts: a batch ends at the row that
+// makes it `batch_rows` rows or `batch_bytes` bytes (FleetPusher's rule).
+std::vector<std::pair<absl::string_view, int64_t>> Batches(absl::string_view rows,
+                                                           int64_t batch_rows,
+                                                           int64_t batch_bytes) {
+  std::vector<std::pair<absl::string_view, int64_t>> batches;
   size_t begin = 0;
   int64_t count = 0;
   for (size_t at = 0; at < rows.size();) {
@@ -345,7 +349,7 @@ std::vector<absl::string_view> Batches(absl::string_view rows, int64_t batch_row
     ++count;
     if (count >= batch_rows || static_cast<int64_t>(at - begin) >= batch_bytes ||
         at == rows.size()) {
-      batches.push_back(rows.substr(begin, at - begin));
+      batches.emplace_back(rows.substr(begin, at - begin), count);
       begin = at;
       count = 0;
     }
@@ -381,14 +385,31 @@ void MeasureStore(ClickHouseClient& client, const std::vector<ClickHouseClient*>
     AwaitMerges(shards);
   };
   fresh();
-  const std::vector<absl::string_view> batches =
+  const std::vector<std::pair<absl::string_view, int64_t>> batches =
       Batches(*rows, push.batch_rows, push.batch_bytes);
   result.store_http = Account(servers, RUSAGE_SELF, [&] {
-    for (absl::string_view batch : batches) {
+    for (const auto& [batch, count] : batches) {
       absl::StatusOr<InsertResult> done = client.Insert(insert, batch);
       if (!done.ok()) std::fprintf(stderr, "insert: %s\n", done.status().ToString().c_str());
     }
   });
+  // The same batches as Native blocks, made before the clock starts.
+  std::vector<std::string> blocks(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (!internal::FleetRowBinaryToNative(batches[i].first, batches[i].second, blocks[i])) {
+      std::fprintf(stderr, "batch %zu is not whole rows\n", i);
+    }
+  }
+  fresh();
+  const std::string insert_native = absl::StrCat("INSERT INTO ", raw.fleet.database, ".issues (",
+                                                 kFleetColumns, ") FORMAT Native");
+  result.store_native = Account(servers, RUSAGE_SELF, [&] {
+    for (const std::string& block : blocks) {
+      absl::StatusOr<InsertResult> done = client.Insert(insert_native, block);
+      if (!done.ok()) std::fprintf(stderr, "insert: %s\n", done.status().ToString().c_str());
+    }
+  });
+  std::vector<std::string>().swap(blocks);
   const std::filesystem::path file = scratch / "rows.bin";
   std::ofstream(file, std::ios::binary)
       .write(rows->data(), static_cast<std::streamsize>(rows->size()));
@@ -431,6 +452,7 @@ Ingested Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& 
 // What Measure does, from the command line.
 struct Plan {
   bool baseline = true;
+  bool rowbinary = true;  // push with RowBinary INSERTs too.
   bool store = true;
   bool queries = true;
   int64_t batch_rows = 100000;
@@ -459,6 +481,16 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
     result.baseline_ingest_s = result.baseline_run.wall_s;
     for (ClickHouseClient* shard : shards) {
       (void)shard->Query("DROP DATABASE IF EXISTS matrix_baseline");
+    }
+  }
+  if (plan.rowbinary) {
+    // The same push with RowBinary INSERTs, into a database of its own.
+    PushOptions rows = push;
+    rows.fleet.database = "matrix_rowbinary";
+    rows.native_format = false;
+    result.rowbinary_run = Ingest(client, shards, servers, rows, dirs, nullptr);
+    for (ClickHouseClient* shard : shards) {
+      (void)shard->Query("DROP DATABASE IF EXISTS matrix_rowbinary");
     }
   }
   result.push_run = Ingest(client, shards, servers, push, dirs, &result.sent);
@@ -495,15 +527,22 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
                 1e6 * run.server_cpu_s / r.sent, run.load_before, run.load_after);
   };
   if (r.baseline_ingest_s > 0) line("ingest, strict parse only (baseline)", r.baseline_run);
+  if (r.rowbinary_run.wall_s > 0) line("ingest (push, RowBinary INSERTs)", r.rowbinary_run);
   line("ingest (push)", r.push_run);
+  if (r.rowbinary_run.wall_s > 0) {
+    std::printf("push: %.2fx push with RowBinary INSERTs\n", r.rowbinary_run.wall_s / r.ingest_s);
+  }
   if (r.baseline_ingest_s > 0) {
     std::printf("push: %.2fx the baseline\n", r.baseline_ingest_s / r.ingest_s);
   }
   if (r.store_measured) {
     line("the store alone, the same rows in push's batches over HTTP", r.store_http);
+    line("the store alone, the same batches as Native blocks over HTTP", r.store_native);
     line("the store alone, the same rows by clickhouse-client, one INSERT", r.store_client);
-    std::printf("push: %.2f of the store's HTTP speed, %.2f of clickhouse-client's\n",
-                r.store_http.wall_s / r.ingest_s, r.store_client.wall_s / r.ingest_s);
+    std::printf("push: %.2f of the store's HTTP speed (RowBinary), %.2f (Native), %.2f of "
+                "clickhouse-client's\n",
+                r.store_http.wall_s / r.ingest_s, r.store_native.wall_s / r.ingest_s,
+                r.store_client.wall_s / r.ingest_s);
   }
   std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
               r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
@@ -597,6 +636,7 @@ int Main(int argc, char** argv) {
     if (arg == "--single-only") single_only = true;
     if (arg == "--reuse") reuse = true;
     if (arg == "--no-baseline") plan.baseline = false;
+    if (arg == "--no-rowbinary") plan.rowbinary = false;
     if (arg == "--no-store") plan.store = false;
     if (arg == "--no-queries") plan.queries = false;
     if (absl::StartsWith(arg, "--batch=")) (void)absl::SimpleAtoi(arg.substr(8), &plan.batch_rows);

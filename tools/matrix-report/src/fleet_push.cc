@@ -179,6 +179,7 @@ constexpr size_t kSegmentBytes = 2 << 20;
 // save once the server has them.
 struct FleetPusher::Batch {
   std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
+  std::string native;       // The same rows as a Native block (native_format).
   int64_t rows = 0;
   // The batch's first and last rows (host_id, issue_id), counted back after
   // an INSERT whose answer does not say how many rows it wrote.
@@ -274,6 +275,7 @@ struct FleetPusher::Pending {
   // The memory of the last batch sent, for the one after this (a batch's
   // tens of MiB are not allocated, faulted in and grown again each time).
   std::string spare_rows;
+  std::string spare_native;
   int64_t rows = 0;
   size_t last_row_at = 0;  // In rows_binary.
   // Where each file will be once these rows are acknowledged.
@@ -355,9 +357,18 @@ absl::Status FleetPusher::CheckStored(const Batch& batch, const InsertResult& re
 
 absl::Status FleetPusher::Send(Batch& batch) {
   if (batch.rows > 0) {
+    // Converted here, on the sending thread, while the next batch is read.
+    const bool native = options_.native_format &&
+                        internal::FleetRowBinaryToNative(batch.rows_binary, batch.rows,
+                                                         batch.native);
+    if (options_.native_format && !native) {
+      return absl::InternalError(absl::StrCat("a batch of ", batch.rows,
+                                              " rows is not whole rows; nothing of it is sent"));
+    }
     absl::StatusOr<InsertResult> result = client_.Insert(
-        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT RowBinary"),
-        batch.rows_binary);
+        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT ",
+                     native ? "Native" : "RowBinary"),
+        native ? absl::string_view(batch.native) : absl::string_view(batch.rows_binary));
     if (!result.ok()) return result.status();
     if (absl::Status stored = CheckStored(batch, *result); !stored.ok()) return stored;
     batch.acknowledged = true;
@@ -380,6 +391,7 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
   }
   pending.spare_rows = std::move(done->rows_binary);
   pending.spare_rows.clear();
+  pending.spare_native = std::move(done->native);
   return done->status;
 }
 
@@ -389,6 +401,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   if (absl::Status status = Await(pending, stats); !status.ok()) return status;
   auto batch = std::make_unique<Batch>();
   batch->rows_binary = std::move(pending.rows_binary);
+  batch->native = std::move(pending.spare_native);
   batch->rows = pending.rows;
   if (pending.rows > 0) {
     batch->first_row = RowIds(batch->rows_binary, 0);

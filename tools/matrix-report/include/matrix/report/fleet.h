@@ -154,6 +154,10 @@ struct PushOptions {
   // batches, rows, skipped lines and checkpoints are those of one thread.
   // 0: one per CPU (at most 8). With before_store set, one.
   int parse_threads = 0;
+  // INSERTs in ClickHouse's Native format (a block of columns, which the
+  // server takes column by column); false sends the same batches as
+  // RowBinary (row by row). The stored rows are the same either way.
+  bool native_format = true;
 };
 
 struct PushStats {
