@@ -1,13 +1,18 @@
-// push's INSERTs as ClickHouse Native blocks (FleetRowBinaryToNative,
-// PushOptions::native_format) against RowBinary, on a real clickhouse-server
-// on loopback: the stored rows are byte for byte the same. Label `fleet`.
+// push's batches sorted into the table's order, as RowBinary and as
+// ClickHouse Native blocks (SortFleetRows, PushOptions::batch_format),
+// against RowBinary rows as read, on a real clickhouse-server on loopback:
+// the stored rows are byte for byte the same. Label `fleet`.
 
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "clickhouse_test_server.h"
@@ -88,7 +93,7 @@ std::vector<FleetRow> EdgeRows() {
   return rows;
 }
 
-class FleetNativeTest : public ::testing::Test {
+class FleetBatchFormatTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::Status started = server_.Start();
@@ -111,62 +116,88 @@ class FleetNativeTest : public ::testing::Test {
     return body.ok() ? *body : "";
   }
 
+  int64_t Scalar(const std::string& sql) {
+    absl::StatusOr<std::string> body = client_->Query(sql);
+    EXPECT_TRUE(body.ok()) << body.status();
+    int64_t value = -1;
+    if (body.ok()) {
+      EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &value)) << *body;
+    }
+    return value;
+  }
+
   ClickHouseTestServer server_;
   std::unique_ptr<ClickHouseClient> client_;
 };
 
-TEST_F(FleetNativeTest, NativeBlockStoresTheRowsRowBinaryDoes) {
+TEST_F(FleetBatchFormatTest, SortedBatchesStoreTheRowsRowBinaryDoes) {
   const std::vector<FleetRow> rows = EdgeRows();
   std::string binary;
   for (const FleetRow& row : rows) AppendFleetRowBinary(row, binary);
-  std::string native;
-  ASSERT_TRUE(internal::FleetRowBinaryToNative(binary, static_cast<int64_t>(rows.size()), native));
-  CreateDatabase("binary");
-  CreateDatabase("native");
+  const auto count = static_cast<int64_t>(rows.size());
+  std::string sorted;
+  std::string native = "the memory of a block before";
+  ASSERT_TRUE(internal::SortFleetRows(binary, count, BatchFormat::kSortedRowBinary, sorted));
+  ASSERT_TRUE(internal::SortFleetRows(binary, count, BatchFormat::kNative, native));
+  EXPECT_EQ(sorted.size(), binary.size());
+  EXPECT_NE(sorted, binary);  // The rows are not in the table's order.
   const std::string columns = absl::StrCat(" (", kFleetColumns, ") FORMAT ");
-  ASSERT_TRUE(
-      client_->Insert(absl::StrCat("INSERT INTO binary.issues", columns, "RowBinary"), binary)
-          .ok());
-  absl::StatusOr<InsertResult> inserted =
-      client_->Insert(absl::StrCat("INSERT INTO native.issues", columns, "Native"), native);
-  ASSERT_TRUE(inserted.ok()) << inserted.status();
+  for (const auto& [database, format, body] :
+       {std::tuple("binary", "RowBinary", &binary), std::tuple("sorted", "RowBinary", &sorted),
+        std::tuple("native", "Native", &native)}) {
+    CreateDatabase(database);
+    absl::StatusOr<InsertResult> inserted = client_->Insert(
+        absl::StrCat("INSERT INTO ", database, ".issues", columns, format), *body);
+    ASSERT_TRUE(inserted.ok()) << database << ": " << inserted.status();
+  }
   const std::string from_binary = Stored("binary");
+  EXPECT_EQ(Stored("sorted"), from_binary);
   EXPECT_EQ(Stored("native"), from_binary);
   EXPECT_GT(from_binary.size(), size_t{100000 + 16384});
   // What FINAL keeps of the two rows of "dup" (one of them, by their order
   // in the part): the same.
   const std::string final_binary = Stored("binary", "FINAL");
+  EXPECT_EQ(Stored("sorted", "FINAL"), final_binary);
   EXPECT_EQ(Stored("native", "FINAL"), final_binary);
   EXPECT_NE(final_binary.find("first") == std::string::npos,
             final_binary.find("later") == std::string::npos);
+  // The server found the sorted batches sorted (it sorted only the first).
+  EXPECT_EQ(Scalar("SELECT value FROM system.events WHERE event = "
+                   "'MergeTreeDataWriterBlocksAlreadySorted' FORMAT TabSeparated"),
+            2);
 }
 
-TEST(FleetNativeUnitTest, RefusesWhatIsNotWholeRows) {
+TEST(FleetBatchFormatUnitTest, RefusesWhatIsNotWholeRows) {
   const std::vector<FleetRow> rows = EdgeRows();
   std::string binary;
   for (const FleetRow& row : rows) AppendFleetRowBinary(row, binary);
   const auto count = static_cast<int64_t>(rows.size());
-  std::string native;
-  EXPECT_TRUE(internal::FleetRowBinaryToNative(binary, count, native));
-  EXPECT_FALSE(internal::FleetRowBinaryToNative(binary, count + 1, native));
-  EXPECT_FALSE(internal::FleetRowBinaryToNative(binary, count - 1, native));
-  EXPECT_FALSE(internal::FleetRowBinaryToNative(binary, -1, native));
-  EXPECT_FALSE(internal::FleetRowBinaryToNative(binary.substr(0, binary.size() - 1), count,
-                                                native));
-  // A string's length past the end.
-  std::string overlong = binary;
-  overlong[0] = '\x7F';
-  EXPECT_FALSE(internal::FleetRowBinaryToNative(overlong, count, native));
-  // No rows: a block of the 24 columns and none of their values.
-  ASSERT_TRUE(internal::FleetRowBinaryToNative("", 0, native));
-  EXPECT_EQ(native.substr(0, 2), std::string("\x18\x00", 2));
+  for (BatchFormat format : {BatchFormat::kSortedRowBinary, BatchFormat::kNative}) {
+    std::string out;
+    EXPECT_TRUE(internal::SortFleetRows(binary, count, format, out));
+    EXPECT_FALSE(internal::SortFleetRows(binary, count + 1, format, out));
+    EXPECT_TRUE(out.empty());
+    EXPECT_FALSE(internal::SortFleetRows(binary, count - 1, format, out));
+    EXPECT_FALSE(internal::SortFleetRows(binary, -1, format, out));
+    EXPECT_FALSE(
+        internal::SortFleetRows(binary.substr(0, binary.size() - 1), count, format, out));
+    // A string's length past the end.
+    std::string overlong = binary;
+    overlong[0] = '\x7F';
+    EXPECT_FALSE(internal::SortFleetRows(overlong, count, format, out));
+    // No rows: nothing, or a block of the 24 columns and none of their
+    // values.
+    ASSERT_TRUE(internal::SortFleetRows("", 0, format, out));
+    EXPECT_EQ(out.substr(0, 2),
+              format == BatchFormat::kNative ? std::string("\x18\x00", 2) : std::string());
+  }
 }
 
 // The same push (the demo, the fleet data set, and lines of every edge,
-// malformed ones among them, in batches of 5 rows) with Native and with
-// RowBinary INSERTs: the same stats, the same rows byte for byte, and
-// checkpoints that send nothing more.
-TEST_F(FleetNativeTest, PushStoresTheSameRowsAsWithRowBinary) {
+// malformed ones among them, in batches of 5 rows) with each BatchFormat:
+// the same stats, the same rows byte for byte, and checkpoints that send
+// nothing more.
+TEST_F(FleetBatchFormatTest, EveryBatchFormatStoresTheSameRows) {
   ScratchDir scratch("native");
   std::filesystem::copy(kDemo, scratch.path() + "/demo",
                         std::filesystem::copy_options::recursive);
@@ -191,10 +222,10 @@ TEST_F(FleetNativeTest, PushStoresTheSameRowsAsWithRowBinary) {
   for (int host = 0; host < test_util::kFleetHosts; ++host) {
     inputs.push_back(absl::StrFormat("%s/fleet/h%02d", scratch.path(), host));
   }
-  auto push = [&](const std::string& database, bool native) {
+  auto push = [&](const std::string& database, BatchFormat format) {
     PushOptions options;
     options.fleet.database = database;
-    options.native_format = native;
+    options.batch_format = format;
     options.batch_rows = 5;
     options.fallback_host_id = "fallback";
     FleetPusher pusher(*client_, options);
@@ -204,20 +235,25 @@ TEST_F(FleetNativeTest, PushStoresTheSameRowsAsWithRowBinary) {
     EXPECT_TRUE(status.ok()) << status;
     return stats;
   };
-  const PushStats native = push("native", true);
-  const PushStats binary = push("binary", false);
-  EXPECT_GT(native.sent, 60);
-  EXPECT_EQ(native.sent, binary.sent);
-  EXPECT_EQ(native.batches, binary.batches);
-  EXPECT_EQ(native.bytes, binary.bytes);
-  EXPECT_EQ(native.malformed, 3);  // Torn, not JSON, and 3e9 as a pid.
-  EXPECT_EQ(native.malformed, binary.malformed);
+  const PushStats binary = push("binary", BatchFormat::kRowBinary);
+  EXPECT_GT(binary.sent, 60);
+  EXPECT_EQ(binary.malformed, 3);  // Torn, not JSON, and 3e9 as a pid.
   const std::string from_binary = Stored("binary");
-  EXPECT_EQ(Stored("native"), from_binary);
-  EXPECT_EQ(Stored("native", "FINAL"), Stored("binary", "FINAL"));
+  const std::string final_binary = Stored("binary", "FINAL");
   EXPECT_NE(from_binary.find(std::string(70000, 'k')), std::string::npos);
-  // Every batch acknowledged: the checkpoints send nothing more.
-  EXPECT_EQ(push("native", true).sent, 0);
+  for (const auto& [database, format] : {std::pair("sorted", BatchFormat::kSortedRowBinary),
+                                         std::pair("native", BatchFormat::kNative)}) {
+    SCOPED_TRACE(database);
+    const PushStats stats = push(database, format);
+    EXPECT_EQ(stats.sent, binary.sent);
+    EXPECT_EQ(stats.batches, binary.batches);
+    EXPECT_EQ(stats.bytes, binary.bytes);
+    EXPECT_EQ(stats.malformed, binary.malformed);
+    EXPECT_EQ(Stored(database), from_binary);
+    EXPECT_EQ(Stored(database, "FINAL"), final_binary);
+    // Every batch acknowledged: the checkpoints send nothing more.
+    EXPECT_EQ(push(database, format).sent, 0);
+  }
 }
 
 }  // namespace
