@@ -54,8 +54,9 @@ std::vector<FleetRow> EdgeRows() {
     row.host_id = i % 2 == 0 ? "z-host" : std::string("h\t\n\\\0'\"", 8);
     row.host_name = "\xD0\xA1\xD1\x86\xD0\xB5\xD0\xBD\xD0\xB0 \xF0\x9F\x98\x80";
     row.process = std::string(i == 1 ? 127 : i == 2 ? 128 : i == 3 ? 16384 : 0, 'p');
-    row.pid = i == 0 ? std::numeric_limits<int32_t>::min()
-                     : i == 1 ? std::numeric_limits<int32_t>::max() : i;
+    row.pid = i == 0   ? std::numeric_limits<int32_t>::min()
+              : i == 1 ? std::numeric_limits<int32_t>::max()
+                       : i;
     row.build_id = every_byte;
     row.version = "2.10";
     row.tag = i == 3 ? "Trace_FPS" : "Trace_EvilMethod";
@@ -146,8 +147,8 @@ TEST_F(FleetBatchFormatTest, SortedBatchesStoreTheRowsRowBinaryDoes) {
        {std::tuple("binary", "RowBinary", &binary), std::tuple("sorted", "RowBinary", &sorted),
         std::tuple("native", "Native", &native)}) {
     CreateDatabase(database);
-    absl::StatusOr<InsertResult> inserted = client_->Insert(
-        absl::StrCat("INSERT INTO ", database, ".issues", columns, format), *body);
+    absl::StatusOr<InsertResult> inserted =
+        client_->Insert(absl::StrCat("INSERT INTO ", database, ".issues", columns, format), *body);
     ASSERT_TRUE(inserted.ok()) << database << ": " << inserted.status();
   }
   const std::string from_binary = Stored("binary");
@@ -179,8 +180,7 @@ TEST(FleetBatchFormatUnitTest, RefusesWhatIsNotWholeRows) {
     EXPECT_TRUE(out.empty());
     EXPECT_FALSE(internal::SortFleetRows(binary, count - 1, format, out));
     EXPECT_FALSE(internal::SortFleetRows(binary, -1, format, out));
-    EXPECT_FALSE(
-        internal::SortFleetRows(binary.substr(0, binary.size() - 1), count, format, out));
+    EXPECT_FALSE(internal::SortFleetRows(binary.substr(0, binary.size() - 1), count, format, out));
     // A string's length past the end.
     std::string overlong = binary;
     overlong[0] = '\x7F';
@@ -199,8 +199,7 @@ TEST(FleetBatchFormatUnitTest, RefusesWhatIsNotWholeRows) {
 // nothing more.
 TEST_F(FleetBatchFormatTest, EveryBatchFormatStoresTheSameRows) {
   ScratchDir scratch("native");
-  std::filesystem::copy(kDemo, scratch.path() + "/demo",
-                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(kDemo, scratch.path() + "/demo", std::filesystem::copy_options::recursive);
   test_util::WriteFleetDataSet(scratch.path() + "/fleet");
   proto::Issue escaped = test_util::AnrIssue("ns::F<std::map<int, \"q\">>(\t\\)", proto::ANR, 5000,
                                              test_util::kBaseTimeMs);

@@ -28,14 +28,14 @@ struct NativeColumn {
   size_t width;
 };
 constexpr NativeColumn kNativeColumns[] = {
-    {"issue_id", "String", 0},  {"time_ms", "Int64", 8},     {"host_id", "String", 0},
-    {"host_name", "String", 0}, {"process", "String", 0},    {"pid", "Int32", 4},
-    {"build_id", "String", 0},  {"version", "String", 0},    {"tag", "String", 0},
-    {"detail", "String", 0},    {"kind", "String", 0},       {"key", "String", 0},
-    {"scene", "String", 0},     {"cost_ms", "Float64", 8},   {"fps", "Float64", 8},
-    {"frames", "Int64", 8},     {"dropped_frames", "Int64", 8}, {"drop_best", "Int64", 8},
-    {"drop_normal", "Int64", 8}, {"drop_middle", "Int64", 8}, {"drop_high", "Int64", 8},
-    {"drop_frozen", "Int64", 8}, {"report", "String", 0},    {"quality", "UInt8", 1},
+    {"issue_id", "String", 0},   {"time_ms", "Int64", 8},        {"host_id", "String", 0},
+    {"host_name", "String", 0},  {"process", "String", 0},       {"pid", "Int32", 4},
+    {"build_id", "String", 0},   {"version", "String", 0},       {"tag", "String", 0},
+    {"detail", "String", 0},     {"kind", "String", 0},          {"key", "String", 0},
+    {"scene", "String", 0},      {"cost_ms", "Float64", 8},      {"fps", "Float64", 8},
+    {"frames", "Int64", 8},      {"dropped_frames", "Int64", 8}, {"drop_best", "Int64", 8},
+    {"drop_normal", "Int64", 8}, {"drop_middle", "Int64", 8},    {"drop_high", "Int64", 8},
+    {"drop_frozen", "Int64", 8}, {"report", "String", 0},        {"quality", "UInt8", 1},
 };
 constexpr size_t kColumnCount = sizeof(kNativeColumns) / sizeof(kNativeColumns[0]);
 
@@ -145,8 +145,7 @@ void RankHosts(const std::vector<absl::string_view>& hosts, std::vector<SortedRo
 
 }  // namespace
 
-bool SortFleetRows(absl::string_view rows, int64_t count, BatchFormat format,
-                   std::string& out) {
+bool SortFleetRows(absl::string_view rows, int64_t count, BatchFormat format, std::string& out) {
   const auto refuse = [&out] {
     out.clear();
     return false;
