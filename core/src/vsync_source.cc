@@ -66,8 +66,12 @@ void SoftwareVsyncSource::Run() {
       const TimeTicks now = clock_->NowTicks();
       if (version != grid_version_) {
         version = grid_version_;
-        next = rate_.TickAfter(grid_base_, rate_.IntervalsIn(now - grid_base_) + 1);
-        if (next <= last_tick_) next = rate_.TickAfter(next, 1);
+        // Every tick from the grid's base: a tick counted from another
+        // tick (rounded down to a nanosecond) can be a nanosecond off the
+        // grid, and the frame time the Choreographer counts from it another.
+        const int64_t k = rate_.IntervalsIn(now - grid_base_) + 1;
+        next = rate_.TickAfter(grid_base_, k);
+        if (next <= last_tick_) next = rate_.TickAfter(grid_base_, k + 1);
       }
       if (now >= next) break;
       cv_.WaitWithTimeout(&mu_, next - now);

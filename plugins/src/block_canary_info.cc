@@ -22,6 +22,7 @@ namespace {
 constexpr char kSep[] = "\r\n";
 // Between a frame's module and its source location.
 constexpr absl::string_view kAt = " at ";
+constexpr absl::string_view kIn = " in ";
 constexpr char kKv[] = " = ";
 constexpr char kStars[] = "**********************";
 constexpr char kWriteLogTime[] = "(write log time)";
@@ -60,6 +61,7 @@ constexpr char kCpuBusy[] = "cpu-busy";
 constexpr char kBlockCpu[] = "block-cpu";
 constexpr char kCpuRate[] = "cpu-rate";
 constexpr char kStack[] = "stack";
+constexpr char kBuildId[] = "build-id";
 
 // One line per value: line breaks would break the layout.
 std::string OneLine(absl::string_view value) {
@@ -83,11 +85,21 @@ std::string FormatRates(const BlockCpuRate& r) {
                          r.user, r.system, r.iowait);
 }
 
-// "function+0xOFFSET (module)", then " at file:line" when the line is known.
+bool IsLowerHex(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+bool HasStart(const BlockFrame& f) { return f.function.empty() && f.function_start != 0; }
+
+// "function+0xOFFSET (module)", then " at file:line" when the line is known,
+// then " in module+0xSTART" for an unnamed frame whose start is known.
 std::string FormatFrame(const BlockFrame& f) {
   std::string out = absl::StrFormat("%s+0x%x (%s)", f.function.empty() ? "??" : OneLine(f.function),
                                     f.offset, OneLine(f.module));
   if (!f.file.empty() && f.line > 0) absl::StrAppend(&out, kAt, OneLine(f.file), ":", f.line);
+  if (HasStart(f)) absl::StrAppend(&out, kIn, f.Name());
   return out;
 }
 
@@ -124,7 +136,26 @@ std::optional<BlockCpuRate> ParseRates(absl::string_view text) {
   return r;
 }
 
+// The function start of " in module+0xSTART" at the end of `line`, which is
+// cut off; 0 when there is none.
+uint64_t CutFunctionStart(absl::string_view* line, std::string* start_module) {
+  const size_t in = line->rfind(kIn);
+  if (in == absl::string_view::npos) return 0;
+  const absl::string_view key = line->substr(in + kIn.size());
+  const size_t plus = key.rfind("+0x");
+  uint64_t start = 0;
+  if (plus == absl::string_view::npos || plus == 0 ||
+      !absl::SimpleHexAtoi(key.substr(plus + 3), &start) || start == 0) {
+    return 0;
+  }
+  *start_module = std::string(key.substr(0, plus));
+  *line = line->substr(0, in);
+  return start;
+}
+
 std::optional<BlockFrame> ParseFrame(absl::string_view line) {
+  std::string start_module;
+  const uint64_t start = CutFunctionStart(&line, &start_module);
   // The source location after the module, when known.
   std::string file;
   int source_line = 0;
@@ -153,6 +184,11 @@ std::optional<BlockFrame> ParseFrame(absl::string_view line) {
   if (fn != "??") f.function = std::string(fn);
   f.file = std::move(file);
   f.line = source_line;
+  if (start != 0) {
+    // Written for unnamed frames only, with the frame's own module.
+    if (!f.function.empty() || start_module != f.module) return std::nullopt;
+    f.function_start = start;
+  }
   return f;
 }
 
@@ -165,7 +201,8 @@ bool ParseInt(absl::string_view s, T* out) {
 
 std::string BlockFrame::Name() const {
   if (!function.empty()) return function;
-  return absl::StrFormat("%s+0x%x", module.empty() ? "??" : module, offset);
+  return absl::StrFormat("%s+0x%x", module.empty() ? "??" : module,
+                         function_start != 0 ? function_start : offset);
 }
 
 std::string FormatBlockLog(const BlockInfo& info, absl::Time write_time, absl::TimeZone tz) {
@@ -196,6 +233,10 @@ std::string FormatBlockLog(const BlockInfo& info, absl::Time write_time, absl::T
   AppendKv(&out, kTimeEnd, FormatEntryTime(info.time_end, tz));
   AppendKv(&out, kMessage, info.message);
   AppendKv(&out, kScene, info.scene);
+  // One line per module: "<build id> <module>".
+  for (const BlockModule& m : info.modules) {
+    AppendKv(&out, kBuildId, absl::StrCat(m.build_id, " ", m.name));
+  }
   // cpu: the rate entries each end with a line break and the section with
   // another, so a blank line ends it.
   AppendKv(&out, kCpuBusy, info.cpu_busy ? "true" : "false");
@@ -335,6 +376,14 @@ class BlockLogParser {
       return ReadCpuRates(value);
     } else if (key == kStack) {
       return ReadStackSamples(value);
+    } else if (key == kBuildId) {
+      const size_t space = value.find(' ');
+      if (space == 0 || space == absl::string_view::npos || space + 1 == value.size() ||
+          !IsLowerHex(value.substr(0, space))) {
+        return BadValue(key, value);
+      }
+      info_.modules.push_back(
+          {std::string(value.substr(space + 1)), std::string(value.substr(0, space))});
     }
     // Unknown keys are skipped: newer writers may add fields.
     return absl::OkStatus();
@@ -464,6 +513,14 @@ proto::BlockReport ToBlockReport(const BlockInfo& info) {
       frame->set_function(f.function);
       frame->set_module(f.module);
       frame->set_offset(f.offset);
+      if (f.function.empty() && !f.module.empty()) {
+        // As a tracer's report writes it: named later by build id and address.
+        frame->set_elf_address(f.offset);
+        if (HasStart(f)) frame->set_offset(f.offset - f.function_start);
+        for (const BlockModule& m : info.modules) {
+          if (m.name == f.module) frame->set_build_id(m.build_id);
+        }
+      }
       if (!f.file.empty()) frame->set_file(f.file);
       if (f.line > 0) frame->set_line(f.line);
     }
@@ -478,10 +535,16 @@ bool FrameMatches(const BlockFrame& frame, absl::string_view package) {
   return absl::StartsWith(frame.function, package) || absl::StartsWith(frame.module, package);
 }
 
-bool IsConcernedFrame(const BlockFrame& frame, const std::vector<std::string>& concern_packages) {
+bool IsConcernedFrame(const BlockFrame& frame, const BlockStackSample& sample,
+                      const std::vector<std::string>& concern_packages) {
   if (concern_packages.empty()) {
-    return !frame.function.empty() &&
-           !IsSystemOrRuntimeFrame(frame.module, frame.function, frame.file);
+    if (IsSystemOrRuntimeFrame(frame.module, frame.function, frame.file)) return false;
+    if (!frame.function.empty()) return true;
+    // Unnamed: the program's own only when its module is stripped.
+    return !frame.module.empty() &&
+           std::none_of(sample.frames.begin(), sample.frames.end(), [&](const BlockFrame& f) {
+             return !f.function.empty() && f.module == frame.module;
+           });
   }
   for (const std::string& package : concern_packages) {
     if (package.empty()) continue;
@@ -497,7 +560,7 @@ bool IsConcernedFrame(const BlockFrame& frame, const std::vector<std::string>& c
 const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,
                                       const std::vector<std::string>& concern_packages) {
   for (const BlockFrame& frame : sample.frames) {
-    if (IsConcernedFrame(frame, concern_packages)) return &frame;
+    if (IsConcernedFrame(frame, sample, concern_packages)) return &frame;
   }
   return nullptr;
 }
@@ -534,8 +597,9 @@ std::vector<SymbolizedStack> AsStacks(const BlockInfo& info) {
       StackFrame frame;
       frame.symbol.function = f.function;
       frame.symbol.module = f.module;
-      // Unnamed frames are told apart by their module offset.
-      if (f.function.empty()) frame.pc = f.offset;
+      // Unnamed frames are told apart by their function's start, else by
+      // their module offset.
+      if (f.function.empty()) frame.pc = f.function_start != 0 ? f.function_start : f.offset;
       stacks[i].frames.push_back(std::move(frame));
     }
   }
@@ -554,8 +618,9 @@ std::string KeyStackLine(const BlockInfo& info, const std::vector<std::string>& 
   for (size_t i = 0; i < stacks.size(); ++i) weighted[i] = {&stacks[i], weights[i]};
   const std::vector<DominantFrame> path = DominantCallPath(weighted);
   for (auto it = path.rbegin(); it != path.rend(); ++it) {
-    const BlockFrame& frame = info.samples[it->sample].frames[it->frame];
-    if (!IsConcernedFrame(frame, concern_packages)) continue;
+    const BlockStackSample& sample = info.samples[it->sample];
+    const BlockFrame& frame = sample.frames[it->frame];
+    if (!IsConcernedFrame(frame, sample, concern_packages)) continue;
     if (count != nullptr) *count = static_cast<int>(it->samples_inside);
     return frame.Name();
   }

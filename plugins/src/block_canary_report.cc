@@ -174,6 +174,16 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
       f.module = BaseName(frame.symbol.module);
       f.file = frame.symbol.file;
       f.line = frame.symbol.line;
+      // The unwind info's start of an unnamed frame's function (0: unknown).
+      if (f.function.empty() && frame.symbol.function_offset != 0 &&
+          frame.symbol.function_offset < frame.symbol.module_offset) {
+        f.function_start = frame.symbol.module_offset - frame.symbol.function_offset;
+      }
+      if (f.function.empty() && !f.module.empty() && !frame.symbol.build_id.empty() &&
+          std::none_of(info.modules.begin(), info.modules.end(),
+                       [&](const BlockModule& m) { return m.name == f.module; })) {
+        info.modules.push_back({f.module, frame.symbol.build_id});
+      }
       sample.frames.push_back(std::move(f));
     }
     info.samples.push_back(std::move(sample));

@@ -5,11 +5,13 @@
 // swaps on a render thread (each meets a main-thread dispatch end). The
 // agent's exit line ("N dispatches, M frames") gives its frame count.
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent_test_util.h"
 #include "gtest/gtest.h"
 
@@ -73,19 +75,27 @@ TEST(PresentHooksTest, AProgramPacedTo30FpsReads30) {
                        "--refresh-hz", "60", "--", PRESENT_TARGET_PATH, "paced", FAKE_GL_PATH});
   ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
   int full_slices = 0;
+  int on_cadence = 0;
+  std::string slices;
   for (const auto& record : agent_test::ReadIssues(dir)) {
     if (record.kind != "frame") continue;
     const auto& frame = record.issue.frame();
     if (frame.frames() < 25) continue;  // The last, partial slice.
     ++full_slices;
-    EXPECT_NEAR(frame.fps(), 30.0, 1.5) << frame.frames() << " frames in " << frame.window_ms()
-                                        << " ms\n" << run.err;
-    // Its frames are on its own cadence, not late: judged against every
-    // 60 Hz vsync, 14 to 22 of each 30 dropped one (a few late wake-ups
-    // under load may still drop one).
-    EXPECT_LE(frame.dropped_frames(), frame.frames() / 5) << run.err;
+    absl::StrAppend(&slices, frame.frames(), " frames in ", frame.window_ms(), " ms, ",
+                    frame.dropped_frames(), " dropped\n");
+    // 30 fps, and its frames on its own cadence, not late: judged against
+    // every 60 Hz vsync, 14 to 22 of each 30 would drop one (a few late
+    // wake-ups under load may still drop one).
+    if (std::abs(frame.fps() - 30.0) <= 1.5 && frame.dropped_frames() <= frame.frames() / 5) {
+      ++on_cadence;
+    }
   }
   EXPECT_GE(full_slices, 2) << run.err;
+  // A slice in which a loaded machine kept the program from running for a
+  // few vsyncs drops them, as the viewer saw, and holds the frames that
+  // caught up (32 in its second, say): every other slice reads 30.
+  EXPECT_GE(on_cadence, full_slices - 1) << slices << run.err;
 }
 
 TEST(PresentHooksTest, AHitchInAPacedProgramDropsOnlyItsOwnVsyncs) {

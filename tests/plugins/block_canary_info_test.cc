@@ -237,23 +237,75 @@ BlockStackSample StackOf(std::vector<BlockFrame> frames) {
   return BlockStackSample{absl::UnixEpoch(), std::move(frames)};
 }
 
+// Whether `frame` is concerned as the only frame of its sample.
+bool IsConcernedAlone(const BlockFrame& frame, const std::vector<std::string>& packages) {
+  return IsConcernedFrame(frame, StackOf({frame}), packages);
+}
+
+// An unnamed frame of a stripped module, its function starting at `start`.
+BlockFrame Stripped(uint64_t offset, uint64_t start, std::string module) {
+  BlockFrame f = Frame("", offset, std::move(module));
+  f.function_start = start;
+  return f;
+}
+
 TEST(BlockKeyTest, IsConcernedFrame_DefaultSkipsSystemAndRuntimeFrames) {
   const std::vector<std::string> none;
-  EXPECT_FALSE(IsConcernedFrame(Frame("clock_nanosleep", 0x65, "libc.so.6"), none));
-  EXPECT_FALSE(IsConcernedFrame(Frame("matrix::Looper::Loop()", 1, "app"), none));
-  EXPECT_FALSE(IsConcernedFrame(Frame("std::function<void ()>::operator()() const", 1, "app"),
-                                none));
-  EXPECT_FALSE(IsConcernedFrame(Frame("", 0x10, "app"), none));
-  EXPECT_TRUE(IsConcernedFrame(Frame("app::Decode()", 1, "app"), none));
+  EXPECT_FALSE(IsConcernedAlone(Frame("clock_nanosleep", 0x65, "libc.so.6"), none));
+  EXPECT_FALSE(IsConcernedAlone(Frame("matrix::Looper::Loop()", 1, "app"), none));
+  EXPECT_FALSE(
+      IsConcernedAlone(Frame("std::function<void ()>::operator()() const", 1, "app"), none));
+  EXPECT_FALSE(IsConcernedAlone(Frame("", 0x10, ""), none));
+  EXPECT_FALSE(IsConcernedAlone(Frame("", 0x10, "libc.so.6"), none));
+  EXPECT_TRUE(IsConcernedAlone(Frame("app::Decode()", 1, "app"), none));
+}
+
+TEST(BlockKeyTest, IsConcernedFrame_AnUnnamedFrameIsTheProgramsOnlyInAStrippedModule) {
+  const std::vector<std::string> none;
+  const BlockFrame unnamed = Frame("", 0x1a2b, "app");
+  // No frame of "app" is named: the module is stripped, the frame its code.
+  EXPECT_TRUE(IsConcernedFrame(unnamed, StackOf({unnamed, Frame("", 0x40, "app")}), none));
+  EXPECT_TRUE(IsConcernedFrame(unnamed, StackOf({Frame("poll", 1, "libc.so.6"), unnamed}), none));
+  // A named frame of "app" means the unnamed one is not the program's own
+  // function (a static stub, a PLT entry).
+  EXPECT_FALSE(
+      IsConcernedFrame(unnamed, StackOf({unnamed, Frame("app::Decode()", 1, "app")}), none));
 }
 
 TEST(BlockKeyTest, IsConcernedFrame_PackagesMatchNamespacesOrModules) {
   const std::vector<std::string> packages = {"app::", "libgame"};
-  EXPECT_TRUE(IsConcernedFrame(Frame("app::Decode()", 1, "main"), packages));
-  EXPECT_FALSE(IsConcernedFrame(Frame("other::Decode()", 1, "main"), packages));
-  EXPECT_TRUE(IsConcernedFrame(Frame("Physics::Step()", 1, "libgame.so.1"), packages));
+  EXPECT_TRUE(IsConcernedAlone(Frame("app::Decode()", 1, "main"), packages));
+  EXPECT_FALSE(IsConcernedAlone(Frame("other::Decode()", 1, "main"), packages));
+  EXPECT_TRUE(IsConcernedAlone(Frame("Physics::Step()", 1, "libgame.so.1"), packages));
   // The runtime linked into a concerned module is not the culprit.
-  EXPECT_FALSE(IsConcernedFrame(Frame("std::sort<int*>(int*, int*)", 1, "libgame.so"), packages));
+  EXPECT_FALSE(IsConcernedAlone(Frame("std::sort<int*>(int*, int*)", 1, "libgame.so"), packages));
+}
+
+TEST(BlockKeyTest, KeyStackLine_AStrippedProgramsFunctionKeysByItsStartWhereverSamplesLand) {
+  // Three samples inside one stripped function at three pcs, under a named
+  // system frame: the key is the function's start, not the system frame and
+  // not one pc.
+  BlockInfo info;
+  info.time_start = absl::UnixEpoch();
+  info.time_end = info.time_start + absl::Milliseconds(3000);
+  int64_t at_ms = 500;
+  for (uint64_t pc : {0x1a10u, 0x1a2bu, 0x1a7fu}) {
+    info.samples.push_back(
+        BlockStackSample{info.time_start + absl::Milliseconds(at_ms),
+                         {Stripped(pc, 0x1a00, "layoutd"), Stripped(0x2200, 0x21f0, "layoutd"),
+                          Frame("g_main_context_dispatch", 0x120, "libglib-2.0.so.0")}});
+    at_ms += 1000;
+  }
+  int count = 0;
+  EXPECT_EQ(KeyStackLine(info, {}, &count), "layoutd+0x1a00");
+  EXPECT_EQ(count, 3);
+  EXPECT_TRUE(HasConcernedFrame(info, {}));
+  // Without the start (older files), each pc stands alone: the caller, which
+  // every sample shares at one pc, holds the majority.
+  for (BlockStackSample& s : info.samples) {
+    for (BlockFrame& f : s.frames) f.function_start = 0;
+  }
+  EXPECT_EQ(KeyStackLine(info, {}), "layoutd+0x2200");
 }
 
 TEST(BlockKeyTest, KeyStackLine_IsTheConcernedFrameMostSamplesShare) {
@@ -359,11 +411,14 @@ TEST(BlockKeyTest, KeyStackLine_ASampleAfterTheBlockEndedStandsForNoTime) {
 TEST(BlockKeyTest, KeyStackLine_WithoutConcernedFrame_FallsBack) {
   BlockInfo info;
   EXPECT_EQ(KeyStackLine(info, {}), "unknown");
-  info.samples = {StackOf({Frame("", 0x10, "libx.so"), Frame("poll", 1, "libc.so.6")})};
+  // libx.so names a frame, so its unnamed frame is not the program's.
+  info.samples = {StackOf({Frame("", 0x10, "libx.so"), Frame("poll", 1, "libc.so.6"),
+                           Frame("x::Run()", 0x4, "libx.so")})};
+  info.samples[0].frames.back().module = "libx.so";
   int count = 7;
-  EXPECT_EQ(KeyStackLine(info, {}, &count), "poll");
+  EXPECT_EQ(KeyStackLine(info, {"other::"}, &count), "poll");
   EXPECT_EQ(count, 0);
-  EXPECT_FALSE(HasConcernedFrame(info, {}));
+  EXPECT_FALSE(HasConcernedFrame(info, {"other::"}));
   // An unnamed frame of a concerned module is named by module and offset.
   EXPECT_EQ(KeyStackLine(info, {"libx"}), "libx.so+0x10");
 }
@@ -415,6 +470,62 @@ TEST(BlockFrameTest, Name_UnknownFunctionUsesModuleAndOffset) {
   EXPECT_EQ(Frame("app::A()", 4, "app").Name(), "app::A()");
   EXPECT_EQ(Frame("", 0x1a2b, "libfoo.so").Name(), "libfoo.so+0x1a2b");
   EXPECT_EQ(Frame("", 0x10, "").Name(), "??+0x10");
+  EXPECT_EQ(Stripped(0x1a2b, 0x1a00, "libfoo.so").Name(), "libfoo.so+0x1a00");
+}
+
+TEST(BlockLogFormatTest, AnUnnamedFramesFunctionStart_IsWrittenAfterItAndReadBack) {
+  BlockInfo info = SampleInfo();
+  info.samples[0].frames[2] = Stripped(0x3c4d, 0x3c00, "libfoo.so");
+  const std::string text = FormatBlockLog(info, At(2025, 11, 21, 10, 0, 2, 0), kUtc);
+  // The module offset for addr2line, then the key of the function.
+  EXPECT_THAT(text, HasSubstr("??+0x3c4d (libfoo.so) in libfoo.so+0x3c00\r\n"));
+  absl::StatusOr<BlockInfo> parsed = ParseBlockLog(text, kUtc);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->samples[0].frames[2], info.samples[0].frames[2]);
+  EXPECT_EQ(*parsed, info);
+  // The report carries the address and the offset into the function, as a
+  // tracer's report does.
+  const proto::BlockReport r = ToBlockReport(info);
+  EXPECT_EQ(r.samples(0).frames(2).elf_address(), 0x3c4du);
+  EXPECT_EQ(r.samples(0).frames(2).offset(), 0x4du);
+}
+
+TEST(BlockLogFormatTest, BuildIds_AreWrittenOnePerModule_ReadBack_AndGoToTheRawFrames) {
+  BlockInfo info = SampleInfo();
+  info.modules = {{"libfoo.so", "3d1f0c5e9a"}, {"my app", "00ab"}};
+  const std::string text = FormatBlockLog(info, At(2025, 11, 21, 10, 0, 2, 0), kUtc);
+  EXPECT_THAT(text, HasSubstr("build-id = 3d1f0c5e9a libfoo.so\r\nbuild-id = 00ab my app\r\n"));
+  absl::StatusOr<BlockInfo> parsed = ParseBlockLog(text, kUtc);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->modules, info.modules);
+  // The unnamed frame gets its module's build id and its address; named
+  // frames need neither.
+  const proto::BlockReport r = ToBlockReport(info);
+  EXPECT_EQ(r.samples(0).frames(2).build_id(), "3d1f0c5e9a");
+  EXPECT_EQ(r.samples(0).frames(2).elf_address(), 0x3c4du);
+  EXPECT_EQ(r.samples(0).frames(2).offset(), 0x3c4du);
+  EXPECT_EQ(r.samples(0).frames(0).build_id(), "");
+  EXPECT_EQ(r.samples(0).frames(0).elf_address(), 0u);
+  for (const char* bad : {"build-id = 3D1F libfoo.so", "build-id = 3d1f", "build-id =  libfoo.so",
+                          "build-id = xyz libfoo.so"}) {
+    const std::string changed =
+        absl::StrReplaceAll(text, {{"build-id = 3d1f0c5e9a libfoo.so", bad}});
+    EXPECT_FALSE(ParseBlockLog(changed, kUtc).ok()) << bad;
+  }
+}
+
+TEST(BlockLogFormatTest, AFunctionStartOfAnotherModuleOrOfANamedFrame_IsCorrupt) {
+  BlockInfo info = SampleInfo();
+  std::string text = FormatBlockLog(info, At(2025, 11, 21, 10, 0, 2, 0), kUtc);
+  for (const char* bad : {"??+0x3c4d (libfoo.so) in libbar.so+0x3c00",
+                          "app::DecodeBody()+0x40 (gallery) in gallery+0x100"}) {
+    std::string changed = absl::StrReplaceAll(text, {{"??+0x3c4d (libfoo.so)", bad}});
+    if (std::string(bad).starts_with("app::")) {
+      changed = absl::StrReplaceAll(text, {{"app::DecodeBody()+0x40 (gallery)", bad}});
+    }
+    ASSERT_NE(changed, text);
+    EXPECT_FALSE(ParseBlockLog(changed, kUtc).ok()) << bad;
+  }
 }
 
 }  // namespace

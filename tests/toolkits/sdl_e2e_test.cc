@@ -168,7 +168,11 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   EXPECT_EQ(fps.frames, kFrames);
   const int64_t expected_slow = kJankyFrames + 2;  // + the hang and the slow function.
   EXPECT_GE(slow_frames, expected_slow);
-  EXPECT_LE(slow_frames, expected_slow + 3);
+  // As many as the loop's own clock saw (a loaded machine stretches steady
+  // frames too: 29 were reported beside two busy loops and two builds),
+  // give or take the frames near the threshold.
+  EXPECT_LE(slow_frames, std::max(expected_slow, measured_slow_frames) + 3)
+      << "measured " << measured_slow_frames << " slow frames";
   // Each slow frame misses floor((work + 6 ms) / 16.67 ms) vsyncs at 60 Hz.
   const int64_t expected_dropped = kJankyFrames * 6 + 90 + 18;
   EXPECT_GE(slow_dropped, expected_dropped - 3);

@@ -20,12 +20,13 @@
 //
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
 //                                       [--reuse] [--shards-only] [--single-only]
-//                                       [--no-baseline] [--no-store] [--no-queries]
+//                                       [--no-baseline] [--no-formats] [--no-store] [--no-queries]
 //                                       [--batch=ROWS] [--batch-mib=MIB] [--parse-threads=N]
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +48,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "clickhouse_test_server.h"
+#include "internal/fleet_row_view.h"
 #include "matrix/core/issue.h"
 #include "matrix/proto/issue.pb.h"
 #include "matrix/report/clickhouse_client.h"
@@ -173,9 +175,15 @@ struct Result {
   double baseline_ingest_s = 0;  // Every line through ParseIssueLine.
   double ingest_s = 0;
   Ingested baseline_run, push_run;
+  // push with each BatchFormat (push_run: the default's).
+  Ingested format_runs[3];
   Ingested store_http;    // The same rows, the same batches, no parsing.
+  Ingested store_sorted;  // The same batches in the table's order.
+  Ingested store_native;  // The same batches in the table's order, Native.
   Ingested store_client;  // clickhouse-client, one INSERT of them all.
   bool store_measured = false;
+  double sort_s = 0;    // CPU to sort the batches (kSortedRowBinary).
+  double native_s = 0;  // CPU to make them Native blocks (kNative).
   int64_t sent = 0;
   int64_t stored = 0;
   int64_t bytes_on_disk = 0;
@@ -263,6 +271,12 @@ double CpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
+}
+
 double Seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; }
 
 // CPU seconds of this process (all its threads), or of its reaped children.
@@ -333,11 +347,12 @@ size_t SkipRow(absl::string_view rows, size_t at) {
   return SkipString(rows, at) + 1;                   // report, quality
 }
 
-// The rows in push's batches: a batch ends at the row that makes it
-// `batch_rows` rows or `batch_bytes` bytes (FleetPusher's rule).
-std::vector<absl::string_view> Batches(absl::string_view rows, int64_t batch_rows,
-                                       int64_t batch_bytes) {
-  std::vector<absl::string_view> batches;
+// The rows in push's batches, and their counts: a batch ends at the row that
+// makes it `batch_rows` rows or `batch_bytes` bytes (FleetPusher's rule).
+std::vector<std::pair<absl::string_view, int64_t>> Batches(absl::string_view rows,
+                                                           int64_t batch_rows,
+                                                           int64_t batch_bytes) {
+  std::vector<std::pair<absl::string_view, int64_t>> batches;
   size_t begin = 0;
   int64_t count = 0;
   for (size_t at = 0; at < rows.size();) {
@@ -345,7 +360,7 @@ std::vector<absl::string_view> Batches(absl::string_view rows, int64_t batch_row
     ++count;
     if (count >= batch_rows || static_cast<int64_t>(at - begin) >= batch_bytes ||
         at == rows.size()) {
-      batches.push_back(rows.substr(begin, at - begin));
+      batches.emplace_back(rows.substr(begin, at - begin), count);
       begin = at;
       count = 0;
     }
@@ -381,14 +396,39 @@ void MeasureStore(ClickHouseClient& client, const std::vector<ClickHouseClient*>
     AwaitMerges(shards);
   };
   fresh();
-  const std::vector<absl::string_view> batches =
+  const std::vector<std::pair<absl::string_view, int64_t>> batches =
       Batches(*rows, push.batch_rows, push.batch_bytes);
   result.store_http = Account(servers, RUSAGE_SELF, [&] {
-    for (absl::string_view batch : batches) {
+    for (const auto& [batch, count] : batches) {
       absl::StatusOr<InsertResult> done = client.Insert(insert, batch);
       if (!done.ok()) std::fprintf(stderr, "insert: %s\n", done.status().ToString().c_str());
     }
   });
+  // The same batches sorted, then as Native blocks, made before the clock
+  // starts (the thread's CPU time to make them: what push's sending thread
+  // spends).
+  const auto sorted_insert = [&](BatchFormat format, double& cpu_s) {
+    std::vector<std::string> sorted(batches.size());
+    const double start = ThreadCpuSeconds();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (!internal::SortFleetRows(batches[i].first, batches[i].second, format, sorted[i])) {
+        std::fprintf(stderr, "batch %zu is not whole rows\n", i);
+      }
+    }
+    cpu_s = ThreadCpuSeconds() - start;
+    fresh();
+    const std::string sql =
+        absl::StrCat("INSERT INTO ", raw.fleet.database, ".issues (", kFleetColumns, ") FORMAT ",
+                     format == BatchFormat::kNative ? "Native" : "RowBinary");
+    return Account(servers, RUSAGE_SELF, [&] {
+      for (const std::string& batch : sorted) {
+        absl::StatusOr<InsertResult> done = client.Insert(sql, batch);
+        if (!done.ok()) std::fprintf(stderr, "insert: %s\n", done.status().ToString().c_str());
+      }
+    });
+  };
+  result.store_sorted = sorted_insert(BatchFormat::kSortedRowBinary, result.sort_s);
+  result.store_native = sorted_insert(BatchFormat::kNative, result.native_s);
   const std::filesystem::path file = scratch / "rows.bin";
   std::ofstream(file, std::ios::binary)
       .write(rows->data(), static_cast<std::streamsize>(rows->size()));
@@ -431,6 +471,7 @@ Ingested Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& 
 // What Measure does, from the command line.
 struct Plan {
   bool baseline = true;
+  bool formats = true;  // push with each BatchFormat.
   bool store = true;
   bool queries = true;
   int64_t batch_rows = 100000;
@@ -461,7 +502,21 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
       (void)shard->Query("DROP DATABASE IF EXISTS matrix_baseline");
     }
   }
+  for (BatchFormat format : {BatchFormat::kRowBinary, BatchFormat::kSortedRowBinary,
+                             BatchFormat::kNative}) {
+    if (!plan.formats || format == push.batch_format) continue;
+    // The same push with batches sent as `format`, into a database of its own.
+    PushOptions other = push;
+    other.fleet.database = "matrix_format";
+    other.batch_format = format;
+    result.format_runs[static_cast<int>(format)] =
+        Ingest(client, shards, servers, other, dirs, nullptr);
+    for (ClickHouseClient* shard : shards) {
+      (void)shard->Query("DROP DATABASE IF EXISTS matrix_format");
+    }
+  }
   result.push_run = Ingest(client, shards, servers, push, dirs, &result.sent);
+  result.format_runs[static_cast<int>(push.batch_format)] = result.push_run;
   result.ingest_s = result.push_run.wall_s;
   if (plan.store) MeasureStore(client, shards, servers, tcp_port, push, scratch, result);
   const std::string table = fleet_options.cluster.empty() ? "issues" : "issues_local";
@@ -495,15 +550,29 @@ void Print(const char* setup, const Result& r, int64_t issues, int64_t input_byt
                 1e6 * run.server_cpu_s / r.sent, run.load_before, run.load_after);
   };
   if (r.baseline_ingest_s > 0) line("ingest, strict parse only (baseline)", r.baseline_run);
+  const char* kFormats[] = {"RowBinary as read", "RowBinary sorted", "Native sorted"};
+  for (int format = 0; format < 3; ++format) {
+    const Ingested& run = r.format_runs[format];
+    if (run.wall_s == 0 || run.wall_s == r.push_run.wall_s) continue;
+    line(absl::StrCat("ingest (push, batches as ", kFormats[format], ")").c_str(), run);
+    std::printf("push: %.2fx push with batches as %s\n", run.wall_s / r.ingest_s,
+                kFormats[format]);
+  }
   line("ingest (push)", r.push_run);
   if (r.baseline_ingest_s > 0) {
     std::printf("push: %.2fx the baseline\n", r.baseline_ingest_s / r.ingest_s);
   }
   if (r.store_measured) {
     line("the store alone, the same rows in push's batches over HTTP", r.store_http);
+    line("the store alone, the same batches sorted over HTTP", r.store_sorted);
+    line("the store alone, the same batches sorted as Native blocks over HTTP", r.store_native);
+    std::printf("sorting the batches: %.2f us/issue of CPU; as Native blocks: %.2f\n",
+                1e6 * r.sort_s / r.sent, 1e6 * r.native_s / r.sent);
     line("the store alone, the same rows by clickhouse-client, one INSERT", r.store_client);
-    std::printf("push: %.2f of the store's HTTP speed, %.2f of clickhouse-client's\n",
-                r.store_http.wall_s / r.ingest_s, r.store_client.wall_s / r.ingest_s);
+    std::printf("push: %.2f of the store's HTTP speed (RowBinary as read), %.2f (sorted), "
+                "%.2f (Native sorted), %.2f of clickhouse-client's\n",
+                r.store_http.wall_s / r.ingest_s, r.store_sorted.wall_s / r.ingest_s,
+                r.store_native.wall_s / r.ingest_s, r.store_client.wall_s / r.ingest_s);
   }
   std::printf("stored %.1f MiB: %.1f bytes/issue (JSON lines: %.1f bytes/issue)\n",
               r.bytes_on_disk / 1048576.0, static_cast<double>(r.bytes_on_disk) / issues,
@@ -597,6 +666,7 @@ int Main(int argc, char** argv) {
     if (arg == "--single-only") single_only = true;
     if (arg == "--reuse") reuse = true;
     if (arg == "--no-baseline") plan.baseline = false;
+    if (arg == "--no-formats") plan.formats = false;
     if (arg == "--no-store") plan.store = false;
     if (arg == "--no-queries") plan.queries = false;
     if (absl::StartsWith(arg, "--batch=")) (void)absl::SimpleAtoi(arg.substr(8), &plan.batch_rows);

@@ -114,6 +114,11 @@ TEST(RenderIssueTest, FrameWithoutFunctionShowsPcAndModuleOffset) {
   frame->set_module("/usr/lib/libstdc++.so.6");
   frame->set_offset(0xd44a3);
   EXPECT_EQ(RenderStackFrames(frames, 2, {}), "  #0  0x7f95d3ad44a3  (libstdc++.so.6+0xd44a3)\n");
+  // A frame whose function start the unwind info gave carries its offset
+  // into the function: the module offset shown is still its address.
+  frame->set_elf_address(0xd44a3);
+  frame->set_offset(0x43);
+  EXPECT_EQ(RenderStackFrames(frames, 2, {}), "  #0  0x7f95d3ad44a3  (libstdc++.so.6+0xd44a3)\n");
 }
 
 TEST(RenderIssueTest, SignalAnrShowsQueueHeadAndAllThreads) {

@@ -4,8 +4,6 @@
 // from an older report's system-frame fallback, call-tree nodes renamed,
 // and frames that cannot be named left as they were, with why.
 
-#include "matrix/report/symbolize.h"
-
 #include <stdlib.h>
 
 #include <filesystem>
@@ -14,6 +12,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "matrix/plugins/block_canary_info.h"
+#include "matrix/report/symbolize.h"
 #include "matrix/trace/stack_key.h"
 #include "matrix/trace/symbolizer.h"
 
@@ -158,6 +158,62 @@ TEST(FrameSymbolizerTest, FramesThatCannotBeNamed_StayRaw_WithWhy) {
               HasSubstr("(build id 00ff) left raw: no .build-id/00/ff.debug in /nonexistent"));
   EXPECT_THAT(symbolizer.problems()[1], HasSubstr("here is another build"));
   EXPECT_FALSE(symbolizer.server_failed());
+}
+
+// A stripped program's BlockCanary block, as its file writes it: the frame
+// carries the module's base name, its address and its function's start, and
+// the file lists the module's build id. Read back, it is named from a
+// .build-id directory and its key, the raw frame's, becomes the function.
+TEST(FrameSymbolizerTest, ABlockFilesRawFrame_IsNamedByItsModulesBuildId) {
+  const Self self = SelfFrame();
+  if (self.build_id.empty()) GTEST_SKIP() << "this test binary has no build id";
+  const std::string module = std::filesystem::path(self.path).filename();
+  BlockInfo info;
+  info.time_cost_ms = 1200;
+  info.time_start = absl::FromUnixMillis(1'700'000'000'000);
+  info.time_end = info.time_start + absl::Milliseconds(1200);
+  BlockFrame raw{"", self.elf_address, module};
+  raw.function_start = self.elf_address - self.offset;
+  info.samples = {{info.time_start + absl::Milliseconds(600),
+                   {BlockFrame{"g_get_monotonic_time", 0x11, "libglib-2.0.so.0"}, raw,
+                    BlockFrame{"g_main_context_dispatch", 0x120, "libglib-2.0.so.0"}}}};
+  info.modules = {{module, self.build_id}};
+  info.key = KeyStackLine(info, {});
+  ASSERT_EQ(info.key, UnnamedFrameKey(module, self.elf_address - self.offset));
+  absl::StatusOr<BlockInfo> read =
+      ParseBlockLog(FormatBlockLog(info, info.time_end, absl::UTCTimeZone()), absl::UTCTimeZone());
+  ASSERT_TRUE(read.ok()) << read.status();
+  proto::Issue issue;
+  issue.set_tag("BlockCanary");
+  *issue.mutable_block() = ToBlockReport(*read);
+  issue.mutable_block()->set_key_stack_line(info.key);
+  issue.set_key(info.key);
+
+  // The offline path: <dir>/.build-id/xx/rest.debug, here this binary itself.
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "block_build_id" /
+                                    ".build-id" / self.build_id.substr(0, 2);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path debug = dir / (self.build_id.substr(2) + ".debug");
+  std::filesystem::remove(debug);
+  std::filesystem::create_symlink(self.path, debug);
+  FrameSymbolizer symbolizer({.debug_dirs = {dir.parent_path().parent_path().string()}});
+  ASSERT_TRUE(symbolizer.SymbolizeIssue(&issue));
+  const proto::StackFrame& named = issue.block().samples(0).frames(1);
+  EXPECT_EQ(named.function(), "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(named.offset(), self.offset);
+  EXPECT_EQ(issue.block().key_stack_line(), "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(issue.key(), "report_symbolize_test::ComputeLayout()");
+  EXPECT_EQ(symbolizer.counts().named_frames, 1);
+  EXPECT_EQ(symbolizer.counts().keys_changed, 1);
+  EXPECT_TRUE(symbolizer.problems().empty());
+
+  // Without the build id (a file of an older version) the frame stays raw.
+  read->modules.clear();
+  proto::Issue old;
+  *old.mutable_block() = ToBlockReport(*read);
+  FrameSymbolizer again({.debug_dirs = {dir.parent_path().parent_path().string()}});
+  EXPECT_FALSE(again.SymbolizeIssue(&old));
+  EXPECT_EQ(old.block().samples(0).frames(1).function(), "");
 }
 
 }  // namespace

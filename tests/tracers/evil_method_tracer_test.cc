@@ -300,6 +300,24 @@ TEST_F(EvilMethodTracerTest, DispatchEndedBeforeTheSamplerSawTheStop_IsJudgedOnc
   EXPECT_EQ(evil_->suppressed_as_stopped(), 1);
 }
 
+TEST_F(EvilMethodTracerTest, ASamplerStarvedAfterTheStop_IsWaitedFor) {
+  // On a loaded machine the watchdog's thread may wait for a CPU long after
+  // the process is continued: the worker waits for the sampler's first poll
+  // after the dispatch (up to 2 s), not for a number of polls.
+  Start({.cpu_sampler = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(300));
+    env_.AdvanceClock(absl::Seconds(7));
+  });
+  // The next message runs 600 ms while the watchdog still waits for a CPU.
+  handler_.Post([this] { RunLoopersFor(&env_, {worker_}, absl::Milliseconds(600)); });
+  env_.FastForwardBy(absl::Seconds(1));
+  env_.FastForwardBy(absl::Seconds(3));  // From the dispatch's end (the clock passed 8 s).
+  EXPECT_THAT(issues_.all(), IsEmpty());
+  EXPECT_EQ(evil_->suppressed_as_stopped(), 1);
+}
+
 TEST_F(EvilMethodTracerTest, DispatchClaimedByAnrTracer_IsNotReportedAgain) {
   Start({.with_anr_tracer = true});
   // 1.5 s: slow, not a lag: an evil method.
@@ -493,6 +511,30 @@ TEST_F(EvilMethodTracerTest, Sampling_AStopInsideASampledDispatch_IsStillAStop) 
   const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
   EXPECT_GE(report.stopped_ms(), 3900);
   EXPECT_LE(report.cost_ms(), 1100);
+}
+
+TEST_F(EvilMethodTracerTest, Sampling_AStopWhileACaptureWaits_IsStillAStop) {
+  // SIGSTOP lands while a sample's capture waits for the looper thread, and
+  // the capture returns after the continue. A capture waits at most 300 ms
+  // (its timeout and a late handler's unwind): the rest of the wait is the
+  // watchdog's own lateness, a stop, not busy time that hides one.
+  Start({.cpu_sampler = true, .stack_sampling = true});
+  env_.FastForwardBy(absl::Milliseconds(500));
+  handler_.Post([this] {
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(720));  // Crossed at 700.
+    // The next sample's capture, at 750 ms, returns 4 s later; the dispatch
+    // ends then, at 4.75 s.
+    capture_.RunDuringNextCapture([this] { env_.AdvanceClock(absl::Seconds(4)); });
+    RunLoopersFor(&env_, {watchdog_, worker_}, absl::Milliseconds(200));
+  });
+  env_.FastForwardBy(absl::Seconds(1));
+  env_.FastForwardBy(absl::Seconds(3));  // From the dispatch's end (the clock passed 5 s).
+  ASSERT_THAT(issues_.all(), SizeIs(1));
+  const proto::EvilMethodReport& report = issues_.all()[0].proto().evil_method();
+  // Stopped from 300 ms into the wait (the capture's bound) to its end.
+  EXPECT_NEAR(report.stopped_ms(), 3700, 60);
+  EXPECT_NEAR(report.cost_ms(), 1050, 60);
+  EXPECT_NEAR(report.cost_ms() + report.stopped_ms(), 4750, 1);
 }
 
 TEST_F(EvilMethodTracerTest, Sampling_WithAMethodTraceThatNamesTheCall_KeepsItsTreeAndKey) {

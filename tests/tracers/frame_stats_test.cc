@@ -602,6 +602,52 @@ TEST(FrameStatsCollectorTest, AGapLongerThanPacing_IsIdleNotDrawing) {
   EXPECT_NEAR(reports[0].fps(), 60.0, 1e-6);
 }
 
+TEST(FrameStatsCollectorTest, APacedProgramLateOnABusyMachine_StillDraws) {
+  // A game capped at 30 fps at 60 Hz; three times its thread waits for a
+  // CPU before it wakes for its next frame: a 217 ms gap after the vsync its
+  // frame was shown on, 180 ms of it waiting to run (as StoppedTime places
+  // the looper thread's run-queue wait at each watchdog poll). The
+  // gap is drawing time, not idle: 30 fps over the slice. With nothing to
+  // say so, the same gaps are idle, and the rate reads higher.
+  std::vector<std::pair<TimeTicks, TimeTicks>> waits;  // The starved spans.
+  FrameStatsCollector::Options options = SliceOf(absl::Seconds(100));
+  options.waited_to_run = [&waits](TimeTicks from, TimeTicks to) {
+    absl::Duration total;
+    for (const auto& [b, e] : waits) {
+      if (b >= from && e <= to) total += e - b;
+    }
+    return total;
+  };
+  auto run = [&waits](FrameStatsCollector& collector) {
+    FrameMaker maker(RefreshRate::FromHz(60));
+    waits.clear();
+    for (int i = 0; i < 90; ++i) {
+      const FrameData frame = maker.Next();
+      collector.Add(frame, "Game");
+      if (i % 30 == 10) {
+        // 14 vsyncs instead of 2 to the next frame.
+        waits.emplace_back(frame.end + absl::Milliseconds(20), frame.end + absl::Milliseconds(200));
+        maker.Skip(13);
+      } else {
+        maker.Skip(1);
+      }
+    }
+    std::vector<FrameReport> reports = collector.Flush();
+    EXPECT_THAT(reports, SizeIs(1));
+    return reports.empty() ? FrameReport() : reports[0];
+  };
+  FrameStatsCollector starved(options);
+  const FrameReport with_waits = run(starved);
+  EXPECT_EQ(with_waits.frames(), 90);
+  // 87 gaps of 2 vsyncs, 3 of 14 (one interval is the last frame's own).
+  EXPECT_NEAR(with_waits.window_ms(), (87 * 2 + 3 * 14 - 1) * 1000.0 / 60, 0.1);
+  EXPECT_NEAR(with_waits.fps(), 90 / ((87 * 2 + 3 * 14 - 1) / 60.0), 0.01);
+
+  FrameStatsCollector unknown(SliceOf(absl::Seconds(100)));
+  const FrameReport without = run(unknown);
+  EXPECT_GT(without.fps(), with_waits.fps() * 1.1);
+}
+
 TEST(FrameStatsCollectorTest, UncappedBurstsWithIdleGaps_ReportTheRateWhileDrawing) {
   // One second of drawing at 1,800 fps, then one second idle, five times:
   // ~1,800 fps (each burst's first frame stands for one whole interval, the

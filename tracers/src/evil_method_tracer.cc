@@ -27,8 +27,14 @@ struct EvilMethodTracer::SlowDispatch {
   bool is_frame = false;
   SceneId scene = AppState::kDefaultScene;
   bool foreground = true;
-  int deferrals = 0;  // Times Analyze() waited for the stop detector.
 };
+
+namespace {
+// How long after a dispatch's end the worker waits for the watchdog to run:
+// a process just continued after a stop may wait for a CPU, the watchdog's
+// thread too, for hundreds of milliseconds on a loaded machine.
+constexpr absl::Duration kWaitForTheWatchdog = absl::Seconds(2);
+}  // namespace
 
 EvilMethodTracer::EvilMethodTracer(Options options)
     : Tracer(kDispatchEnd), options_(std::move(options)) {
@@ -136,14 +142,15 @@ void EvilMethodTracer::Analyze(const SlowDispatch& slow) {
   // Stopped time (a breakpoint, SIGSTOP) is not the dispatch's cost. A stop
   // is known once the watchdog ran after it: if the sampler has not polled
   // since the dispatch ended (the process may just have been continued),
-  // look again one poll later; not once the tracer closes (the sampler
-  // stopped with it), when it is judged on what the sampler saw.
+  // look again one poll later, for up to kWaitForTheWatchdog; not once the
+  // tracer closes (the sampler stopped with it), when it is judged on what
+  // the sampler saw.
   const UIThreadMonitor* monitor = options_.env.monitor;
   const DispatchData& d = slow.dispatch;
   if (monitor->observes_stops() && monitor->stopped_time().observed_until() < d.end &&
-      slow.deferrals < 3 && !closing_.load()) {
+      options_.env.worker_looper->clock()->NowTicks() - d.end < kWaitForTheWatchdog &&
+      !closing_.load()) {
     auto again = std::make_shared<SlowDispatch>(slow);
-    ++again->deferrals;
     deferred_.push_back(again);
     worker_handler_->PostDelayed(
         [this, again] {

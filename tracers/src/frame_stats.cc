@@ -105,7 +105,10 @@ FrameStatsCollector::FrameTimeParts FrameStatsCollector::TakeFrameTime(const Fra
     parts.whole_intervals = dropped + 1;
     // (Nanoseconds of vsync rounding are no gap.)
     const absl::Duration gap = could_start - previous_shown_on_;
-    if (!previous_shown_on_.is_null() && gap >= absl::Microseconds(100) && gap <= kPacingGap) {
+    if (!previous_shown_on_.is_null() && gap >= absl::Microseconds(100) &&
+        (gap <= kPacingGap ||
+         (options_.waited_to_run &&
+          gap - options_.waited_to_run(previous_shown_on_, could_start) <= kPacingGap))) {
       parts.paced_gap = gap;
     }
   } else {

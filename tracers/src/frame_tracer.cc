@@ -26,8 +26,11 @@ FrameTracer::FrameTracer(Options options)
       options_(std::move(options)),
       ring_(std::make_unique<internal::SpscRing<FrameData, kRingCapacity>>()),
       input_ring_(std::make_unique<internal::SpscRing<InputLatency, 256>>()),
-      stats_(FrameStatsCollector::Options{options_.thresholds, options_.time_slice,
-                                          absl::Seconds(1)}) {
+      stats_(FrameStatsCollector::Options{
+          options_.thresholds, options_.time_slice, absl::Seconds(1),
+          [monitor = options_.env.monitor](TimeTicks from, TimeTicks to) {
+            return monitor->stopped_time().ThrottledWithin(from, to);
+          }}) {
   MATRIX_CHECK(options_.env.monitor != nullptr, "FrameTracer needs a UIThreadMonitor");
   MATRIX_CHECK(options_.env.worker_looper != nullptr, "FrameTracer needs a worker looper");
   worker_handler_ = std::make_unique<Handler>(options_.env.worker_looper, "matrix::FrameTracer");

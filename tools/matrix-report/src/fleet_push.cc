@@ -34,8 +34,9 @@
 // files handled in fleet_checkpoint.cc, JSON lines parsed by
 // fleet_fast_parse.cc (or, when it cannot decide, by ParseIssueLine). Each
 // full batch is sent on a thread of its own while the next one is read: one
-// batch in flight at a time, its checkpoints saved by that thread once the
-// server has its rows.
+// batch in flight at a time, sorted into the table's order there
+// (fleet_batch_format.cc, PushOptions::batch_format), its checkpoints saved
+// by that thread once the server has its rows.
 
 namespace matrix::report {
 
@@ -179,6 +180,7 @@ constexpr size_t kSegmentBytes = 2 << 20;
 // save once the server has them.
 struct FleetPusher::Batch {
   std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
+  std::string sorted;       // The same rows as sent (batch_format), unless kRowBinary.
   int64_t rows = 0;
   // The batch's first and last rows (host_id, issue_id), counted back after
   // an INSERT whose answer does not say how many rows it wrote.
@@ -274,6 +276,7 @@ struct FleetPusher::Pending {
   // The memory of the last batch sent, for the one after this (a batch's
   // tens of MiB are not allocated, faulted in and grown again each time).
   std::string spare_rows;
+  std::string spare_sorted;
   int64_t rows = 0;
   size_t last_row_at = 0;  // In rows_binary.
   // Where each file will be once these rows are acknowledged.
@@ -355,9 +358,18 @@ absl::Status FleetPusher::CheckStored(const Batch& batch, const InsertResult& re
 
 absl::Status FleetPusher::Send(Batch& batch) {
   if (batch.rows > 0) {
+    // Sorted here, on the sending thread, while the next batch is read.
+    const BatchFormat format = options_.batch_format;
+    if (format != BatchFormat::kRowBinary &&
+        !internal::SortFleetRows(batch.rows_binary, batch.rows, format, batch.sorted)) {
+      return absl::InternalError(absl::StrCat("a batch of ", batch.rows,
+                                              " rows is not whole rows; nothing of it is sent"));
+    }
     absl::StatusOr<InsertResult> result = client_.Insert(
-        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT RowBinary"),
-        batch.rows_binary);
+        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT ",
+                     format == BatchFormat::kNative ? "Native" : "RowBinary"),
+        format == BatchFormat::kRowBinary ? absl::string_view(batch.rows_binary)
+                                          : absl::string_view(batch.sorted));
     if (!result.ok()) return result.status();
     if (absl::Status stored = CheckStored(batch, *result); !stored.ok()) return stored;
     batch.acknowledged = true;
@@ -380,6 +392,7 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
   }
   pending.spare_rows = std::move(done->rows_binary);
   pending.spare_rows.clear();
+  pending.spare_sorted = std::move(done->sorted);
   return done->status;
 }
 
@@ -389,6 +402,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   if (absl::Status status = Await(pending, stats); !status.ok()) return status;
   auto batch = std::make_unique<Batch>();
   batch->rows_binary = std::move(pending.rows_binary);
+  batch->sorted = std::move(pending.spare_sorted);
   batch->rows = pending.rows;
   if (pending.rows > 0) {
     batch->first_row = RowIds(batch->rows_binary, 0);

@@ -32,6 +32,12 @@ namespace {
 // A module that is a file (not JIT or interpreted code, not the vDSO).
 bool IsElfModule(const std::string& module) { return !module.empty() && module.front() == '/'; }
 
+// A raw frame that a build id may name: a file's frame, or a BlockCanary
+// frame (its module a base name) with its module's build id.
+bool IsNameable(const proto::StackFrame& frame) {
+  return frame.function().empty() && (IsElfModule(frame.module()) || !frame.build_id().empty());
+}
+
 // The address that names a raw frame: elf_address, or the offset of reports
 // written before it existed (an unnamed frame's offset is the same address).
 uint64_t AddressOf(const proto::StackFrame& frame) {
@@ -173,7 +179,7 @@ void FrameSymbolizer::NoteProblem(const proto::StackFrame& frame, const std::str
 }
 
 bool FrameSymbolizer::NameFrame(proto::StackFrame* frame, bool return_address) {
-  if (!frame->function().empty() || !IsElfModule(frame->module())) return false;
+  if (!IsNameable(*frame)) return false;
   ++counts_.raw_frames;
   const uint64_t address = AddressOf(*frame);
   if (frame->build_id().empty()) {
@@ -246,12 +252,13 @@ bool FrameSymbolizer::SymbolizeIssue(proto::Issue* issue) {
     stack = issue->mutable_evil_method()->mutable_thread_stack();
     stack_key = issue->mutable_evil_method()->mutable_stack_key();
     calls = issue->mutable_evil_method()->mutable_stack();
+  } else if (issue->has_block()) {
+    return SymbolizeBlock(issue);
   }
   if (stack == nullptr) return changed;
   std::vector<std::string> raw_keys;
   for (const proto::StackFrame& frame : stack->frames()) {
-    raw_keys.push_back(
-        frame.function().empty() && IsElfModule(frame.module()) ? UnnamedFrameKey(frame) : "");
+    raw_keys.push_back(IsNameable(frame) ? UnnamedFrameKey(frame) : "");
   }
   if (!NameStack(stack)) return changed;
   // Call-tree nodes named like a raw frame get its name too.
@@ -272,6 +279,31 @@ bool FrameSymbolizer::SymbolizeIssue(proto::Issue* issue) {
     ++counts_.keys_changed;
   }
   return true;
+}
+
+bool FrameSymbolizer::SymbolizeBlock(proto::Issue* issue) {
+  proto::BlockReport* block = issue->mutable_block();
+  absl::flat_hash_map<std::string, std::string> renamed;  // A raw frame's key: its name.
+  bool changed = false;
+  for (proto::BlockStackSample& sample : *block->mutable_samples()) {
+    // The innermost frame is the interrupted instruction; every other one a
+    // return address.
+    for (int i = 0; i < sample.frames_size(); ++i) {
+      proto::StackFrame* frame = sample.mutable_frames(i);
+      const std::string raw_key = IsNameable(*frame) ? UnnamedFrameKey(*frame) : "";
+      if (!NameFrame(frame, /*return_address=*/i > 0)) continue;
+      changed = true;
+      renamed.emplace(raw_key, frame->function());
+    }
+  }
+  // A stripped program's block keys by its unnamed frame (BlockFrame::Name()).
+  const std::string old_key = block->key_stack_line();
+  if (auto it = renamed.find(old_key); it != renamed.end()) {
+    block->set_key_stack_line(it->second);
+    if (issue->key() == old_key || issue->key().empty()) issue->set_key(it->second);
+    ++counts_.keys_changed;
+  }
+  return changed;
 }
 
 std::vector<std::string> FrameSymbolizer::problems() const {

@@ -64,15 +64,21 @@ namespace matrix {
 
 // One frame of a sampled stack, as written: "function+0xOFFSET (module)",
 // with "??" for an unknown function (the offset is then the module offset,
-// for addr2line).
+// for addr2line), followed by " in module+0xSTART" when the unwind info gives
+// that function's start.
 struct BlockFrame {
   std::string function;  // Demangled; empty if unknown.
   uint64_t offset = 0;   // From the function start, or the module base.
   std::string module;    // The ELF file's base name; empty if unknown.
   std::string file = {};  // Source file (DWARF, or the interpreted code's); empty if unknown.
   int line = 0;           // Source line in `file`; 0 if unknown.
+  // An unnamed frame's function start in the module's ELF address space, from
+  // the unwind info (stripping keeps it); 0 if unknown or named.
+  uint64_t function_start = 0;
 
-  // The key form: the function, or "module+0xOFFSET" when unknown.
+  // The key form: the function; for an unnamed frame "module+0xSTART", the
+  // same for every sample inside one function, or "module+0xOFFSET" when the
+  // start is unknown.
   std::string Name() const;
   friend bool operator==(const BlockFrame&, const BlockFrame&) = default;
 };
@@ -93,6 +99,14 @@ struct BlockCpuRate {
   int system = 0;
   int iowait = 0;
   friend bool operator==(const BlockCpuRate&, const BlockCpuRate&) = default;
+};
+
+// A module of the sampled frames and its GNU build id: what names its
+// unnamed frames off the host (matrix-report symbolize, debuginfod).
+struct BlockModule {
+  std::string name;      // The ELF file's base name, as the frames write it.
+  std::string build_id;  // Lowercase hex.
+  friend bool operator==(const BlockModule&, const BlockModule&) = default;
 };
 
 struct BlockInfo {
@@ -125,6 +139,9 @@ struct BlockInfo {
   std::vector<BlockCpuRate> cpu_rate;     // between consecutive samples
   // stack
   std::vector<BlockStackSample> samples;
+  // The build ids of the modules with an unnamed frame in `samples`, one per
+  // module name (a second module of the same base name is left out).
+  std::vector<BlockModule> modules;
 
   // Not in the text: set by the plugin and by LoadBlockLogs().
   std::string key;       // the key stack line (see KeyStackLine)
@@ -161,11 +178,14 @@ bool FrameMatches(const BlockFrame& frame, absl::string_view package);
 
 // IsConcernedFrame()
 //
-// Whether `frame` is one the application cares about: it matches one of
-// `concern_packages` (frames matched only by module must also not be C++
-// runtime or matrix-cpp code); with no packages, any named frame outside
-// libc, the C++ runtime, the dynamic loader and matrix-cpp.
-bool IsConcernedFrame(const BlockFrame& frame, const std::vector<std::string>& concern_packages);
+// Whether `frame`, a frame of `sample`, is one the application cares about:
+// it matches one of `concern_packages` (frames matched only by module must
+// also not be C++ runtime or matrix-cpp code); with no packages, any frame
+// outside libc, the C++ runtime, the dynamic loader and matrix-cpp that is
+// named, or unnamed in a module that names no frame of `sample` (a stripped
+// program's own code, as NativeStackKey() takes it).
+bool IsConcernedFrame(const BlockFrame& frame, const BlockStackSample& sample,
+                      const std::vector<std::string>& concern_packages);
 
 // The innermost concerned frame of `sample`, or null.
 const BlockFrame* FirstConcernedFrame(const BlockStackSample& sample,

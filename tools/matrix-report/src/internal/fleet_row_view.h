@@ -72,6 +72,19 @@ struct IssueIdJob {
 // between them (about 2x IssueIdInto one by one).
 void IssueIdsInto(absl::Span<const IssueIdJob> jobs);
 
+// The `count` rows of `rows` (AppendFleetRowBinary, one after the other)
+// in the table's order (host_id, then issue_id, as the server compares
+// strings; rows of one issue keep their order) into `out`, which is written
+// over (its memory kept):
+//   - kSortedRowBinary: the same rows;
+//   - kNative: one block of ClickHouse's Native format of the same columns
+//     (kFleetColumns): per column its name, its type and its values one
+//     after the other (a String value as in RowBinary).
+// The server finds either sorted and writes it without sorting it again; it
+// stores the same rows as from `rows`. False (and `out` empty) when `rows`
+// is not exactly `count` whole rows.
+bool SortFleetRows(absl::string_view rows, int64_t count, BatchFormat format, std::string& out);
+
 void BlockIdInto(absl::string_view host_id, int32_t pid, int64_t time_start_ms,
                  int64_t time_end_ms, std::string& out);
 

@@ -92,9 +92,10 @@ std::string StackFramesText(const Frames& frames, int indent, const RenderOption
     absl::StrAppendFormat(&out, "%s#%-*d  %s", Pad(indent), digits, i++, where);
     if (!module.empty()) {
       absl::StrAppend(&out, "  (", module);
-      if (frame.function().empty() && frame.offset() != 0) {
-        absl::StrAppendFormat(&out, "+0x%x", frame.offset());
-      }
+      // An unnamed frame: its address in the module's ELF file, what
+      // addr2line takes (reports of older versions: the offset).
+      const uint64_t address = frame.elf_address() != 0 ? frame.elf_address() : frame.offset();
+      if (frame.function().empty() && address != 0) absl::StrAppendFormat(&out, "+0x%x", address);
       out += ")";
     }
     out += "\n";

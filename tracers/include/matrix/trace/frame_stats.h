@@ -19,8 +19,11 @@
 //             most kPacingGap between the vsync the previous frame was shown
 //             on and when this one could start is the program pacing itself
 //             (sleeping until its next frame: a game capped at 30 fps, a
-//             video at its own rate) and belongs to this frame too. A longer
-//             gap, when no frame was waiting to be drawn, is nobody's.
+//             video at its own rate) and belongs to this frame too, and so
+//             does a longer one whose time the looper thread spent waiting
+//             for a CPU (a loaded machine late to wake the program) all but
+//             kPacingGap at most. Any other longer gap, when no frame was
+//             waiting to be drawn, is nobody's.
 //   fps       frames / the sum of their frame times: the frames presented
 //             per second of wall time while the program was drawing. An
 //             uncapped renderer drawing 1,800 frames a second reports
@@ -52,6 +55,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,6 +106,10 @@ class FrameStatsCollector {
     DropThresholds thresholds;
     absl::Duration time_slice = absl::Seconds(10);
     absl::Duration smoothness_window = absl::Seconds(1);
+    // The time within [from, to] the looper thread waited to run (a busy
+    // machine, a CPU quota); null: none known. FrameTracer gives
+    // StoppedTime::ThrottledWithin().
+    std::function<absl::Duration(TimeTicks from, TimeTicks to)> waited_to_run;
   };
   explicit FrameStatsCollector(Options options);
 

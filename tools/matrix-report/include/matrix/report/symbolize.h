@@ -63,9 +63,10 @@ class FrameSymbolizer {
   // SymbolizeIssue()
   //
   // Names the raw frames of every native stack of `issue` (hang and slow
-  // method stacks, all threads) and computes its key again when it was a raw
-  // frame's ("myapp+0x1a2b"), a system frame's fallback or "unknown". True
-  // when anything changed. Frames it cannot name stay as they are.
+  // method stacks, all threads, BlockCanary's samples) and computes its key
+  // again when it was a raw frame's ("myapp+0x1a2b"), a system frame's
+  // fallback or "unknown" (a block's key only when it was a raw frame's).
+  // True when anything changed. Frames it cannot name stay as they are.
   bool SymbolizeIssue(proto::Issue* issue);
 
   const SymbolizeCounts& counts() const { return counts_; }
@@ -91,6 +92,7 @@ class FrameSymbolizer {
   // named by its call instruction (elf_address - 1).
   bool NameFrame(proto::StackFrame* frame, bool return_address);
   bool NameStack(proto::ThreadStack* stack);
+  bool SymbolizeBlock(proto::Issue* issue);
   // The debug info of `build_id` (null when none was found; the reason is
   // then in `why`), cached.
   DebugInfo* Find(const std::string& build_id, const std::string& module, std::string* why);
