@@ -37,7 +37,9 @@
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
 //                 real functions, records the main thread, registers a
-//                 pthread_atfork child handler. Starts nothing.
+//                 pthread_atfork child handler. Starts nothing. Last, it
+//                 releases the pages of the libraries only the agent needs
+//                 (own_pages.h).
 //   first blocking wait (poll & co., or a learned loop wait) or swap on the
 //                 main thread
 //                 starts Matrix (TracePlugin on a foreign loop, the JSON-lines
@@ -85,6 +87,7 @@
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/looper_monitor.h"
 #include "matrix/trace/ui_thread_monitor.h"
+#include "own_pages.h"
 #include "present_hooks.h"
 #include "session.h"
 #include "wait_hooks.h"
@@ -239,7 +242,8 @@ void AtForkChild() {
   g_state.store(kDormant, std::memory_order_relaxed);
 }
 
-__attribute__((constructor)) void AgentInit() {
+// The constructor's work: decides whether this process is monitored.
+void Arm() {
   g_pid = getpid();
   ResolveWaits();
   Resolve(g_glx_swap, "glXSwapBuffers");
@@ -265,6 +269,12 @@ __attribute__((constructor)) void AgentInit() {
   g_session->config = *std::move(config);
   pthread_atfork(nullptr, nullptr, &AtForkChild);
   g_state.store(kArmed, std::memory_order_release);
+}
+
+__attribute__((constructor)) void AgentInit() {
+  Arm();
+  // Last, so that what the loader and the constructors read is released too.
+  ReleaseOwnLibraryPages();
 }
 
 __attribute__((destructor)) void AgentFini() {
@@ -318,6 +328,9 @@ bool StartSession(bool from_swap) {
   // The scene is the program's name (GTK: renamed from its windows).
   AppState::Get()->OnSceneCreated(ProgramName());
   AppState::Get()->OnSceneShown(ProgramName());
+  // What the start alone ran (the plugin's set-up, its threads' first steps)
+  // is not needed again.
+  ReleaseOwnLibraryPages();
   return true;
 }
 
