@@ -128,12 +128,13 @@ std::vector<bool> OnlyNeededBy(const std::vector<LoadedObject>& objects, size_t 
   return mine;
 }
 
-ReleasedPages ReleaseFilePages(uintptr_t begin, uintptr_t end) {
+namespace {
+
+// ReleaseFilePages() with /proc/self/pagemap open as `pagemap`.
+ReleasedPages ReleaseFilePagesWith(int pagemap, uintptr_t begin, uintptr_t end) {
   ReleasedPages result;
-  if (end <= begin) return result;
+  if (end <= begin || pagemap < 0) return result;
   const uintptr_t page = PageSize();
-  const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (pagemap < 0) return result;
   constexpr size_t kChunk = 512;
   uint64_t entries[kChunk];
   uintptr_t run_begin = begin;  // the run of releasable pages being built
@@ -167,7 +168,17 @@ ReleasedPages ReleaseFilePages(uintptr_t begin, uintptr_t end) {
     }
   }
   release_run(end);
-  close(pagemap);
+  return result;
+}
+
+int OpenPagemap() { return open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC); }
+
+}  // namespace
+
+ReleasedPages ReleaseFilePages(uintptr_t begin, uintptr_t end) {
+  const int pagemap = OpenPagemap();
+  const ReleasedPages result = ReleaseFilePagesWith(pagemap, begin, end);
+  if (pagemap >= 0) close(pagemap);
   return result;
 }
 
@@ -182,6 +193,8 @@ ReleasedPages ReleaseOwnLibraryPages() {
   }
   const std::vector<bool> mine = OnlyNeededBy(objects, agent);
   ReleasedPages total;
+  const int pagemap = OpenPagemap();
+  if (pagemap < 0) return total;
   for (size_t i = 0; i < loaded.size(); ++i) {
     if (!mine[i] || loaded[i].text_relocations) continue;
     ++total.libraries;
@@ -196,12 +209,13 @@ ReleasedPages ReleaseOwnLibraryPages() {
             clipped.end = w.begin;
         }
       }
-      const ReleasedPages released = ReleaseFilePages(clipped.begin, clipped.end);
+      const ReleasedPages released = ReleaseFilePagesWith(pagemap, clipped.begin, clipped.end);
       total.pages_resident += released.pages_resident;
       total.pages_released += released.pages_released;
       total.pages_kept += released.pages_kept;
     }
   }
+  close(pagemap);
   return total;
 }
 
