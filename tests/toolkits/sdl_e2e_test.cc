@@ -107,6 +107,11 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
   // The vsyncs each slow frame (3 or more) missed by the loop's own clock:
   // what the report must add up to, whatever the machine's load stretched.
   int64_t measured_slow_dropped = 0, measured_slow_frames = 0;
+  // The same for every frame that missed one or more.
+  int64_t measured_dropped = 0, measured_late_frames = 0;
+  // Each phase as the loop's own clock saw it: a loaded machine stretches the
+  // spins past their ends and the software GL clear most (seen: 3.6x).
+  absl::Duration measured_input, measured_update, measured_render;
   for (int frame = 0; frame < kFrames; ++frame) {
     const absl::Time frame_start = absl::Now();
     frames->FrameBegin();  // + line 1.
@@ -114,9 +119,13 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
     while (SDL_PollEvent(&event)) {
     }
     e2e::SpinFor(absl::Milliseconds(kInputMs));
+    const absl::Time update_start = absl::Now();
+    measured_input += update_start - frame_start;
     frames->MarkUpdate();
     e2e::SpinFor(absl::Milliseconds(kUpdateMs));
     if (frame == kHangFrame) e2e::HangInUninstrumentedCode(absl::Milliseconds(kHangMs));
+    const absl::Time render_start = absl::Now();
+    measured_update += render_start - update_start;
     frames->MarkRender();
     gl_clear_color((frame % 60) / 60.0f, 0.3f, 0.6f, 1.0f);
     gl_clear(GL_COLOR_BUFFER_BIT);
@@ -125,8 +134,11 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
       e2e::SpinFor(absl::Milliseconds(kJankMs));
     }
     if (frame == kSlowFrame) SlowFunction();
+    measured_render += absl::Now() - render_start;
     frames->SwapWindow();  // + line 2 (instead of SDL_GL_SwapWindow).
     const int64_t missed = rate.IntervalsIn(absl::Now() - frame_start);
+    measured_dropped += missed;
+    if (missed >= 1) ++measured_late_frames;
     if (missed >= 3) {
       measured_slow_dropped += missed;
       ++measured_slow_frames;
@@ -185,21 +197,24 @@ TEST(SdlE2ETest, FramesJankAnrAndSlowFunctionOnARealGlWindow) {
       << " slow frames";
   EXPECT_NEAR(slow_dropped, measured_slow_dropped, measured_slow_frames + 3);
   // Steady frames may miss a vsync or two on a loaded machine (2 cores shared;
-  // seen: 127 extra over 420 frames while two compilers ran beside the test).
+  // seen: 127 extra over 420 frames while two compilers ran beside the test,
+  // 240 beside three busy loops): at most half a vsync a frame, or what the
+  // loop's clock measured, give or take one a frame.
   EXPECT_GE(fps.dropped, slow_dropped);
-  EXPECT_LE(fps.dropped, slow_dropped + kFrames / 2);
-  auto within = [](double measured, double expected) {
-    return measured >= 0.95 * expected && measured <= 1.5 * expected;
+  EXPECT_LE(fps.dropped,
+            std::max(slow_dropped + kFrames / 2, measured_dropped + measured_late_frames + 3))
+      << "measured " << measured_dropped << " over " << measured_late_frames << " late frames";
+  // Each phase's total: at least what the loop asked for, at most what its
+  // own clock measured between the same marks (the monitor reads its clock
+  // within the marks, a few microseconds apart: 10% and 50 ms of slack).
+  auto within = [](double reported, double asked, absl::Duration measured) {
+    return reported >= 0.95 * asked && reported <= 1.1 * absl::ToDoubleMilliseconds(measured) + 50;
   };
-  EXPECT_PRED2(within, fps.input_ms, kFrames * kInputMs);
-  EXPECT_PRED2(within, fps.animation_ms, kFrames * kUpdateMs + kHangMs);
-  // Traversal also holds the software GL clear (llvmpipe), which stretches
-  // with the machine's load (seen: 1.6x beside two compilers): at most 2.5x.
-  auto within_render = [](double measured, double expected) {
-    return measured >= 0.95 * expected && measured <= 2.5 * expected;
-  };
-  EXPECT_PRED2(within_render, fps.traversal_ms,
-               kFrames * kRenderMs + kJankyFrames * kJankMs + kSlowMs);
+  EXPECT_PRED3(within, fps.input_ms, kFrames * kInputMs, measured_input);
+  EXPECT_PRED3(within, fps.animation_ms, kFrames * kUpdateMs + kHangMs, measured_update);
+  // Traversal also holds the software GL clear (llvmpipe).
+  EXPECT_PRED3(within, fps.traversal_ms, kFrames * kRenderMs + kJankyFrames * kJankMs + kSlowMs,
+               measured_render);
   EXPECT_GT(fps.commit_ms, 0) << "SDL_GL_SwapWindow in the commit phase";
   EXPECT_LT(fps.commit_ms, kFrames * 10.0);
 
