@@ -6,7 +6,6 @@
 // reported; LoadBlockLogs() and Upload() read the files back. The sampling
 // itself is in block_canary_plugin.cc.
 
-
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "internal/block_canary_block.h"
 #include "matrix/core/app_state.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
@@ -28,8 +28,8 @@
 #include "matrix/plugins/trace_plugin.h"
 #include "matrix/trace/dispatch_heartbeat.h"
 #include "matrix/trace/report_context.h"
+#include "matrix/trace/stack_key.h"
 #include "matrix/trace/stopped_time.h"
-#include "internal/block_canary_block.h"
 
 namespace matrix {
 namespace {
@@ -175,10 +175,8 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
       f.file = frame.symbol.file;
       f.line = frame.symbol.line;
       // The unwind info's start of an unnamed frame's function (0: unknown).
-      if (f.function.empty() && frame.symbol.function_offset != 0 &&
-          frame.symbol.function_offset < frame.symbol.module_offset) {
-        f.function_start = frame.symbol.module_offset - frame.symbol.function_offset;
-      }
+      const uint64_t start = UnnamedFunctionStart(frame.symbol);
+      if (f.function.empty() && start != frame.symbol.module_offset) f.function_start = start;
       if (f.function.empty() && !f.module.empty() && !frame.symbol.build_id.empty() &&
           std::none_of(info.modules.begin(), info.modules.end(),
                        [&](const BlockModule& m) { return m.name == f.module; })) {

@@ -29,7 +29,7 @@ std::string FrameName(const StackFrame& frame) {
   const SymbolInfo& s = frame.symbol;
   if (!s.function.empty()) return s.function;
   // Unnamed: samples of one function are one node (IdOf), named by its start.
-  if (!s.module.empty()) return UnnamedFrameKey(s.module, s.module_offset - s.function_offset);
+  if (!s.module.empty()) return UnnamedFrameKey(s.module, UnnamedFunctionStart(s));
   return absl::StrFormat("0x%x", frame.pc);
 }
 

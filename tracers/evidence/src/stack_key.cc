@@ -179,6 +179,10 @@ RuleHolder& Holder() {
 
 }  // namespace
 
+uint64_t UnnamedFunctionStart(const SymbolInfo& symbol) {
+  return KeyAddress(symbol.module_offset, symbol.function_offset);
+}
+
 std::string UnnamedFrameKey(std::string_view module, uint64_t elf_address) {
   if (module.empty()) return "";
   return absl::StrFormat("%s+0x%x", BaseName(module), elf_address);
@@ -198,8 +202,7 @@ absl::flat_hash_set<std::string> NamedModules(absl::Span<const StackFrame> frame
 
 std::string ProgramFrameKey(const SymbolInfo& symbol,
                             const absl::flat_hash_set<std::string>& named_modules) {
-  return ProgramKey({symbol.module, symbol.function, symbol.file,
-                     KeyAddress(symbol.module_offset, symbol.function_offset)},
+  return ProgramKey({symbol.module, symbol.function, symbol.file, UnnamedFunctionStart(symbol)},
                     named_modules);
 }
 
@@ -327,7 +330,7 @@ std::string HangStackKey(const SymbolizedStack& stack, const CallTree* tree,
   }
   return FirstNamedFrame(frames, [](const StackFrame& frame) {
     return NamedFrame{frame.symbol.module, frame.symbol.function, frame.symbol.file,
-                      KeyAddress(frame.symbol.module_offset, frame.symbol.function_offset)};
+                      UnnamedFunctionStart(frame.symbol)};
   });
 }
 

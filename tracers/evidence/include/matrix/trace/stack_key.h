@@ -139,6 +139,14 @@ std::string NativeStackKey(const proto::ThreadStack& stack);
 // key.
 std::string UnnamedFrameKey(std::string_view module, uint64_t elf_address);
 
+// UnnamedFunctionStart()
+//
+// The address that UnnamedFrameKey() takes for a captured frame: the start of
+// its function in the ELF file (module_offset - function_offset) when the
+// unwind info gave it (function_offset not 0 and smaller than module_offset),
+// else the frame's own module_offset.
+uint64_t UnnamedFunctionStart(const SymbolInfo& symbol);
+
 // The same for a report's frame (proto::StackFrame, its name aside): the
 // function's start, elf_address - offset, when the offset is known (smaller
 // than elf_address, not 0); else elf_address; else the offset of reports of
