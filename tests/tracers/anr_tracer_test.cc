@@ -577,6 +577,28 @@ TEST_F(AnrTracerTest, StoppedProcess_StoppedTimeIsLeftOutOfTheHangAndReportedApa
   End();
 }
 
+TEST_F(AnrTracerTest, StoppedWhileTheLagCaptureWaits_IsStoppedTimeBeyondTheCapturesBound) {
+  Start(/*foreign=*/true, /*report_with_debugger=*/false, /*cpu_sampler=*/true);
+  env_.FastForwardBy(absl::Milliseconds(500));
+  const TimeTicks begin = env_.Now();
+  Begin();
+  // SIGSTOP lands while the LAG crossing's capture waits for the looper
+  // thread: the capture returns 3 s later. The sampler's poll due meanwhile
+  // runs after the check, late only from its end; the check itself is late
+  // beyond the most a capture takes (300 ms).
+  capture_.RunDuringNextCapture([this] { env_.AdvanceClock(absl::Seconds(3)); });
+  env_.FastForwardBy(kLag);
+  ASSERT_THAT(capture_.times(), SizeIs(1));
+  const TimeTicks lag_at = begin + kLag;
+  EXPECT_EQ(capture_.times()[0], lag_at);
+  EXPECT_EQ(monitor_->stopped_time().Within(begin, env_.Now()),
+            absl::Seconds(3) - StackCapturer::kLongestWait);
+  EXPECT_EQ(monitor_->stopped_time().Within(lag_at, lag_at + StackCapturer::kLongestWait),
+            absl::ZeroDuration());
+  env_.FastForwardBy(absl::Milliseconds(10));
+  End();
+}
+
 TEST_F(AnrTracerTest, ThrottledProcess_TheWaitToRunIsHangTime_AndReportedApart) {
   // A CPU quota (or a busy machine): the whole process, watchdog included,
   // waits to run. The cgroup's throttled time says so, so the late wake-up

@@ -118,6 +118,7 @@ std::unique_ptr<AnrTracer::Crossing> AnrTracer::Capture(const DispatchHeartbeat:
   crossing->threshold_at = threshold_at;
   const ThreadHandle& looper_thread = options_.env.monitor->looper_thread();
   crossing->stack_status = options_.capture(looper_thread, &crossing->stack);
+  ++captures_in_check_;
   // The stack's own instant (the looper thread ran the capture's handler
   // then; a loaded machine may run it well after the watchdog asked), on the
   // same monotonic clock: the report's detection delay and cost are the
@@ -163,6 +164,7 @@ void AnrTracer::Check() {
   StoppedTime& stopped_time = options_.env.monitor->mutable_stopped_time();
   const bool late = stopped_time.OnWakeup(scheduled_for_, now);
   if (late) late_wakeups_.fetch_add(1);
+  captures_in_check_ = 0;
 
   DispatchHeartbeat::Snapshot s = options_.env.monitor->heartbeat().Read();
   // A loop that reports its dispatches late (libuv's I/O callbacks) may say
@@ -211,8 +213,9 @@ void AnrTracer::Check() {
   }
   SyncEndFloor();
   // Captures can keep the watchdog busy (a looper thread slow to take the
-  // signal): its other tasks due meanwhile are not a stopped process.
-  stopped_time.OnBusyUntil(clock->NowTicks());
+  // signal): its other tasks due meanwhile are not a stopped process, but a
+  // check that took longer than its captures can saw one.
+  stopped_time.OnBusy(now, clock->NowTicks(), StackCapturer::kLongestWait * captures_in_check_);
   ScheduleCheck(next);
 }
 
@@ -283,6 +286,7 @@ TimeTicks AnrTracer::TakeKeyCapture(const DispatchHeartbeat::Snapshot& s, TimeTi
   if (now < due) return due;
   RawStack& stack = k.stacks[static_cast<size_t>(k.count++)];
   if (!options_.key_capture(options_.env.monitor->looper_thread(), &stack).ok()) stack.depth = 0;
+  ++captures_in_check_;
   if (k.count >= n) return deadline;
   return std::min(deadline, std::max(deadline - spacing * (n - k.count), now + spacing));
 }

@@ -159,19 +159,11 @@ void SlowDispatchSampler::Check() {
   } else {
     CaptureSample(/*crossing=*/false);
   }
-  // The captures kept the watchdog busy: its other tasks due meanwhile were
-  // late because of it, not because the process was stopped. A capture waits
-  // for the looper thread at most its timeout and a late handler's unwind;
-  // a longer wait is the watchdog's own lateness (the process was stopped
-  // while it waited, or the watchdog waited for a CPU), judged as a late
-  // task's from that bound on.
+  // The capture kept the watchdog busy: its other tasks due meanwhile were
+  // late because of it, not because the process was stopped (a longer wait
+  // than a capture takes is judged as a late task's).
   const TimeTicks after = monitor->clock()->NowTicks();
-  const absl::Duration capture_wait_bound =
-      StackCapturer::kDefaultTimeout + absl::Milliseconds(100);
-  if (after - now > capture_wait_bound + StoppedTime::kTolerance) {
-    monitor->mutable_stopped_time().OnWakeup(now + capture_wait_bound, after);
-  }
-  monitor->mutable_stopped_time().OnBusyUntil(after);
+  monitor->mutable_stopped_time().OnBusy(now, after, StackCapturer::kLongestWait);
   ScheduleAt(std::max(after, now + spacing_));
 }
 

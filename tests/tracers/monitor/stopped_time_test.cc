@@ -52,9 +52,9 @@ TEST(StoppedTimeTest, ALateWakeupIsAStopAndOverlapsAreCountedOnce) {
 
 TEST(StoppedTimeTest, LateBecauseTheWatchdogWasBusy_IsNotAStop) {
   StoppedTime stopped;
-  // A capture kept the watchdog busy from 0 to 300 ms; the sampler due at
-  // 50 ms runs right after it: not stopped.
-  stopped.OnBusyUntil(At(300));
+  // A capture kept the watchdog busy from 0 to 300 ms, within its bound; the
+  // sampler due at 50 ms runs right after it: not stopped.
+  EXPECT_FALSE(stopped.OnBusy(At(0), At(300), absl::Milliseconds(300)));
   EXPECT_FALSE(stopped.OnWakeup(At(50), At(320)));
   EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::ZeroDuration());
   // A real stop after the busy spell counts from the last wake-up (320 ms),
@@ -62,8 +62,42 @@ TEST(StoppedTimeTest, LateBecauseTheWatchdogWasBusy_IsNotAStop) {
   EXPECT_TRUE(stopped.OnWakeup(At(100), At(900)));
   EXPECT_EQ(stopped.Within(At(0), At(1000)), absl::Milliseconds(580));
   // An earlier busy mark never moves the reference back.
-  stopped.OnBusyUntil(At(200));
+  EXPECT_FALSE(stopped.OnBusy(At(150), At(200), absl::Milliseconds(300)));
   EXPECT_TRUE(stopped.OnWakeup(At(1000), At(1250)));
+}
+
+TEST(StoppedTimeTest, BusyLongerThanItsBound_IsAStopFromTheBoundOn) {
+  StoppedTime stopped;
+  stopped.OnWakeup(At(0), At(0));
+  // Two captures may take 600 ms; the watchdog was busy 2,600 ms: the
+  // process stopped (SIGSTOP) while it waited, from 600 ms on.
+  EXPECT_TRUE(stopped.OnBusy(At(0), At(2600), absl::Milliseconds(600)));
+  EXPECT_EQ(stopped.Within(At(0), At(3000)), absl::Milliseconds(2000));
+  // A task due meanwhile is late only from the work's end.
+  EXPECT_FALSE(stopped.OnWakeup(At(50), At(2650)));
+  EXPECT_EQ(stopped.total(), absl::Milliseconds(2000));
+}
+
+TEST(StoppedTimeTest, WorkWithoutCapturesThatTookLong_IsAStop) {
+  StoppedTime stopped;
+  stopped.OnWakeup(At(0), At(0));
+  // A check that made no capture has no reason to take 100 ms.
+  EXPECT_FALSE(stopped.OnBusy(At(0), At(90), absl::ZeroDuration()));
+  EXPECT_TRUE(stopped.OnBusy(At(1000), At(1500), absl::ZeroDuration()));
+  EXPECT_EQ(stopped.Within(At(0), At(2000)), absl::Milliseconds(500));
+}
+
+TEST(StoppedTimeTest, BusyLongerThanItsBound_ButTheWatchdogWaitedForACpu_IsNoStop) {
+  StoppedTime stopped;
+  StoppedTime::WaitToRun counters;
+  counters.caller_tid = 7;
+  stopped.SetWaitToRunReader(
+      [&counters] { return std::optional<StoppedTime::WaitToRun>(counters); });
+  stopped.OnWakeup(At(0), At(0));
+  // The watchdog's own thread waited 1.5 s on a run queue during the work.
+  counters.caller_runnable = absl::Milliseconds(1500);
+  EXPECT_FALSE(stopped.OnBusy(At(0), At(1800), absl::Milliseconds(300)));
+  EXPECT_EQ(stopped.total(), absl::ZeroDuration());
 }
 
 TEST(StoppedTimeTest, KeepsTheLastCapacityStops) {

@@ -4,10 +4,19 @@
 
 namespace matrix {
 
+bool StoppedTime::OnBusy(TimeTicks begin, TimeTicks end, absl::Duration bound) {
+  const bool late = end - begin > bound + kTolerance && OnWakeup(begin + bound, end);
+  const int64_t ns = end.ToNanoseconds();
+  if (ns > busy_until_ns_.load(std::memory_order_relaxed)) {
+    busy_until_ns_.store(ns, std::memory_order_relaxed);
+  }
+  return late;
+}
+
 bool StoppedTime::OnWakeup(TimeTicks scheduled, TimeTicks now) {
   const int64_t now_ns = now.ToNanoseconds();
   // Late from when the watchdog could have run it: not before it was free
-  // (see OnBusyUntil()), nor before its last wake-up (the process ran then;
+  // (see OnBusy()), nor before its last wake-up (the process ran then;
   // another late task already judged the time before it).
   TimeTicks from = scheduled;
   if (!from.is_null()) {

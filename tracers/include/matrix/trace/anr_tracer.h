@@ -177,6 +177,9 @@ class AnrTracer : public Tracer {
     std::array<RawStack, kMaxKeyCaptures> stacks;
   };
   KeyCaptures key_captures_;
+  // Looper-thread captures the current check took (each keeps the watchdog
+  // busy for up to StackCapturer::kLongestWait).
+  int captures_in_check_ = 0;
   TimeTicks scheduled_for_;
   std::unique_ptr<Crossing> pending_lag_;
 

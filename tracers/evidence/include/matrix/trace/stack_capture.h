@@ -172,6 +172,9 @@ class StackCapturer {
  public:
   // How long Capture() waits for the target thread by default.
   static constexpr absl::Duration kDefaultTimeout = absl::Milliseconds(200);
+  // The longest a Capture() with the default timeout keeps its caller on a
+  // running process: the timeout and 100 ms for a late handler's unwind.
+  static constexpr absl::Duration kLongestWait = absl::Milliseconds(300);
 
   // DefaultSignal()
   //

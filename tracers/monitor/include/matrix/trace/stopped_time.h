@@ -14,8 +14,9 @@
 //   // real counters is SystemWaitToRunReader(), proc_stats.h):
 //   stopped.SetWaitToRunReader(matrix::SystemWaitToRunReader(looper_tid));
 //   // Watchdog thread, in every timed task (the CPU sampler's 50 ms poll, the
-//   // ANR checks):
+//   // ANR checks), and after work that kept it busy (captures):
 //   stopped.OnWakeup(scheduled_for, clock->NowTicks());
+//   stopped.OnBusy(began, clock->NowTicks(), captures * StackCapturer::kLongestWait);
 //   // Any thread:
 //   absl::Duration stopped_in_dispatch = stopped.Within(begin, end);
 //   absl::Duration throttled_in_dispatch = stopped.ThrottledWithin(begin, end);
@@ -25,7 +26,7 @@
 // as stopped.
 //
 // Thread safety: SetWaitToRunReader() before the first OnWakeup();
-// OnWakeup() from one thread at a time (the watchdog); the readers from any
+// OnWakeup() and OnBusy() from one thread at a time (the watchdog); the readers from any
 // thread, lock-free (a sequence counter; a reader racing a write retries).
 
 #ifndef MATRIX_TRACE_STOPPED_TIME_H_
@@ -77,16 +78,16 @@ class StoppedTime {
   // explain, over kTolerance).
   bool OnWakeup(TimeTicks scheduled, TimeTicks now);
 
-  // Watchdog thread: a task kept the watchdog itself busy until `until` (a
-  // stack capture waiting for the looper thread, say). A task due before then
-  // that runs late is late from `until` on, not from when it was due: the
-  // watchdog was working, not the process stopped.
-  void OnBusyUntil(TimeTicks until) {
-    const int64_t ns = until.ToNanoseconds();
-    if (ns > busy_until_ns_.load(std::memory_order_relaxed)) {
-      busy_until_ns_.store(ns, std::memory_order_relaxed);
-    }
-  }
+  // Watchdog thread: a task's work kept the watchdog itself busy from
+  // `begin` to `end` (stack captures waiting for the looper thread, say). A
+  // task due meanwhile that runs late is late from `end` on, not from when it
+  // was due: the watchdog was working, not the process stopped. On a running
+  // process the work takes at most `bound` (a capture's timeout and a late
+  // handler's unwind: StackCapturer::kLongestWait per capture); what it took
+  // beyond, over kTolerance, is judged as a task due at begin + bound that
+  // ran at `end` (OnWakeup()): the process stopped while the watchdog waited,
+  // or the watchdog waited for a CPU. Returns OnWakeup()'s answer, or false.
+  bool OnBusy(TimeTicks begin, TimeTicks end, absl::Duration bound);
 
   // Any thread: the stopped time within [begin, end].
   absl::Duration Within(TimeTicks begin, TimeTicks end) const {
