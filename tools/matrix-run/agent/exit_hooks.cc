@@ -118,37 +118,42 @@ void WaitForDrain() {
   }
 }
 
-// Async-signal-safe: sigaction and raise, and DrainBeforeProcessEnd().
+// Sends the termination signal that landed on another thread than the main
+// one on to the main thread (its tid is the pid), whose dispatch in progress
+// the drain ends, and waits until the main thread takes it. (The kernel
+// passes over a main thread that has a signal pending already, such as a
+// stack sample's; on a matrix thread, the drain would wait for this very
+// thread.) False when the main thread does not take it within kDrainStall
+// (it has exited, or blocks the signal): this thread takes it then.
+bool HandOverToMainThread(int signal_number) {
+  syscall(SYS_tgkill, g_drain_pid, g_drain_pid, signal_number);
+  const absl::Duration give_up = MonotonicNow() + kDrainStall;
+  while (!g_signal_taken.load(std::memory_order_acquire) && MonotonicNow() < give_up) {
+    g_real_poll(nullptr, 0, 5);
+  }
+  return g_signal_taken.load(std::memory_order_acquire);
+}
+
+// Async-signal-safe: sigaction, raise, tgkill, the real poll, and
+// DrainBeforeProcessEnd().
 void OnTerminationSignal(int signal_number) {
   const int saved_errno = errno;
-  if (!OnMainThread() && MonitoringThisProcess() &&
-      g_request_write.load(std::memory_order_acquire) >= 0 &&
-      !g_signal_taken.load(std::memory_order_acquire)) {
-    // The process's signal landed on another thread (the kernel passes over
-    // a main thread that has a signal pending already, such as a stack
-    // sample's): sent on to the main thread (its tid is the pid), whose
-    // dispatch in progress the drain ends. (Here, on a matrix thread, the
-    // drain would wait for this very thread.) This thread waits until the
-    // main thread takes it; a main thread that does not (it has exited)
-    // leaves it to this one.
-    syscall(SYS_tgkill, g_drain_pid, g_drain_pid, signal_number);
-    const absl::Duration give_up = MonotonicNow() + kDrainStall;
-    while (!g_signal_taken.load(std::memory_order_acquire) && MonotonicNow() < give_up) {
-      g_real_poll(nullptr, 0, 5);
-    }
-    if (g_signal_taken.load(std::memory_order_acquire)) {
+  // A fork or vfork child (which shares our memory) touches nothing: it
+  // takes the default action at once.
+  if (getpid() == g_drain_pid) {
+    const bool handed_over = !OnMainThread() && MonitoringThisProcess() &&
+                             !g_signal_taken.load(std::memory_order_acquire) &&
+                             HandOverToMainThread(signal_number);
+    if (handed_over || g_signal_taken.exchange(true)) {
+      // Taken by the main thread; or the same end again (the process
+      // group's signal and matrix-run's forwarded one), or another
+      // termination signal, during the first's drain: absorbed. The first
+      // handler ends the process with its signal.
       errno = saved_errno;
       return;
     }
+    DrainBeforeProcessEnd(ProcessEnd::kSignal);
   }
-  if (g_signal_taken.exchange(true)) {
-    // The same end again (the process group's signal and matrix-run's
-    // forwarded one), or another termination signal, during the first's
-    // drain: absorbed. The first handler ends the process with its signal.
-    errno = saved_errno;
-    return;
-  }
-  DrainBeforeProcessEnd(ProcessEnd::kSignal);
   struct sigaction default_action = {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
