@@ -22,6 +22,9 @@
 //                             SIGTERM), default action). With END "inside-" +
 //                             END (inside-exit, inside-_exit, ...) the end
 //                             comes inside the busy dispatch, without the poll.
+//   agent_target hold MS      a few polls, prints "stalling", then a busy
+//                             dispatch of MS ms (in StallInKnownFunction),
+//                             then polls until a signal ends it
 //   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
 //                             an event loop that waits without poll, KIND: cond (pthread_cond_wait), sem
 //                             (sem_wait), eventfd (read of an eventfd), futex
@@ -403,6 +406,15 @@ int RunLast(int ms, std::string end) {
   return 2;
 }
 
+// "hold MS": the process is to end by a signal, during or after the stall.
+int RunHold(int ms) {
+  for (int i = 0; i < 5; ++i) (void)poll(nullptr, 0, 10);
+  std::printf("stalling\n");
+  std::fflush(nullptr);
+  StallInKnownFunction(ms);
+  for (;;) (void)poll(nullptr, 0, 100);
+}
+
 // "startup MS": nanosleep is not a wait the agent times: the startup lasts
 // until poll.
 int RunStartup(int ms) {
@@ -448,6 +460,7 @@ int main(int argc, char** argv) {
   if (mode == "startup") return RunStartup(ms);
   if (mode == "wait" && (argc == 7 || argc == 8)) return RunWait(argc, argv);
   if (mode == "last" && argc == 4) return RunLast(ms, argv[3]);
+  if (mode == "hold") return RunHold(ms);
   if (mode == "nowait") return RunNoWait();
   std::fprintf(stderr, "agent_target: unknown mode %s\n", mode.c_str());
   return 2;

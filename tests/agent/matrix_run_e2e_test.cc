@@ -5,13 +5,17 @@
 // bad flags). Real processes and real time: the stalls (1200 ms) are 3x the
 // ANR threshold (400 ms).
 
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -236,6 +240,106 @@ INSTANTIATE_TEST_SUITE_P(Ends, LastDispatchTest,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// One end often comes as several signals: a terminal's ^C and timeout(1)
+// signal the whole process group, and matrix-run forwards what it gets too.
+// SIGINTs sent to the program and to matrix-run as fast as four shells can,
+// from 1.5 s into a busy dispatch (slow-method threshold 300 ms) until the
+// program is gone, all on one CPU (the drain thread shares it with the
+// shells, as on a loaded machine): the first signal drains (the exit line,
+// and the dispatch in progress reported), the others wait for it; the
+// program dies of SIGINT.
+TEST(MatrixRunTest, RepeatedSignalsWaitForTheDrain) {
+  const std::string dir = agent_test::NewReportDir("repeated-signals");
+  const std::string out = dir + ".out";
+  const std::string command =
+      absl::StrCat(kRun, " --report-dir ", dir, " --anr 60000 --lag 50000 --evil 300 -- ", kTarget,
+                   " hold 30000 > ", out, " & run=$!; until grep -q stalling ", out,
+                   " 2>/dev/null; do kill -0 $run || exit 99; sleep 0.05; done; sleep 1.5; "
+                   "target=$(cat /proc/$run/task/$run/children); "
+                   "signal() { while kill -INT $target $run 2>/dev/null; do :; done; }; "
+                   "signal & signal & signal & signal; wait $run");
+  // The run inherits this thread's CPU: the first allowed one alone.
+  cpu_set_t allowed, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const RunResult run = agent_test::Run({"/bin/sh", "-c", command});
+  ASSERT_EQ(sched_setaffinity(0, sizeof(allowed), &allowed), 0);
+  std::filesystem::remove(out);
+  EXPECT_EQ(run.exit_code(), 128 + SIGINT) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("reports in " + dir)) << "the agent's exit line";
+  EXPECT_THAT(run.err, HasSubstr("(at a termination signal)"));
+  EXPECT_THAT(run.err, HasSubstr("agent_target killed by signal 2"));
+  std::vector<matrix::report::IssueRecord> slow;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "evil_method") slow.push_back(std::move(record));
+  }
+  ASSERT_EQ(slow.size(), 1u) << run.err;
+  EXPECT_GE(slow[0].issue.evil_method().cost_ms(), 1490) << run.err;
+  EXPECT_THAT(slow[0].issue.evil_method().stack_key(), HasSubstr("StallInKnownFunction"));
+}
+
+// The tid of the thread named `name` in process `pid`, or 0.
+pid_t ThreadNamed(pid_t pid, const std::string& name) {
+  std::error_code error;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), error)) {
+    std::string comm = agent_test::ReadFile(task.path().string() + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm == name) return std::atoi(task.path().filename().c_str());
+  }
+  return 0;
+}
+
+// The kernel gives a process's signal to another thread when the main
+// thread has one pending already (a stack sample's, every 50 ms during a
+// slow dispatch). A SIGINT sent to the matrix worker thread itself, 1.5 s
+// into a busy dispatch: the main thread takes it over, so its dispatch in
+// progress is ended and reported, and the exit line is the main thread's.
+TEST(MatrixRunTest, ASignalOnAMatrixThreadIsTakenOverByTheMainThread) {
+  const std::string dir = agent_test::NewReportDir("signal-on-worker");
+  const std::string out = dir + ".out", pid_file = dir + ".pid";
+  std::filesystem::remove(out);
+  std::filesystem::remove(pid_file);
+  std::thread signaller([&] {
+    for (int i = 0; i < 1200; ++i) {  // At most 60 s.
+      const std::string pid_text = agent_test::ReadFile(pid_file);
+      if (absl::StrContains(agent_test::ReadFile(out), "stalling") && !pid_text.empty()) {
+        const pid_t run = std::atoi(pid_text.c_str());
+        const pid_t target = std::atoi(
+            agent_test::ReadFile(absl::StrCat("/proc/", run, "/task/", run, "/children")).c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        const pid_t worker = ThreadNamed(target, "matrix-worker");
+        EXPECT_NE(worker, 0) << "no matrix-worker thread in " << target;
+        syscall(SYS_tgkill, target, worker != 0 ? worker : target, SIGINT);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const RunResult run = agent_test::Run(
+      {"/bin/sh", "-c",
+       absl::StrCat(kRun, " --report-dir ", dir, " --anr 60000 --lag 50000 --evil 300 -- ", kTarget,
+                    " hold 30000 > ", out, " & echo $! > ", pid_file, "; wait $!")});
+  signaller.join();
+  std::filesystem::remove(out);
+  std::filesystem::remove(pid_file);
+  EXPECT_EQ(run.exit_code(), 128 + SIGINT) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("(at a termination signal)")) << "the main thread's exit line";
+  std::vector<matrix::report::IssueRecord> slow;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "evil_method") slow.push_back(std::move(record));
+  }
+  ASSERT_EQ(slow.size(), 1u) << run.err;
+  EXPECT_GE(slow[0].issue.evil_method().cost_ms(), 1490) << run.err;
+}
 
 TEST(MatrixRunTest, BadFlagsAndMissingProgramAreClearErrors) {
   const RunResult unknown = agent_test::Run({kRun, "--frobnicate", "--", kTarget, "nowait"});

@@ -348,6 +348,7 @@ void StopMonitoring(ProcessEnd end) {
   const int saved_errno = errno;
   if (s.in_dispatch) s.looper->DispatchEnd(s.looper->clock()->NowTicks());
   s.in_dispatch = false;
+  NoteDrainProgress();
   if (end == ProcessEnd::kExit) {
     if (s.config.frames) {
       if (FrameTracer* frames = s.plugin->GetFrameTracer()) frames->FlushReports();
@@ -361,6 +362,7 @@ void StopMonitoring(ProcessEnd end) {
     // nothing.
     s.plugin->FlushReportsFor(kShutdownDrainTimeout);
   }
+  NoteDrainProgress();
   Log(absl::StrCat(s.dispatches, " dispatches, ", s.frames, " frames; reports in ",
                    s.report_path, "; loop wait sites learned: ", s.wait_sites.LoopWaitCount(),
                    end == ProcessEnd::kExit ? ""
@@ -368,9 +370,15 @@ void StopMonitoring(ProcessEnd end) {
   errno = saved_errno;
 }
 
-bool FlushReportsFor(absl::Duration timeout) {
-  if (!MonitoringThisProcess()) return true;
-  return g_session->plugin->FlushReportsFor(timeout);
+void FlushBeforeProcessEnd(ProcessEnd end) {
+  static std::atomic<bool> flushed{false};
+  if (!MonitoringThisProcess() || flushed.exchange(true)) return;
+  // The main thread's monitors go on (it may be in a dispatch): the matrix
+  // threads deliver what they have.
+  g_session->plugin->FlushReportsFor(kShutdownDrainTimeout);
+  NoteDrainProgress();
+  Log(absl::StrCat("reports in ", g_session->report_path, " (at ", ProcessEndName(end),
+                   " on a thread other than the main thread)"));
 }
 
 // Window hooks (window_hooks.h).

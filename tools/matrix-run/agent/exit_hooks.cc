@@ -9,12 +9,16 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdarg>
 #include <cstddef>
+#include <cstdint>
 
+#include "drain_watch.h"
 #include "present_hooks.h"
 
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
@@ -44,12 +48,30 @@ constexpr int kDrainSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 // A hook writes a request (two bytes: 'M' for "stop on the main thread's
 // behalf" or 'F' for "flush", then the ProcessEnd) to g_request_write; the
-// drain thread serves it and writes a byte to g_done_write.
+// drain thread serves it, counting its steps in g_drain_progress, and writes
+// a byte to g_done_write, which nobody reads: g_done_read stays readable for
+// every hook that waits.
 int g_request_read = -1;
 std::atomic<int> g_request_write{-1};
 int g_done_read = -1;
 int g_done_write = -1;
-std::atomic<bool> g_drain_requested{false};
+pid_t g_drain_pid = 0;  // The monitored process (set before g_request_write).
+pthread_t g_drain_thread;
+std::atomic<uint32_t> g_drain_progress{0};
+
+// The process's drain: none asked yet; being asked (the request being
+// written); asked (the drain thread serves it or has); or none to come
+// (not monitoring, or the request could not be written).
+enum DrainState : int { kNoDrain, kAsking, kAsked, kNoneToCome };
+std::atomic<int> g_drain{kNoDrain};
+
+// Whether a termination signal is being (or was) handled: the first drains,
+// the others are absorbed.
+std::atomic<bool> g_signal_taken{false};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free &&
+                  std::atomic<bool>::is_always_lock_free,
+              "read in signal handlers");
 
 void* DrainThread(void*) {
   char request[2];
@@ -62,25 +84,80 @@ void* DrainThread(void*) {
       return nullptr;
     }
   }
+  NoteDrainProgress();  // Taken: under load, this alone may come late.
   const auto end = static_cast<ProcessEnd>(request[1]);
   if (request[0] == 'M') {
     StopMonitoring(end);
   } else {
-    FlushReportsFor(kShutdownDrainTimeout);
+    FlushBeforeProcessEnd(end);
   }
   const char done = 1;
   (void)!write(g_done_write, &done, 1);
   return nullptr;
 }
 
-// Async-signal-safe: sigaction and raise, and DrainBeforeProcessEnd().
+absl::Duration MonotonicNow() {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return absl::DurationFromTimespec(now);
+}
+
+// Waits until the drain thread is done, or has not advanced for kDrainStall,
+// or no drain is to come. Async-signal-safe.
+void WaitForDrain() {
+  DrainWatch watch(kDrainStall, /*slice=*/absl::Milliseconds(50), MonotonicNow(),
+                   g_drain_progress.load(std::memory_order_acquire));
+  struct pollfd done = {g_done_read, POLLIN, 0};
+  for (;;) {
+    const int ready = g_real_poll(&done, 1, watch.NextWaitMs(MonotonicNow()));
+    if (ready > 0 || (ready < 0 && errno != EINTR)) return;
+    if (g_drain.load(std::memory_order_acquire) == kNoneToCome) return;
+    if (!watch.KeepWaiting(MonotonicNow(), g_drain_progress.load(std::memory_order_acquire))) {
+      return;
+    }
+  }
+}
+
+// Sends the termination signal that landed on another thread than the main
+// one on to the main thread (its tid is the pid), whose dispatch in progress
+// the drain ends, and waits until the main thread takes it. (The kernel
+// passes over a main thread that has a signal pending already, such as a
+// stack sample's; on a matrix thread, the drain would wait for this very
+// thread.) False when the main thread does not take it within kDrainStall
+// (it has exited, or blocks the signal): this thread takes it then.
+bool HandOverToMainThread(int signal_number) {
+  syscall(SYS_tgkill, g_drain_pid, g_drain_pid, signal_number);
+  const absl::Duration give_up = MonotonicNow() + kDrainStall;
+  while (!g_signal_taken.load(std::memory_order_acquire) && MonotonicNow() < give_up) {
+    g_real_poll(nullptr, 0, 5);
+  }
+  return g_signal_taken.load(std::memory_order_acquire);
+}
+
+// Async-signal-safe: sigaction, raise, tgkill, the real poll, and
+// DrainBeforeProcessEnd().
 void OnTerminationSignal(int signal_number) {
   const int saved_errno = errno;
+  // A fork or vfork child (which shares our memory) touches nothing: it
+  // takes the default action at once.
+  if (getpid() == g_drain_pid) {
+    const bool handed_over = !OnMainThread() && MonitoringThisProcess() &&
+                             !g_signal_taken.load(std::memory_order_acquire) &&
+                             HandOverToMainThread(signal_number);
+    if (handed_over || g_signal_taken.exchange(true)) {
+      // Taken by the main thread; or the same end again (the process
+      // group's signal and matrix-run's forwarded one), or another
+      // termination signal, during the first's drain: absorbed. The first
+      // handler ends the process with its signal.
+      errno = saved_errno;
+      return;
+    }
+    DrainBeforeProcessEnd(ProcessEnd::kSignal);
+  }
   struct sigaction default_action = {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
-  sigaction(signal_number, &default_action, nullptr);  // A second one kills.
-  DrainBeforeProcessEnd(ProcessEnd::kSignal);
+  sigaction(signal_number, &default_action, nullptr);
   // Blocked until the handler returns, then the default action.
   raise(signal_number);
   errno = saved_errno;
@@ -131,6 +208,7 @@ void StartDrainThread() {
   g_request_read = request[0];
   g_done_read = done[0];
   g_done_write = done[1];
+  g_drain_pid = getpid();
   // The drain thread never takes the signals it serves.
   sigset_t blocked, previous;
   sigemptyset(&blocked);
@@ -142,6 +220,7 @@ void StartDrainThread() {
   if (!created) return;
   pthread_detach(thread);
   pthread_setname_np(thread, "matrix-drain");
+  g_drain_thread = thread;
   g_request_write.store(request[1], std::memory_order_release);
   for (int s : kDrainSignals) {
     struct sigaction current;
@@ -159,16 +238,25 @@ void StartDrainThread() {
 
 void DrainBeforeProcessEnd(ProcessEnd end) {
   // First: a vfork child shares our memory, and must not touch it.
-  if (!MonitoringThisProcess()) return;
-  const int fd = g_request_write.load(std::memory_order_acquire);
-  if (fd < 0 || g_drain_requested.exchange(true)) return;
-  const char request[2] = {OnMainThread() ? 'M' : 'F', static_cast<char>(end)};
-  if (write(fd, request, sizeof(request)) != static_cast<ssize_t>(sizeof(request))) return;
-  struct pollfd done = {g_done_read, POLLIN, 0};
-  const int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(kDrainWait));
-  while (g_real_poll(&done, 1, wait_ms) < 0 && errno == EINTR) {
+  if (g_request_write.load(std::memory_order_acquire) < 0 || getpid() != g_drain_pid) return;
+  int state = kNoDrain;
+  if (g_drain.compare_exchange_strong(state, kAsking, std::memory_order_acq_rel)) {
+    const char request[2] = {OnMainThread() ? 'M' : 'F', static_cast<char>(end)};
+    const bool asked =
+        MonitoringThisProcess() && write(g_request_write.load(std::memory_order_relaxed), request,
+                                         sizeof(request)) == static_cast<ssize_t>(sizeof(request));
+    g_drain.store(asked ? kAsked : kNoneToCome, std::memory_order_release);
+    if (!asked) return;
+  } else if (state == kNoneToCome) {
+    return;
   }
+  // The drain thread itself (a hook called while it drains) would wait for
+  // itself.
+  if (pthread_equal(pthread_self(), g_drain_thread)) return;
+  WaitForDrain();
 }
+
+void NoteDrainProgress() { g_drain_progress.fetch_add(1, std::memory_order_release); }
 
 }  // namespace matrix::agent
 

@@ -10,16 +10,26 @@
 //                    timeout.
 //   _exit(), _Exit() skip destructors, and exec*() replace the program: the
 //                    agent interposes them. Called on the main thread, they
-//                    wait (at most kDrainWait) while the drain thread stops
-//                    monitoring as the destructor does, on the main thread's
-//                    behalf; on another thread, while it flushes the reports
-//                    in flight. If an exec fails, the program goes on
-//                    unmonitored (the log line says "at exec").
+//                    wait while the drain thread stops monitoring as the
+//                    destructor does, on the main thread's behalf; on another
+//                    thread, while it delivers the reports in flight and logs
+//                    the exit line. They wait for as long as the drain
+//                    advances (DrainWatch: kDrainStall at most per step). If
+//                    an exec fails, the program goes on unmonitored (the log
+//                    line says "at exec"). A hook called while another's
+//                    drain runs waits for that drain.
 //   SIGINT, SIGTERM, SIGHUP, SIGQUIT (the signals matrix-run forwards), when
 //                    the program leaves them at their default action at the
 //                    session's start: the agent's handler drains as _exit
-//                    does, then the signal takes its default action. A
-//                    handler the program installs later replaces the agent's.
+//                    does on the main thread (one the kernel gives to another
+//                    thread is handed over to the main thread), then the
+//                    signal takes its default action. The same end often
+//                    comes as two signals or more (a terminal's ^C and
+//                    timeout(1) signal the whole process group, and
+//                    matrix-run forwards what it gets too): the first
+//                    drains, and the ones that arrive during its drain are
+//                    absorbed; the process dies of the first. A handler the
+//                    program installs later replaces the agent's.
 //
 // The hooks run in any context, signal handlers included (a handler that
 // calls _exit is common): they only write to a pipe and poll another, and the
@@ -39,9 +49,10 @@ const char* ProcessEndName(ProcessEnd end);
 
 // How long the reports in flight may take at the end of the process (as
 // Matrix's default shutdown drain timeout), and how long an exit hook waits
-// for the drain thread in all.
+// for one step of the drain thread (drain_watch.h): the hook gives up only
+// when the drain stops advancing.
 inline constexpr absl::Duration kShutdownDrainTimeout = absl::Seconds(1);
-inline constexpr absl::Duration kDrainWait = absl::Seconds(2);
+inline constexpr absl::Duration kDrainStall = absl::Seconds(2);
 
 // Defined in agent.cc.
 // Whether this is the monitored process (not a fork child) and the agent
@@ -56,9 +67,10 @@ bool OnMainThread();
 // thread while the main thread waits in a hook.
 void StopMonitoring(ProcessEnd end);
 // Delivers the reports in flight without stopping (TracePlugin::
-// FlushReportsFor). True when done within `timeout` or not monitoring. Any
-// thread but the matrix threads.
-bool FlushReportsFor(absl::Duration timeout);
+// FlushReportsFor, within kShutdownDrainTimeout) and logs one line, for a
+// process that ends on another thread than the main one (which may still
+// run its dispatch). Once; nothing when not monitoring. The drain thread.
+void FlushBeforeProcessEnd(ProcessEnd end);
 
 // Defined in exit_hooks.cc.
 // Starts the drain thread and installs the handler of each forwarded
@@ -66,9 +78,13 @@ bool FlushReportsFor(absl::Duration timeout);
 // start (main thread).
 void StartDrainThread();
 // What an exit hook does before the real call: has the drain thread stop
-// monitoring (main thread) or flush (other threads), and waits for it at
-// most kDrainWait. Once per process. Async-signal-safe.
+// monitoring (main thread) or flush (other threads), once per process, and
+// waits for it while it advances (kDrainStall per step). A later call, while
+// or after that drain runs, waits for it too. Async-signal-safe.
 void DrainBeforeProcessEnd(ProcessEnd end);
+// One more step of the drain done (DrainWatch's progress). The drain thread;
+// async-signal-safe.
+void NoteDrainProgress();
 
 }  // namespace matrix::agent
 
