@@ -4,7 +4,7 @@
 // ru_maxrss, which covers the program as `timeout` waited for it), the median
 // of three runs of each, compared within one run. The budgets
 // (docs/performance.md, "matrix-run agent") are 8 MB added by default and
-// 4 MB with --symbolize=off; the agent adds 4.2-4.5 MB and 3.3-3.5 MB (it
+// 4 MB with --symbolize=off; the agent adds 4.1-4.5 MB and 3.1-3.5 MB (it
 // releases the pages of its libraries that its start alone read:
 // tools/matrix-run/agent/own_pages.h). The ceilings below are those figures
 // and 0.5-0.6 MB for run-to-run differences and a loaded machine; the second
