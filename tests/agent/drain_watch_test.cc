@@ -1,5 +1,5 @@
 // DrainWatch: how long an exit hook waits for the drain thread. Times are
-// fed by hand (the hooks read CLOCK_MONOTONIC).
+// fed by hand (the hooks read matrix::MonotonicNow()).
 
 #include "drain_watch.h"
 
@@ -11,7 +11,7 @@ namespace {
 constexpr absl::Duration kStall = absl::Seconds(2);
 constexpr absl::Duration kSlice = absl::Milliseconds(50);
 
-absl::Duration Ms(int64_t ms) { return absl::Milliseconds(ms); }
+TimeTicks Ms(int64_t ms) { return TimeTicks::FromNanoseconds(ms * 1000 * 1000); }
 
 TEST(DrainWatchTest, ADrainThatNeverAdvancesIsGivenUpAfterTheStallLimit) {
   DrainWatch watch(kStall, kSlice, Ms(1000), 0);
@@ -49,7 +49,7 @@ TEST(DrainWatchTest, WaitsLastASliceAndNeverPassTheStallLimit) {
   EXPECT_EQ(watch.NextWaitMs(Ms(0)), 50);
   EXPECT_EQ(watch.NextWaitMs(Ms(1970)), 30);
   // Rounded up: a wait that ends before the limit would wake once more.
-  EXPECT_EQ(watch.NextWaitMs(absl::Microseconds(1999500)), 1);
+  EXPECT_EQ(watch.NextWaitMs(TimeTicks::FromNanoseconds(1999500 * 1000)), 1);
   EXPECT_EQ(watch.NextWaitMs(Ms(2500)), 1);  // Past the limit: a minimal poll.
   watch.KeepWaiting(Ms(1990), 1);
   EXPECT_EQ(watch.NextWaitMs(Ms(1990)), 50);

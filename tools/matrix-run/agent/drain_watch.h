@@ -8,8 +8,8 @@
 // timeout), so the wait is too: at most the number of steps times the limit,
 // while a drain that stopped advancing (a deadlock) costs one limit.
 //
-// Pure arithmetic on times the caller reads (CLOCK_MONOTONIC in the hooks, a
-// fake clock in tests): async-signal-safe.
+// Pure arithmetic on times the caller reads (matrix::MonotonicNow() in the
+// hooks, times fed by hand in tests): async-signal-safe.
 //
 // Thread safety: a DrainWatch belongs to the one hook that waits with it.
 
@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "matrix/core/time_ticks.h"
 
 namespace matrix::agent {
 
@@ -28,13 +29,12 @@ class DrainWatch {
   // Watches from `now`, the drain thread having made `progress` steps.
   // `stall_limit`: how long one step may take; `slice`: how often the
   // waiter looks at the progress (its longest single wait).
-  DrainWatch(absl::Duration stall_limit, absl::Duration slice, absl::Duration now,
-             uint32_t progress)
+  DrainWatch(absl::Duration stall_limit, absl::Duration slice, TimeTicks now, uint32_t progress)
       : stall_limit_(stall_limit), slice_(slice), last_step_(now), progress_(progress) {}
 
   // Whether to go on waiting at `now`, the drain thread having made
   // `progress` steps: a new step restarts the stall limit.
-  bool KeepWaiting(absl::Duration now, uint32_t progress) {
+  bool KeepWaiting(TimeTicks now, uint32_t progress) {
     if (progress != progress_) {
       progress_ = progress;
       last_step_ = now;
@@ -45,7 +45,7 @@ class DrainWatch {
 
   // How long the next wait at `now` may last: a slice, never past the stall
   // limit (at least 1 ms, the poll's granularity).
-  int NextWaitMs(absl::Duration now) const {
+  int NextWaitMs(TimeTicks now) const {
     const absl::Duration left = std::min(slice_, last_step_ + stall_limit_ - now);
     return static_cast<int>(
         std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
@@ -54,7 +54,7 @@ class DrainWatch {
  private:
   const absl::Duration stall_limit_;
   const absl::Duration slice_;
-  absl::Duration last_step_;
+  TimeTicks last_step_;
   uint32_t progress_;
 };
 

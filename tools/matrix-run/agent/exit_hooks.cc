@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +18,7 @@
 #include <cstdint>
 
 #include "drain_watch.h"
+#include "matrix/core/tick_clock.h"
 #include "present_hooks.h"
 
 #define MATRIX_AGENT_EXPORT extern "C" __attribute__((visibility("default")))
@@ -96,12 +96,6 @@ void* DrainThread(void*) {
   return nullptr;
 }
 
-absl::Duration MonotonicNow() {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return absl::DurationFromTimespec(now);
-}
-
 // Waits until the drain thread is done, or has not advanced for kDrainStall,
 // or no drain is to come. Async-signal-safe.
 void WaitForDrain() {
@@ -127,7 +121,7 @@ void WaitForDrain() {
 // (it has exited, or blocks the signal): this thread takes it then.
 bool HandOverToMainThread(int signal_number) {
   syscall(SYS_tgkill, g_drain_pid, g_drain_pid, signal_number);
-  const absl::Duration give_up = MonotonicNow() + kDrainStall;
+  const TimeTicks give_up = MonotonicNow() + kDrainStall;
   while (!g_signal_taken.load(std::memory_order_acquire) && MonotonicNow() < give_up) {
     g_real_poll(nullptr, 0, 5);
   }
