@@ -12,8 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "matrix/trace/proc_stats.h"
 #include "file_util.h"
+#include "matrix/core/file_path.h"
+#include "matrix/trace/proc_stats.h"
 
 namespace matrix {
 namespace {
@@ -162,10 +163,7 @@ absl::StatusOr<int> BlockLogWriter::CleanObsolete(absl::Time now) {
 }
 
 absl::Status BlockLogWriter::Delete(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (dir != options_.directory || !IsBlockLogName(name)) {
+  if (DirName(path) != options_.directory || !IsBlockLogName(std::string(BaseName(path)))) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a block file of ", options_.directory));
   }

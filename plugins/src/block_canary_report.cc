@@ -1,3 +1,4 @@
+#include "matrix/core/file_path.h"
 #include "matrix/plugins/block_canary_plugin.h"
 
 // BlockCanaryPlugin, the verdict and the files: a block the sampler handed
@@ -37,11 +38,6 @@ namespace {
 absl::Time FloorToMillis(absl::Time t) { return absl::FromUnixMillis(absl::ToUnixMillis(t)); }
 
 int Percent(double value) { return static_cast<int>(std::lround(value)); }
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 // "model name : Intel(R) Xeon(R) ..." from cpuinfo (x86); other
 // architectures name the CPU differently.

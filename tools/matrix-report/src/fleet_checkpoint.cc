@@ -17,16 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "matrix/core/file_path.h"
 
 namespace matrix::report::internal {
 namespace {
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -109,7 +103,7 @@ absl::StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   const uid_t owner = file->st.st_uid;
   if (owner != ::geteuid()) {
     struct stat dir {};
-    const std::string directory = DirectoryOf(path);
+    const std::string directory(DirName(path));
     if (::stat(directory.c_str(), &dir) != 0 || dir.st_uid != owner) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint refused: ", path, ": owned by user ", owner,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "matrix/core/file_path.h"
 
 namespace matrix::report {
 namespace {
@@ -204,8 +205,8 @@ std::string JsonNumber(double value) {
 }
 
 absl::string_view Basename(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  const std::string_view base = matrix::BaseName(std::string_view(path.data(), path.size()));
+  return absl::string_view(base.data(), base.size());
 }
 
 }  // namespace matrix::report

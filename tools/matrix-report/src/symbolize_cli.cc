@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "internal/option_split.h"
 #include "matrix/report/cli.h"
+#include "matrix/report/format_util.h"
 #include "matrix/report/issue_reader.h"
 #include "matrix/report/issue_record.h"
 #include "matrix/report/symbolize.h"
@@ -98,11 +99,6 @@ absl::StatusOr<SymbolizeCommandLine> ParseSymbolize(const std::vector<std::strin
   return cl;
 }
 
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 bool SameFile(const std::string& a, const std::string& b) {
   struct stat sa, sb;
   return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
@@ -166,8 +162,8 @@ int RunSymbolizeCommand(const std::vector<std::string>& args, std::ostream& out,
   FrameSymbolizer symbolizer(cl->options);
   int64_t changed = 0;
   for (const std::string& file : files) {
-    const std::string target = absl::StrCat(cl->output, "/", BaseName(file));
-    if (!names.insert(BaseName(file)).second || SameFile(file, target)) {
+    const std::string target = absl::StrCat(cl->output, "/", Basename(file));
+    if (!names.insert(std::string(Basename(file))).second || SameFile(file, target)) {
       err << "matrix-report: " << file << ": would overwrite "
           << (SameFile(file, target) ? "itself" : "another input's output") << " in "
           << cl->output << "; skipped\n";

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "matrix/core/file_path.h"
+
 namespace matrix::agent {
 
 namespace {
@@ -33,11 +35,6 @@ struct ObjectPages {
 };
 
 uintptr_t PageSize() { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); }
-
-std::string BaseName(const char* path) {
-  const char* slash = std::strrchr(path, '/');
-  return slash != nullptr ? slash + 1 : path;
-}
 
 // The dynamic section's names, flags and needed list. glibc rewrites the
 // address entries of a writable dynamic section to run-time addresses; a

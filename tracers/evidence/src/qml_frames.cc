@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "internal/qv4_642_layout.h"
 #include "internal/safe_read.h"
+#include "matrix/core/file_path.h"
 
 namespace matrix {
 namespace {
@@ -239,7 +240,7 @@ absl::Status DetectQmlRuntime(QmlRuntimeInfo* out) {
     return absl::NotFoundError(absl::StrCat("cannot resolve ", info.dli_fname));
   }
   const std::string path = real;
-  const std::string base = path.substr(path.rfind('/') + 1);
+  const std::string base(BaseName(path));
 #if defined(__x86_64__)
   if (base != kSupportedLibrary) {
     return absl::UnimplementedError(absl::StrCat(base, ": only the V4 frame layout of ",

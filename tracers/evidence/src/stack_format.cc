@@ -1,3 +1,4 @@
+#include "matrix/core/file_path.h"
 #include "matrix/trace/stack_capture.h"
 
 // Stack capture, part 2 of 2: a captured RawStack symbolized and formatted
@@ -52,10 +53,7 @@ void AppendResolved(const PythonRuntimeInfo& runtime, const RawPythonFrame* begi
 bool IsQmlEngineFrame(const StackFrame& frame) {
   const std::string& module = frame.symbol.module;
   if (module.empty()) return true;
-  const size_t slash = module.rfind('/');
-  return std::string_view(module)
-      .substr(slash == std::string::npos ? 0 : slash + 1)
-      .starts_with("libQt6Qml.so");
+  return BaseName(module).starts_with("libQt6Qml.so");
 }
 
 // Names `frame` `name` when it is an unnamed libQt6Qml frame.
@@ -207,7 +205,7 @@ std::string SymbolizedStack::ToString() const {
   for (size_t i = 0; i < frames.size(); ++i) {
     const StackFrame& frame = frames[i];
     const SymbolInfo& symbol = frame.symbol;
-    std::string module = symbol.module.substr(symbol.module.rfind('/') + 1);
+    const std::string module(BaseName(symbol.module));
     absl::StrAppendFormat(&text, "#%-2d 0x%016x ", i, frame.pc);
     if (symbol.module == kPythonFrameModule || symbol.module == kQmlFrameModule) {
       // "qualname ([python])", "function ([qml])"

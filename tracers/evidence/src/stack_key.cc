@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "internal/frame_id.h"
+#include "matrix/core/file_path.h"
 #include "matrix/trace/symbolizer.h"
 
 namespace matrix {
@@ -141,11 +142,6 @@ bool IsQtQmlModuleFile(std::string_view file) {
   return file.starts_with("qrc:/qt-project.org/") ||
          file.find("/qt6/qml/") != std::string_view::npos ||
          file.find("/qt5/qml/") != std::string_view::npos;
-}
-
-std::string_view BaseName(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
 bool IsBracketed(std::string_view module) { return !module.empty() && module.front() == '['; }

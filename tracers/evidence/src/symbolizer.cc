@@ -1,5 +1,7 @@
 #include "matrix/trace/symbolizer.h"
 
+#include "matrix/core/file_path.h"
+
 // Symbolizer, part 3 of 3: the front. Finds the loaded module of a pc
 // (dl_iterate_phdr), asks its ELF symbols (symbolizer_elf.cc), DWARF
 // (symbolizer_dwarf.cc) or a perf map, and caches the answer.
@@ -157,11 +159,6 @@ std::string ExecutablePath() {
   ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
   if (n <= 0) return "/proc/self/exe";
   return std::string(buffer, static_cast<size_t>(n));
-}
-
-std::string BaseName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 // pc minus the start of the function holding it, from the FDE that covers pc

@@ -33,16 +33,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "internal/debug_link.h"
+#include "matrix/core/file_path.h"
 #include "matrix/trace/perf_map.h"
 
 namespace matrix {
 namespace internal {
 namespace {
-
-std::string BaseNameOf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 }  // namespace
 
@@ -182,14 +179,8 @@ int FindDebuginfoOnHost(Dwfl_Module* mod, void** userdata, const char* modname, 
   }
   const auto& debug_directories = *static_cast<const std::vector<std::string>*>(*userdata);
   const std::string path = file_name;
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  std::vector<std::string> candidates = {absl::StrCat(dir, "/", debuglink_file),
-                                         absl::StrCat(dir, "/.debug/", debuglink_file)};
-  for (const std::string& debug_dir : debug_directories) {
-    candidates.push_back(absl::StrCat(debug_dir, dir, "/", debuglink_file));
-    candidates.push_back(absl::StrCat(debug_dir, "/", debuglink_file));
-  }
+  const std::vector<std::string> candidates =
+      DebugLinkCandidates(path, debuglink_file, debug_directories);
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
   const int length = dwfl_module_build_id(mod, &bits, &vaddr);
@@ -235,8 +226,9 @@ std::unique_ptr<DwarfModule> DwarfModule::Open(const std::string& path,
   dwfl_report_begin(handle->dwfl);
   // ET_DYN placed at its own p_vaddr (bias 0): Dwfl addresses are file
   // addresses. On success the Dwfl owns `fd`.
-  handle->module = dwfl_report_elf(handle->dwfl, BaseNameOf(path).c_str(), path.c_str(), fd,
-                                   /*base=*/0, /*add_p_vaddr=*/true);
+  handle->module =
+      dwfl_report_elf(handle->dwfl, std::string(BaseName(path)).c_str(), path.c_str(), fd,
+                      /*base=*/0, /*add_p_vaddr=*/true);
   if (handle->module == nullptr) close(fd);
   dwfl_report_end(handle->dwfl, nullptr, nullptr);
   if (handle->module == nullptr) return nullptr;

@@ -32,18 +32,28 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "internal/debug_link.h"
+#include "matrix/core/file_path.h"
 #include "matrix/trace/perf_map.h"
 
 namespace matrix {
 namespace internal {
-namespace {
 
-std::string DirName(absl::string_view path) {
-  size_t slash = path.rfind('/');
-  if (slash == absl::string_view::npos) return ".";
-  if (slash == 0) return "/";
-  return std::string(path.substr(0, slash));
+std::vector<std::string> DebugLinkCandidates(std::string_view path, std::string_view link,
+                                             const std::vector<std::string>& debug_directories) {
+  if (link.empty() || link.find('/') != std::string_view::npos) return {};
+  const std::string dir(DirName(path));
+  const std::string name(link);
+  std::vector<std::string> candidates = {absl::StrCat(dir, "/", name),
+                                         absl::StrCat(dir, "/.debug/", name)};
+  for (const std::string& debug_dir : debug_directories) {
+    candidates.push_back(absl::StrCat(debug_dir, dir, "/", name));
+    candidates.push_back(absl::StrCat(debug_dir, "/", name));
+  }
+  return candidates;
 }
+
+namespace {
 
 // A read-only private mapping of a whole file.
 class MappedFile {
@@ -258,7 +268,8 @@ bool HasSymtab(const ElfView& elf) {
   return symtab != nullptr && symtab->sh_size > 0 && symtab->sh_type != SHT_NOBITS;
 }
 
-// Debug-file candidates for a stripped file, in search order.
+// Debug-file candidates for a stripped file, in search order: by build id,
+// then by debug link.
 std::vector<std::string> DebugFileCandidates(const std::string& path, const ElfView& elf,
                                              const std::vector<std::string>& directories) {
   std::vector<std::string> candidates;
@@ -269,15 +280,8 @@ std::vector<std::string> DebugFileCandidates(const std::string& path, const ElfV
                                         build_id.substr(2), ".debug"));
     }
   }
-  std::string link = elf.DebugLink();
-  if (!link.empty() && link.find('/') == std::string::npos) {
-    std::string dir = DirName(path);
-    candidates.push_back(absl::StrCat(dir, "/", link));
-    candidates.push_back(absl::StrCat(dir, "/.debug/", link));
-    for (const std::string& debug_dir : directories) {
-      candidates.push_back(absl::StrCat(debug_dir, dir, "/", link));
-      candidates.push_back(absl::StrCat(debug_dir, "/", link));
-    }
+  for (std::string& candidate : DebugLinkCandidates(path, elf.DebugLink(), directories)) {
+    candidates.push_back(std::move(candidate));
   }
   return candidates;
 }

@@ -82,7 +82,8 @@ std::string FormatNumber(double value, int precision);
 // NaN or infinity). The HTML page's data and its trace events use it.
 std::string JsonNumber(double value);
 
-// The last path component: "/usr/lib/libfoo.so" -> "libfoo.so".
+// The last path component: "/usr/lib/libfoo.so" -> "libfoo.so" (matrix::BaseName
+// on Abseil's string_view, which Debian's Abseil keeps apart from std's).
 absl::string_view Basename(absl::string_view path);
 
 }  // namespace matrix::report
