@@ -41,6 +41,14 @@
 //                             AGENT_TARGET_NO_POLL=1: without the first poll
 //                             (the agent starts at the loop's learned wait).
 //                             Prints "start <name> <epoch ms>" as each begins.
+//   agent_target count MS FILE  the program's own SIGINT and SIGHUP handlers
+//                             count the signals (as a program that asks
+//                             "really quit?" at the first ^C would); prints
+//                             "counting" once they are installed, polls until
+//                             one arrives and then MS ms more (time for a
+//                             second copy), writes "SIGINT n SIGHUP m" to
+//                             FILE and exits 0 (after 60 s without a signal
+//                             too)
 //
 // Exit status 0 on success, 3 when a check of the program itself failed.
 
@@ -75,6 +83,8 @@ int64_t NowMs() {
 
 std::atomic<int> g_sigquit{0};
 std::atomic<int> g_sigprof{0};
+volatile sig_atomic_t g_sigint_count = 0;
+volatile sig_atomic_t g_sighup_count = 0;
 
 }  // namespace
 
@@ -425,6 +435,31 @@ int RunStartup(int ms) {
   return 0;
 }
 
+// "count MS FILE": counts SIGINT and SIGHUP with handlers of its own, from
+// the first signal for `ms` more, and writes the counts to `file`.
+int RunCount(int ms, const char* file) {
+  struct sigaction action = {};
+  sigemptyset(&action.sa_mask);
+  action.sa_handler = [](int) { g_sigint_count = g_sigint_count + 1; };
+  sigaction(SIGINT, &action, nullptr);
+  action.sa_handler = [](int) { g_sighup_count = g_sighup_count + 1; };
+  sigaction(SIGHUP, &action, nullptr);
+  std::printf("counting\n");
+  std::fflush(nullptr);
+  const int64_t give_up = NowMs() + 60000;
+  int64_t end = 0;
+  while (end == 0 || NowMs() < end) {
+    (void)poll(nullptr, 0, 20);
+    if (end == 0 && (g_sigint_count > 0 || g_sighup_count > 0)) end = NowMs() + ms;
+    if (end == 0 && NowMs() > give_up) break;
+  }
+  FILE* out = std::fopen(file, "w");
+  if (out == nullptr) return 3;
+  std::fprintf(out, "SIGINT %d SIGHUP %d\n", static_cast<int>(g_sigint_count),
+               static_cast<int>(g_sighup_count));
+  return std::fclose(out) == 0 ? 0 : 3;
+}
+
 // "nowait": work without any wait.
 int RunNoWait() {
   uint64_t x = 1;
@@ -462,6 +497,7 @@ int main(int argc, char** argv) {
   if (mode == "last" && argc == 4) return RunLast(ms, argv[3]);
   if (mode == "hold") return RunHold(ms);
   if (mode == "nowait") return RunNoWait();
+  if (mode == "count" && argc == 4) return RunCount(ms, argv[3]);
   std::fprintf(stderr, "agent_target: unknown mode %s\n", mode.c_str());
   return 2;
 }

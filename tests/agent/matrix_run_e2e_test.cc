@@ -5,12 +5,19 @@
 // bad flags). Real processes and real time: the stalls (1200 ms) are 3x the
 // ANR threshold (400 ms).
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -241,8 +248,8 @@ INSTANTIATE_TEST_SUITE_P(Ends, LastDispatchTest,
                            return name;
                          });
 
-// One end often comes as several signals: a terminal's ^C and timeout(1)
-// signal the whole process group, and matrix-run forwards what it gets too.
+// One end may come as several signals: timeout(1) signals matrix-run (which
+// forwards what is sent to it) and then the whole process group.
 // SIGINTs sent to the program and to matrix-run as fast as four shells can,
 // from 1.5 s into a busy dispatch (slow-method threshold 300 ms) until the
 // program is gone, all on one CPU (the drain thread shares it with the
@@ -339,6 +346,223 @@ TEST(MatrixRunTest, ASignalOnAMatrixThreadIsTakenOverByTheMainThread) {
   }
   ASSERT_EQ(slow.size(), 1u) << run.err;
   EXPECT_GE(slow[0].issue.evil_method().cost_ms(), 1490) << run.err;
+}
+
+// Where matrix-run sits in a terminal's session: its leader (a terminal
+// window or `ssh -t host matrix-run ...` runs it directly), or beside the
+// leader in the foreground process group (as under a shell without job
+// control; the leader only waits for it).
+enum class Seat { kSessionLeader, kBesideTheLeader };
+
+// matrix-run in a new session whose controlling terminal is a
+// pseudo-terminal: the terminal's keys and hangup signal its processes as a
+// real terminal's do.
+struct TerminalRun {
+  pid_t leader = -1;   // The session's leader: its pid is the session's and the group's.
+  pid_t run = -1;      // matrix-run.
+  int master = -1;     // The terminal's other end: what is typed, what is shown.
+  std::string screen;  // What the terminal showed so far.
+
+  ~TerminalRun() {
+    if (leader > 0) {  // A failed test: the session must not outlive it.
+      kill(-leader, SIGKILL);
+      waitpid(leader, nullptr, 0);
+    }
+    if (master >= 0) close(master);
+  }
+
+  // Reads what the terminal shows for up to `ms`, or until it shows `text`.
+  // False when it did not.
+  bool ShowsWithin(const std::string& text, int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!absl::StrContains(screen, text) && std::chrono::steady_clock::now() < end) {
+      if (!ReadScreen(50)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return absl::StrContains(screen, text);
+  }
+
+  // Waits up to `ms` for the session's leader to end (reading the terminal
+  // meanwhile); its status as from waitpid, or -1 when it did not end (the
+  // session is killed then).
+  int WaitMs(int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    int status = -1;
+    while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(leader, &status, WNOHANG) == leader) {
+        leader = -1;
+        ReadScreen(0);
+        return status;
+      }
+      if (!ReadScreen(50)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+ private:
+  // False when nothing could be read (none within `ms`, or the other end is
+  // closed).
+  bool ReadScreen(int ms) {
+    if (master < 0) return false;
+    struct pollfd pfd = {master, POLLIN, 0};
+    if (poll(&pfd, 1, ms) <= 0) return false;
+    char buffer[4096];
+    const ssize_t n = read(master, buffer, sizeof(buffer));
+    if (n <= 0) return false;
+    screen.append(buffer, n);
+    return true;
+  }
+};
+
+// Starts `args` in a new session with a new pseudo-terminal, seated as
+// `seat`; waits up to 60 s for the terminal to show `ready`.
+void StartInTerminal(const std::vector<std::string>& args, Seat seat, const std::string& ready,
+                     TerminalRun& t) {
+  t.master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(t.master, 0) << strerror(errno);
+  ASSERT_EQ(grantpt(t.master), 0);
+  ASSERT_EQ(unlockpt(t.master), 0);
+  const std::string terminal = ptsname(t.master);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  t.leader = fork();
+  ASSERT_GE(t.leader, 0);
+  if (t.leader == 0) {
+    // The session's leader opens the terminal: it becomes the session's
+    // controlling terminal, and the leader's group its foreground group.
+    setsid();
+    const int tty = open(terminal.c_str(), O_RDWR);
+    if (tty < 0 || ioctl(tty, TIOCSCTTY, 0) != 0) _exit(126);
+    dup2(tty, 0);
+    dup2(tty, 1);
+    dup2(tty, 2);
+    if (tty > 2) close(tty);
+    if (seat == Seat::kBesideTheLeader) {
+      const pid_t run = fork();
+      if (run < 0) _exit(126);
+      if (run > 0) {
+        // The leader is in the foreground group too: the keys' signals
+        // reach it, the hangup's is sent to it alone.
+        for (int s : {SIGINT, SIGQUIT, SIGHUP}) signal(s, SIG_IGN);
+        int status = 0;
+        while (waitpid(run, &status, 0) < 0 && errno == EINTR) {
+        }
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      }
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ASSERT_TRUE(t.ShowsWithin(ready, 60000)) << t.screen;
+  t.run = t.leader;
+  if (seat == Seat::kBesideTheLeader) {
+    t.run = std::atoi(
+        agent_test::ReadFile(absl::StrCat("/proc/", t.leader, "/task/", t.leader, "/children"))
+            .c_str());
+  }
+  ASSERT_GT(t.run, 0);
+}
+
+// agent_target's "count" under matrix-run: its own SIGINT and SIGHUP
+// handlers count what arrives from the first signal for 2 s more.
+std::vector<std::string> CountingRun(const std::string& dir, const std::string& counts) {
+  return {kRun, "--report-dir", dir, "--", kTarget, "count", "2000", counts};
+}
+
+// A ^C in a terminal: the terminal's line discipline sends SIGINT to its
+// foreground process group (si_code SI_KERNEL), the program and matrix-run
+// alike; matrix-run does not send the program a second one. A program that
+// handles SIGINT itself (one that asks "really quit?" at the first ^C) sees
+// one ^C once, whether matrix-run leads the terminal's session or runs
+// beside its leader.
+class TerminalInterruptTest : public testing::TestWithParam<Seat> {};
+
+TEST_P(TerminalInterruptTest, OneCtrlCReachesTheProgramOnce) {
+  const std::string dir = agent_test::NewReportDir("ctrl-c");
+  const std::string counts = dir + ".counts";
+  std::filesystem::remove(counts);
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(StartInTerminal(CountingRun(dir, counts), GetParam(), "counting", t));
+  struct termios modes;
+  ASSERT_EQ(tcgetattr(t.master, &modes), 0);
+  ASSERT_TRUE(modes.c_lflag & ISIG);
+  ASSERT_EQ(write(t.master, &modes.c_cc[VINTR], 1), 1);  // ^C.
+  const int status = t.WaitMs(60000);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), "SIGINT 1 SIGHUP 0\n") << t.screen;
+  std::filesystem::remove(counts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seats, TerminalInterruptTest,
+                         testing::Values(Seat::kSessionLeader, Seat::kBesideTheLeader),
+                         [](const auto& info) {
+                           return info.param == Seat::kSessionLeader ? "SessionLeader"
+                                                                     : "BesideTheLeader";
+                         });
+
+// A ^C 1.5 s into a busy dispatch of a program that leaves SIGINT at its
+// default action: the terminal's one SIGINT (matrix-run forwards none) is
+// the agent's to drain: the exit line, the dispatch in progress reported,
+// then the program dies of SIGINT, and matrix-run with it.
+TEST(MatrixRunTest, ACtrlCDrainsTheProgram) {
+  const std::string dir = agent_test::NewReportDir("ctrl-c-drain");
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(
+      StartInTerminal({kRun, "--report-dir", dir, "--anr", "60000", "--lag", "50000", "--evil",
+                       "300", "--", kTarget, "hold", "30000"},
+                      Seat::kSessionLeader, "stalling", t));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  struct termios modes;
+  ASSERT_EQ(tcgetattr(t.master, &modes), 0);
+  ASSERT_EQ(write(t.master, &modes.c_cc[VINTR], 1), 1);  // ^C.
+  const int status = t.WaitMs(60000);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status << "\n" << t.screen;
+  EXPECT_THAT(t.screen, HasSubstr("reports in " + dir)) << "the agent's exit line";
+  EXPECT_THAT(t.screen, HasSubstr("(at a termination signal)"));
+  EXPECT_THAT(t.screen, HasSubstr("agent_target killed by signal 2"));
+  std::vector<matrix::report::IssueRecord> slow;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.kind == "evil_method") slow.push_back(std::move(record));
+  }
+  ASSERT_EQ(slow.size(), 1u) << t.screen;
+  EXPECT_GE(slow[0].issue.evil_method().cost_ms(), 1490) << t.screen;
+  EXPECT_THAT(slow[0].issue.evil_method().stack_key(), HasSubstr("StallInKnownFunction"));
+}
+
+// `kill -INT <matrix-run's pid>` (a supervisor, a user in another terminal:
+// si_code SI_USER) reaches matrix-run alone, which forwards it: the program
+// sees it once.
+TEST(MatrixRunTest, ASignalSentToMatrixRunReachesTheProgramOnce) {
+  const std::string dir = agent_test::NewReportDir("kill-run");
+  const std::string counts = dir + ".counts";
+  std::filesystem::remove(counts);
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(
+      StartInTerminal(CountingRun(dir, counts), Seat::kSessionLeader, "counting", t));
+  ASSERT_EQ(kill(t.run, SIGINT), 0);
+  const int status = t.WaitMs(60000);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), "SIGINT 1 SIGHUP 0\n") << t.screen;
+  std::filesystem::remove(counts);
+}
+
+// A terminal that hangs up (its window closed, the ssh connection lost)
+// sends SIGHUP, with si_code SI_KERNEL too, to the session's leader alone:
+// matrix-run leading the session forwards it, and the program sees it once.
+TEST(MatrixRunTest, AHangupReachesTheProgramThroughTheSessionLeader) {
+  const std::string dir = agent_test::NewReportDir("hangup");
+  const std::string counts = dir + ".counts";
+  std::filesystem::remove(counts);
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(
+      StartInTerminal(CountingRun(dir, counts), Seat::kSessionLeader, "counting", t));
+  close(t.master);  // The hangup.
+  t.master = -1;
+  const int status = t.WaitMs(60000);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), "SIGINT 0 SIGHUP 1\n") << t.screen;
+  std::filesystem::remove(counts);
 }
 
 TEST(MatrixRunTest, BadFlagsAndMissingProgramAreClearErrors) {

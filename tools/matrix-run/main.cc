@@ -9,7 +9,8 @@
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
 // agent reads and its own pid as MATRIX_AGENT_PID, and execs PROGRAM. The
-// parent forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the child, waits, prints
+// parent forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the child (except a
+// terminal's, which reached the child too: see Forward), waits, prints
 // where the reports went and one line per issue kind of this run, and exits
 // with the child's status (or dies of the child's signal).
 
@@ -287,8 +288,32 @@ bool Executable(const std::string& program) {
 
 pid_t g_child = 0;
 
-void Forward(int signal_number) {
-  if (g_child > 0) kill(g_child, signal_number);
+// The signals matrix-run forwards to the child.
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Whether `signal_number`, as `info` describes it, reached the child as well
+// as matrix-run. A terminal sends the signals of its keys (SIGINT for ^C,
+// SIGQUIT for ^\ ) to its foreground process group, and at a hangup SIGHUP
+// to that group when its session's leader exits: with si_code SI_KERNEL.
+// The child is in matrix-run's process group unless it left it (setpgid,
+// setsid), so it got the same signal. A hangup's first SIGHUP, though, goes
+// to the session's leader alone: when matrix-run leads its session (run by
+// a terminal window or `ssh -t host matrix-run ...`), that SIGHUP is
+// forwarded. A signal sent to matrix-run (kill(pid, ...), si_code SI_USER or
+// SI_QUEUE) reached it alone. getpgid, getsid: plain system calls, safe in a
+// signal handler.
+bool ChildGotItToo(int signal_number, const siginfo_t* info) {
+  if (info == nullptr || info->si_code != SI_KERNEL || signal_number == SIGTERM) return false;
+  if (signal_number == SIGHUP && getsid(0) == getpid()) return false;
+  return getpgid(g_child) == getpgrp();
+}
+
+// The handler of kForwardedSignals while matrix-run waits: the signal on to
+// the child, once.
+void Forward(int signal_number, siginfo_t* info, void*) {
+  const int saved_errno = errno;
+  if (g_child > 0 && !ChildGotItToo(signal_number, info)) kill(g_child, signal_number);
+  errno = saved_errno;
 }
 
 // The file the agents of one run list their processes in (the agent's
@@ -375,9 +400,15 @@ void AddNodePerfMap(const std::string& base, std::vector<char*>& program_argv) {
 }
 
 // The forked child: preloads the agent, sets its variables and execs the
-// program (argv[o.program...]). Returns only through _exit.
-[[noreturn]] void ExecProgram(const Options& o, const Launch& run, char** argv, int argc) {
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signal(s, SIG_DFL);
+// program (argv[o.program...]) with `initial_mask`, matrix-run's signal mask
+// at its start. Returns only through _exit.
+[[noreturn]] void ExecProgram(const Options& o, const Launch& run, const sigset_t& initial_mask,
+                              char** argv, int argc) {
+  // The forwarded signals at their default action, then the mask matrix-run
+  // started with (main() blocked them across fork): one that came meanwhile
+  // ends the child now.
+  for (int s : kForwardedSignals) signal(s, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &initial_mask, nullptr);
   const char* preload = std::getenv("LD_PRELOAD");
   const std::string preloads = preload != nullptr && *preload != '\0'
                                    ? absl::StrCat(run.agent, ":", preload)
@@ -396,10 +427,12 @@ void AddNodePerfMap(const std::string& base, std::vector<char*>& program_argv) {
   _exit(127);
 }
 
-// Waits for `child` (forwarding termination signals to it meanwhile).
-// False when waitpid fails.
-bool WaitForChild(pid_t child, int* status) {
+// Waits for `child` (forwarding termination signals to it meanwhile: main()
+// blocked them across fork; `initial_mask`, matrix-run's mask at its start,
+// comes back once the handler knows the child). False when waitpid fails.
+bool WaitForChild(pid_t child, const sigset_t& initial_mask, int* status) {
   g_child = child;
+  sigprocmask(SIG_SETMASK, &initial_mask, nullptr);
   while (waitpid(child, status, 0) < 0) {
     if (errno != EINTR) {
       std::fprintf(stderr, "matrix-run: waitpid: %s\n", strerror(errno));
@@ -469,10 +502,17 @@ int main(int argc, char** argv) {
   run.base = run.program.substr(run.program.rfind('/') + 1);
 
   // The launcher forwards termination signals to the child while it waits.
+  // Blocked from here to the fork's end, so that none is lost before the
+  // handler knows the child (or in the child before its exec).
+  sigset_t forwarded, initial_mask;
+  sigemptyset(&forwarded);
+  for (int s : kForwardedSignals) sigaddset(&forwarded, s);
+  sigprocmask(SIG_BLOCK, &forwarded, &initial_mask);
   struct sigaction forward = {};
-  forward.sa_handler = &Forward;
+  forward.sa_sigaction = &Forward;
+  forward.sa_flags = SA_SIGINFO;
   sigemptyset(&forward.sa_mask);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(s, &forward, nullptr);
+  for (int s : kForwardedSignals) sigaction(s, &forward, nullptr);
 
   std::fflush(nullptr);
   const pid_t child = fork();
@@ -480,9 +520,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "matrix-run: fork: %s\n", strerror(errno));
     return 2;
   }
-  if (child == 0) ExecProgram(o, run, argv, argc);
+  if (child == 0) ExecProgram(o, run, initial_mask, argv, argc);
   int status = 0;
-  if (!WaitForChild(child, &status)) return 2;
+  if (!WaitForChild(child, initial_mask, &status)) return 2;
   // node never removes its perf map; /tmp would fill up run after run. (The
   // program's own node children keep theirs.)
   if (o.perf_map) unlink(absl::StrCat("/tmp/perf-", child, ".map").c_str());

@@ -139,10 +139,10 @@ void OnTerminationSignal(int signal_number) {
                              !g_signal_taken.load(std::memory_order_acquire) &&
                              HandOverToMainThread(signal_number);
     if (handed_over || g_signal_taken.exchange(true)) {
-      // Taken by the main thread; or the same end again (the process
-      // group's signal and matrix-run's forwarded one), or another
-      // termination signal, during the first's drain: absorbed. The first
-      // handler ends the process with its signal.
+      // Taken by the main thread; or the same end again (timeout(1)'s
+      // signal to the process group and matrix-run's forwarded one), or
+      // another termination signal, during the first's drain: absorbed.
+      // The first handler ends the process with its signal.
       errno = saved_errno;
       return;
     }

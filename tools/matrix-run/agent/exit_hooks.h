@@ -23,13 +23,13 @@
 //                    session's start: the agent's handler drains as _exit
 //                    does on the main thread (one the kernel gives to another
 //                    thread is handed over to the main thread), then the
-//                    signal takes its default action. The same end often
-//                    comes as two signals or more (a terminal's ^C and
-//                    timeout(1) signal the whole process group, and
-//                    matrix-run forwards what it gets too): the first
-//                    drains, and the ones that arrive during its drain are
-//                    absorbed; the process dies of the first. A handler the
-//                    program installs later replaces the agent's.
+//                    signal takes its default action. The same end may
+//                    come as two signals or more (timeout(1) signals
+//                    matrix-run, which forwards it, and then the whole
+//                    process group; docs/matrix-run.md): the first drains,
+//                    and the ones that arrive during its drain are absorbed;
+//                    the process dies of the first. A handler the program
+//                    installs later replaces the agent's.
 //
 // The hooks run in any context, signal handlers included (a handler that
 // calls _exit is common): they only write to a pipe and poll another, and the
