@@ -37,6 +37,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "internal/option_split.h"
+#include "matrix/core/file_path.h"
 #include "matrix/report/issue_reader.h"
 
 namespace {
@@ -499,7 +500,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   run.report_dir = AbsoluteDir(o.report_dir);
-  run.base = run.program.substr(run.program.rfind('/') + 1);
+  run.base = std::string(matrix::BaseName(run.program));
 
   // The launcher forwards termination signals to the child while it waits.
   // Blocked from here to the fork's end, so that none is lost before the
