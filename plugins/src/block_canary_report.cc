@@ -1,4 +1,3 @@
-#include "matrix/core/file_path.h"
 #include "matrix/plugins/block_canary_plugin.h"
 
 // BlockCanaryPlugin, the verdict and the files: a block the sampler handed
@@ -22,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "internal/block_canary_block.h"
 #include "matrix/core/app_state.h"
+#include "matrix/core/file_path.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/logging.h"
 #include "matrix/core/looper.h"
@@ -33,6 +33,45 @@
 #include "matrix/trace/stopped_time.h"
 
 namespace matrix {
+
+namespace internal {
+
+std::vector<BlockFrame> ToBlockFrames(const std::vector<StackFrame>& frames,
+                                      std::vector<BlockModule>& modules) {
+  std::vector<BlockFrame> out;
+  out.reserve(frames.size());
+  for (const StackFrame& frame : frames) {
+    const SymbolInfo& symbol = frame.symbol;
+    BlockFrame f;
+    f.function = symbol.function;
+    f.offset = symbol.function.empty() ? symbol.module_offset : symbol.function_offset;
+    f.module = BaseName(symbol.module);
+    f.file = symbol.file;
+    f.line = symbol.line;
+    // The unwind info's start of an unnamed frame's function (0: unknown).
+    const uint64_t start = UnnamedFunctionStart(symbol);
+    if (f.function.empty() && start != symbol.module_offset) f.function_start = start;
+    if (f.function.empty() && !f.module.empty() && !symbol.build_id.empty()) {
+      const auto named = [&modules](const std::string& name) {
+        return std::find_if(modules.begin(), modules.end(),
+                            [&name](const BlockModule& m) { return m.name == name; });
+      };
+      auto listed = named(f.module);
+      // Another module of this file name (a plugin of the same name in
+      // another directory): the path tells them apart.
+      if (listed != modules.end() && listed->build_id != symbol.build_id) {
+        f.module = symbol.module;
+        listed = named(f.module);
+      }
+      if (listed == modules.end()) modules.push_back({f.module, symbol.build_id});
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace internal
+
 namespace {
 
 absl::Time FloorToMillis(absl::Time t) { return absl::FromUnixMillis(absl::ToUnixMillis(t)); }
@@ -160,26 +199,7 @@ void BlockCanaryPlugin::BuildAndReport(const PendingBlock& block) {
     if (!s.stack_ok || s.at > block.end) continue;
     BlockStackSample sample;
     sample.time = FloorToMillis(wall(s.at));
-    const SymbolizedStack stack = SymbolizeStack(s.stack);
-    sample.frames.reserve(stack.frames.size());
-    for (const StackFrame& frame : stack.frames) {
-      BlockFrame f;
-      f.function = frame.symbol.function;
-      f.offset = frame.symbol.function.empty() ? frame.symbol.module_offset
-                                               : frame.symbol.function_offset;
-      f.module = BaseName(frame.symbol.module);
-      f.file = frame.symbol.file;
-      f.line = frame.symbol.line;
-      // The unwind info's start of an unnamed frame's function (0: unknown).
-      const uint64_t start = UnnamedFunctionStart(frame.symbol);
-      if (f.function.empty() && start != frame.symbol.module_offset) f.function_start = start;
-      if (f.function.empty() && !f.module.empty() && !frame.symbol.build_id.empty() &&
-          std::none_of(info.modules.begin(), info.modules.end(),
-                       [&](const BlockModule& m) { return m.name == f.module; })) {
-        info.modules.push_back({f.module, frame.symbol.build_id});
-      }
-      sample.frames.push_back(std::move(f));
-    }
+    sample.frames = internal::ToBlockFrames(SymbolizeStack(s.stack).frames, info.modules);
     info.samples.push_back(std::move(sample));
   }
   int key_count = 0;

@@ -18,12 +18,22 @@
 #include "absl/time/time.h"
 #include "matrix/core/app_state.h"
 #include "matrix/core/time_ticks.h"
+#include "matrix/plugins/block_canary_info.h"
 #include "matrix/plugins/block_canary_plugin.h"
 #include "matrix/trace/proc_stats.h"
 #include "matrix/trace/stack_capture.h"
 
 namespace matrix {
 namespace internal {
+
+// The block file's frames of one symbolized stack, innermost first. An
+// unnamed frame (no symbol: named off the host later) lists its module in
+// `modules` with the module's build id, once; a frame's module is its file's
+// base name, or its path when another module of that base name with another
+// build id is listed already, so that each such frame is named from its own
+// module's debug file.
+std::vector<BlockFrame> ToBlockFrames(const std::vector<StackFrame>& frames,
+                                      std::vector<BlockModule>& modules);
 
 // One tick's evidence: the looper thread's stack and the CPU counters.
 struct BlockCanarySample {

@@ -69,7 +69,9 @@ namespace matrix {
 struct BlockFrame {
   std::string function;  // Demangled; empty if unknown.
   uint64_t offset = 0;   // From the function start, or the module base.
-  std::string module;    // The ELF file's base name; empty if unknown.
+  // The ELF file's base name (its path when another module of that base name
+  // has unnamed frames in the block: see BlockInfo::modules); empty if unknown.
+  std::string module;
   std::string file = {};  // Source file (DWARF, or the interpreted code's); empty if unknown.
   int line = 0;           // Source line in `file`; 0 if unknown.
   // An unnamed frame's function start in the module's ELF address space, from
@@ -104,7 +106,9 @@ struct BlockCpuRate {
 // A module of the sampled frames and its GNU build id: what names its
 // unnamed frames off the host (matrix-report symbolize, debuginfod).
 struct BlockModule {
-  std::string name;      // The ELF file's base name, as the frames write it.
+  // The module as the frames write it: the ELF file's base name, or its path
+  // when another module of that base name is listed first.
+  std::string name;
   std::string build_id;  // Lowercase hex.
   friend bool operator==(const BlockModule&, const BlockModule&) = default;
 };
@@ -140,7 +144,7 @@ struct BlockInfo {
   // stack
   std::vector<BlockStackSample> samples;
   // The build ids of the modules with an unnamed frame in `samples`, one per
-  // module name (a second module of the same base name is left out).
+  // module as the frames name it.
   std::vector<BlockModule> modules;
 
   // Not in the text: set by the plugin and by LoadBlockLogs().
