@@ -6,8 +6,6 @@
 // (tests/CMakeLists.txt) so the caller keeps the chain, as node's code does.
 // x86-64 only.
 
-#include "matrix/trace/stack_capture.h"
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "matrix/core/thread_handle.h"
+#include "matrix/trace/stack_capture.h"
 
 namespace jit_capture_test {
 
@@ -45,6 +45,22 @@ __attribute__((noinline)) void SelfCaptureCallback(void*) {
 // The frame below the JIT frame: calls it, with a frame pointer of its own.
 __attribute__((noinline)) void CallerOfJitCode(JitEntry jit, Callback callback) {
   jit(callback, nullptr);
+  asm volatile("" ::: "memory");  // Not a tail call.
+}
+
+// What the frameless "JIT" functions below spin on (their rdi): they set
+// `spinning`, then wait for `stop`.
+struct SpinFlags {
+  std::atomic<uint8_t> stop{0};
+  std::atomic<uint8_t> spinning{0};
+};
+static_assert(sizeof(SpinFlags) == 2, "the hand-assembled code reads bytes 0 and 1");
+using SpinEntry = void (*)(SpinFlags*);
+
+// Calls `jit` (through a register: an indirect call), with a frame pointer of
+// its own.
+__attribute__((noinline)) void CallerOfSpinningJitCode(SpinEntry jit, SpinFlags* flags) {
+  jit(flags);
   asm volatile("" ::: "memory");  // Not a tail call.
 }
 
@@ -154,6 +170,138 @@ TEST(StackCaptureJitTest, SelfCapture_ContinuesByFramePointersBelowCodeWithoutUn
   ASSERT_LT(jit_frame + 1, static_cast<int>(stack.frames.size())) << Describe(stack);
   EXPECT_TRUE(absl::StrContains(stack.frames[jit_frame + 1].symbol.function, "CallerOfJitCode"))
       << Describe(stack);
+}
+
+// A function without unwind info interrupted while it has no frame of its
+// own (its rbp is still, or again, its caller's): at its first instruction,
+// after push rbp, after its epilogue's leave or pop rbp (where V8's CEntry
+// stub runs a few instructions on every call into the runtime). The capture
+// must not skip its caller, whose return address is then on top of the
+// stack. Each variant spins (setting flags->spinning, then waiting for
+// flags->stop) at that point; "framed" spins with its frame set up.
+struct FramelessCase {
+  const char* name;
+  std::vector<unsigned char> code;
+};
+
+// mov byte [rdi + 1], 1; 1: pause; cmp byte [rdi], 0; je 1b
+std::vector<unsigned char> Spin() {
+  return {0xc6, 0x47, 0x01, 0x01, 0xf3, 0x90, 0x80, 0x3f, 0x00, 0x74, 0xf9};
+}
+
+std::vector<unsigned char> Concat(std::initializer_list<std::vector<unsigned char>> parts) {
+  std::vector<unsigned char> code;
+  for (const auto& part : parts) code.insert(code.end(), part.begin(), part.end());
+  return code;
+}
+
+std::vector<FramelessCase> FramelessCases() {
+  const std::vector<unsigned char> push_rbp = {0x55}, mov_rbp_rsp = {0x48, 0x89, 0xe5},
+                                   pop_rbp = {0x5d}, leave = {0xc9}, ret = {0xc3};
+  return {
+      {"before push rbp", Concat({Spin(), push_rbp, mov_rbp_rsp, pop_rbp, ret})},
+      {"after push rbp", Concat({push_rbp, Spin(), mov_rbp_rsp, pop_rbp, ret})},
+      {"after leave", Concat({push_rbp, mov_rbp_rsp, leave, Spin(), ret})},
+      {"after pop rbp", Concat({push_rbp, mov_rbp_rsp, pop_rbp, Spin(), ret})},
+      {"framed", Concat({push_rbp, mov_rbp_rsp, Spin(), pop_rbp, ret})},
+  };
+}
+
+// One page of code: `function` at 0, then (at kStubOffset) a stub with a
+// frame that calls it with call rel32, as JIT code calls another's:
+// push rbp; mov rbp, rsp; call function; pop rbp; ret.
+class SpinningJitCode {
+ public:
+  static constexpr size_t kStubOffset = 256;
+  static constexpr size_t kStubSize = 10;
+
+  explicit SpinningJitCode(const std::vector<unsigned char>& function) : size_(function.size()) {
+    page_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page_ == MAP_FAILED || function.size() > kStubOffset) return;
+    auto* bytes = static_cast<unsigned char*>(page_);
+    std::memcpy(bytes, function.data(), function.size());
+    const int32_t relative = -static_cast<int32_t>(kStubOffset + 9);  // From the call's end to 0.
+    unsigned char stub[kStubSize] = {0x55, 0x48, 0x89, 0xe5, 0xe8, 0, 0, 0, 0, 0x5d};
+    std::memcpy(stub + 5, &relative, sizeof(relative));
+    std::memcpy(bytes + kStubOffset, stub, sizeof(stub));
+    bytes[kStubOffset + kStubSize] = 0xc3;
+    if (mprotect(page_, 4096, PROT_READ | PROT_EXEC) != 0) {
+      munmap(page_, 4096);
+      page_ = MAP_FAILED;
+    }
+  }
+  ~SpinningJitCode() {
+    if (page_ != MAP_FAILED) munmap(page_, 4096);
+  }
+  bool ok() const { return page_ != MAP_FAILED; }
+  uintptr_t begin() const { return reinterpret_cast<uintptr_t>(page_); }
+  uintptr_t end() const { return begin() + size_; }
+  uintptr_t stub_begin() const { return begin() + kStubOffset; }
+  uintptr_t stub_end() const { return stub_begin() + kStubSize + 1; }
+  jit_capture_test::SpinEntry function() const {
+    return reinterpret_cast<jit_capture_test::SpinEntry>(page_);
+  }
+  jit_capture_test::SpinEntry stub() const {
+    return reinterpret_cast<jit_capture_test::SpinEntry>(stub_begin());
+  }
+
+ private:
+  void* page_ = MAP_FAILED;
+  size_t size_;
+};
+
+// Runs `entry` on a thread until it spins, captures that thread's stack by
+// signal, and returns it symbolized.
+SymbolizedStack CaptureSpinning(jit_capture_test::SpinEntry entry) {
+  jit_capture_test::SpinFlags flags;
+  std::atomic<pid_t> tid{0};
+  std::thread thread([&] {
+    tid = ThreadHandle::Current().tid();
+    jit_capture_test::CallerOfSpinningJitCode(entry, &flags);
+  });
+  while (flags.spinning.load() == 0) std::this_thread::yield();
+  RawStack raw;
+  const absl::Status status = StackCapturer::Get()->Capture(tid.load(), &raw);
+  flags.stop.store(1);
+  thread.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(raw.exact_top_pc);
+  return SymbolizeStack(raw);
+}
+
+TEST(StackCaptureJitTest, InterruptedWithoutItsOwnFrame_CallerCalledThroughARegisterIsKept) {
+  for (const FramelessCase& c : FramelessCases()) {
+    SCOPED_TRACE(c.name);
+    SpinningJitCode jit(c.code);
+    ASSERT_TRUE(jit.ok());
+    const SymbolizedStack stack = CaptureSpinning(jit.function());
+    // The interrupted frame is the JIT function itself, the innermost one.
+    const int jit_frame = FindFrameIn(stack, jit.begin() - 1, jit.end());
+    ASSERT_EQ(jit_frame, 0) << Describe(stack);
+    // Below it: its caller (skipped when the walk started from the caller's
+    // rbp), then the thread's function.
+    ASSERT_LT(jit_frame + 2, static_cast<int>(stack.frames.size())) << Describe(stack);
+    EXPECT_TRUE(absl::StrContains(stack.frames[1].symbol.function, "CallerOfSpinningJitCode"))
+        << Describe(stack);
+    EXPECT_FALSE(absl::StrContains(stack.frames[2].symbol.function, "CallerOfSpinningJitCode"))
+        << Describe(stack);
+  }
+}
+
+TEST(StackCaptureJitTest, InterruptedWithoutItsOwnFrame_JitCallerCalledWithRel32IsKept) {
+  for (const FramelessCase& c : FramelessCases()) {
+    SCOPED_TRACE(c.name);
+    SpinningJitCode jit(c.code);
+    ASSERT_TRUE(jit.ok());
+    const SymbolizedStack stack = CaptureSpinning(jit.stub());
+    ASSERT_EQ(FindFrameIn(stack, jit.begin() - 1, jit.end()), 0) << Describe(stack);
+    // JIT code calling JIT code (V8's JavaScript calling its CEntry stub):
+    // the stub's frame, then the C++ caller.
+    ASSERT_GE(stack.frames.size(), 3u) << Describe(stack);
+    EXPECT_EQ(FindFrameIn(stack, jit.stub_begin(), jit.stub_end()), 1) << Describe(stack);
+    EXPECT_TRUE(absl::StrContains(stack.frames[2].symbol.function, "CallerOfSpinningJitCode"))
+        << Describe(stack);
+  }
 }
 
 #else

@@ -179,11 +179,85 @@ void WalkFramePointers(UnwindState* state, uintptr_t fp, uintptr_t stack_low) {
   }
 }
 
+#if defined(__x86_64__)
+// How far a call's target may be below the interrupted pc for that call to be
+// the one that entered the interrupted function (its size at most).
+constexpr uintptr_t kMaxFunctionBytes = uintptr_t{1} << 20;
+
+// Whether the instruction that ends at `address` is a call: `call rel32`
+// whose target is at most kMaxFunctionBytes below `callee_pc` (the call
+// entered the function `callee_pc` is in), or `call` through a register or
+// memory (ff /2, with or without a REX prefix: register, [reg], SIB,
+// disp8, disp32 or rip-relative operands; its target is not known).
+// Reads the 7 bytes before `address` through SafeRead().
+bool FollowsCall(pid_t pid, uintptr_t address, uintptr_t callee_pc) {
+  if (!internal::PlausiblePointer(address, 1) || address < 4096 + 7) return false;
+  unsigned char bytes[7];
+  if (!internal::SafeRead(pid, address - 7, bytes, sizeof(bytes))) return false;
+  // The byte `n` bytes before `address`.
+  auto before = [&bytes](int n) { return bytes[7 - n]; };
+  if (before(5) == 0xe8) {  // call rel32
+    int32_t relative;
+    std::memcpy(&relative, &bytes[3], sizeof(relative));
+    const uintptr_t target = address + static_cast<uintptr_t>(static_cast<intptr_t>(relative));
+    return target <= callee_pc && callee_pc - target < kMaxFunctionBytes;
+  }
+  // ff /2, `length` bytes long: the ModRM byte's reg field is 2, its mod
+  // field `mod`; rm 4 adds a SIB byte, mod 0 with rm 5 is rip-relative.
+  auto call_through = [&before](int length, unsigned mod, bool sib) {
+    const unsigned char modrm = before(length - 1);
+    const unsigned rm = modrm & 7;
+    if (before(length) != 0xff || (modrm & 0x38) != 0x10 || (modrm >> 6) != mod) return false;
+    if (mod == 3) return true;  // A register: no SIB byte.
+    return sib ? rm == 4 : rm != 4;
+  };
+  return call_through(2, 3, false) ||                            // call reg
+         (call_through(2, 0, false) && (before(1) & 7) != 5) ||  // call [reg]
+         call_through(3, 0, true) ||                             // call [sib]
+         call_through(3, 1, false) ||                            // call [reg + d8]
+         call_through(4, 1, true) ||                             // call [sib + d8]
+         (call_through(6, 0, false) && (before(5) & 7) == 5) ||  // call [rip + d32]
+         call_through(6, 2, false) ||                            // call [reg + d32]
+         call_through(7, 2, true);                               // call [sib + d32]
+}
+
+// The interrupted frame has no unwind info, so the frame-pointer walk starts
+// from its rbp. That is its caller's rbp, not its own, while it has no frame
+// of its own: at its first instruction (push rbp), right after it (before
+// mov rbp, rsp), and in its epilogue after leave / pop rbp (V8's CEntry stub,
+// which every JavaScript call into the runtime goes through, runs a few
+// instructions there). The walk would then skip the caller: its return
+// address is on top of the stack, not at [rbp + 8]. Returns that return
+// address: [sp] when it follows a call into the interrupted function, else
+// [sp + 8] when [sp] is the pushed rbp (equal to rbp) and it follows such a
+// call; 0 otherwise (the function has its frame, or the top of the stack
+// holds nothing that looks like a return address into it).
+// `*slot` becomes the address it is at.
+uintptr_t ReturnAddressOnTop(pid_t pid, uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t* slot) {
+  uintptr_t words[2];
+  if (!internal::PlausiblePointer(sp) || !internal::SafeRead(pid, sp, words, sizeof(words))) {
+    return 0;
+  }
+  if (FollowsCall(pid, words[0], pc)) {
+    *slot = sp;
+    return words[0];
+  }
+  if (words[0] == fp && FollowsCall(pid, words[1], pc)) {
+    *slot = sp + sizeof(uintptr_t);
+    return words[1];
+  }
+  return 0;
+}
+#endif
+
 // When the unwinder stopped at a frame that has no unwind info (not at the
 // stack's end, which has some), continues by frame pointers from it.
 // `stack_low`: the interrupted stack pointer (no frame of the interrupted
-// code is below it).
-void ContinueWithoutUnwindInfo(UnwindState* state, uintptr_t stack_low) {
+// code is below it). `interrupted_pc`: the pc the signal interrupted (0 for
+// a capture of the current thread): when the unwinder stopped at that very
+// frame, its caller may be on top of the stack (ReturnAddressOnTop).
+void ContinueWithoutUnwindInfo(UnwindState* state, uintptr_t stack_low,
+                               uintptr_t interrupted_pc = 0) {
 #if defined(__x86_64__) || defined(__aarch64__)
   if (state->depth == 0 || state->truncated || state->last_fp == 0 || stack_low == 0) return;
   uintptr_t ip = state->pcs[state->depth - 1];
@@ -191,10 +265,30 @@ void ContinueWithoutUnwindInfo(UnwindState* state, uintptr_t stack_low) {
   // Null when no FDE covers ip (libgcc's _Unwind_Find_FDE, as the unwinder
   // itself just used).
   if (_Unwind_FindEnclosingFunction(reinterpret_cast<void*>(ip)) != nullptr) return;
+#if defined(__x86_64__)
+  if (interrupted_pc != 0 && state->last_ip_before_instruction &&
+      state->pcs[state->depth - 1] == interrupted_pc) {
+    uintptr_t slot = 0;
+    const uintptr_t caller =
+        ReturnAddressOnTop(getpid(), interrupted_pc, stack_low, state->last_fp, &slot);
+    if (caller != 0) {
+      if (state->depth >= state->capacity) {
+        state->truncated = true;
+        return;
+      }
+      // The caller's stack pointer: above its return address, as the walk's.
+      if (state->sps != nullptr) state->sps[state->depth] = slot + sizeof(uintptr_t);
+      state->pcs[state->depth++] = caller;
+    }
+  }
+#else
+  (void)interrupted_pc;
+#endif
   WalkFramePointers(state, state->last_fp, stack_low);
 #else
   (void)state;
   (void)stack_low;
+  (void)interrupted_pc;
 #endif
 }
 
@@ -232,7 +326,7 @@ ABSL_ATTRIBUTE_NOINLINE void UnwindIntoSlot(Slot* slot, uintptr_t interrupted_pc
   UnwindState state{slot->pcs, kSlotCapacity, 0, false, -1};
   state.sps = slot->sps;
   _Unwind_Backtrace(&UnwindCallback, &state);
-  ContinueWithoutUnwindInfo(&state, interrupted_sp);
+  ContinueWithoutUnwindInfo(&state, interrupted_sp, interrupted_pc);
   // The stack above the interrupted frame is ours: UnwindIntoSlot,
   // HandleSignal, perhaps a sanitizer's wrapper, the sigreturn trampoline.
   // The interrupted frame is the one whose pc equals the ucontext's pc. If it

@@ -10,8 +10,11 @@
 // the DWARF unwind tables (_Unwind_Backtrace from libgcc; frame pointers are
 // not needed) into a preallocated slot; where that stops at code without
 // unwind info (JIT-compiled code: V8, LuaJIT), it continues along the frame
-// pointers (reads bounded and fault-safe; docs/stacks.md, "JIT frames"), marks the slot done with an atomic
-// store and wakes the capturing thread through a futex. The capturing thread
+// pointers (reads bounded and fault-safe; docs/stacks.md, "JIT frames"; when
+// the interrupted code itself has no frame of its own yet or any more, its
+// caller's return address is taken from the top of the stack first), marks
+// the slot done with an atomic store and wakes the capturing thread through
+// a futex. The capturing thread
 // waits with a bounded timeout. A handler that runs after its capture gave up
 // finds the slot no longer waiting for its token and writes nothing. In a
 // CPython 3.11/3.12 process the handler also reads the thread's Python frame
