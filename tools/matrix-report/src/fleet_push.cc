@@ -36,7 +36,11 @@
 // full batch is sent on a thread of its own while the next one is read: one
 // batch in flight at a time, sorted into the table's order there
 // (fleet_batch_format.cc, PushOptions::batch_format), its checkpoints saved
-// by that thread once the server has its rows.
+// by that thread once the server has its rows. With shards (UseShards), that
+// thread splits each batch by shard as the Distributed table would
+// (cityHash64(host_id), internal/city_hash.h) and sends each shard its rows
+// at once, each on a thread of its own; the checkpoints wait for all of
+// them.
 
 namespace matrix::report {
 
@@ -176,16 +180,21 @@ constexpr size_t kSegmentBytes = 2 << 20;
 
 }  // namespace
 
-// A batch handed to the sending thread: its rows, and the checkpoints to
-// save once the server has them.
-struct FleetPusher::Batch {
+// Rows for one table on one server: a whole batch, or one shard's part of
+// it.
+struct FleetPusher::Part {
   std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
   std::string sorted;       // The same rows as sent (batch_format), unless kRowBinary.
   int64_t rows = 0;
-  // The batch's first and last rows (host_id, issue_id), counted back after
-  // an INSERT whose answer does not say how many rows it wrote.
+  // The first and last rows (host_id, issue_id), counted back after an
+  // INSERT whose answer does not say how many rows it wrote.
   std::pair<std::string, std::string> first_row;
   std::pair<std::string, std::string> last_row;
+};
+
+// A batch handed to the sending thread: its rows, and the checkpoints to
+// save once the server (every shard) has them.
+struct FleetPusher::Batch : FleetPusher::Part {
   // Whole checkpoint files, with this batch's marks in them.
   std::map<std::string, Checkpoint> checkpoints;
   // The sending thread's result, and whether the server has the rows
@@ -318,6 +327,8 @@ FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
   }
 }
 
+FleetPusher::~FleetPusher() = default;
+
 absl::Status FleetPusher::EnsureSchema() {
   for (const std::string& sql : FleetSchema(options_.fleet)) {
     absl::StatusOr<std::string> result = client_.Query(sql);
@@ -326,52 +337,226 @@ absl::Status FleetPusher::EnsureSchema() {
   return absl::OkStatus();
 }
 
-absl::Status FleetPusher::CheckStored(const Batch& batch, const InsertResult& result) {
-  if (result.written_rows.has_value() && *result.written_rows >= batch.rows) {
+absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
+  const std::string& cluster = options_.fleet.cluster;
+  if (cluster.empty()) return absl::InvalidArgumentError("shards need a cluster (--cluster)");
+  if (shards.empty()) return absl::InvalidArgumentError("no shards given");
+  const std::string& first_url = client_.options().url;
+  absl::StatusOr<std::string> body = client_.Query(
+      absl::StrCat("SELECT shard_num, shard_weight, replica_num, host_name, port FROM "
+                   "system.clusters WHERE cluster = ",
+                   SqlQuote(cluster), " ORDER BY shard_num, replica_num FORMAT TabSeparated"));
+  if (!body.ok()) return body.status();
+  // The cluster's shards as the first server has them: weight and address.
+  struct Listed {
+    int64_t weight = 0;
+    std::string address;
+  };
+  std::vector<Listed> listed;
+  for (const std::vector<std::string>& row : ParseTsv(*body)) {
+    int64_t shard_num = 0;
+    int64_t weight = 0;
+    int64_t replica = 0;
+    if (row.size() != 5 || !absl::SimpleAtoi(row[0], &shard_num) ||
+        !absl::SimpleAtoi(row[1], &weight) || !absl::SimpleAtoi(row[2], &replica)) {
+      return absl::InternalError(absl::StrCat(first_url, ": system.clusters: unexpected row"));
+    }
+    if (replica > 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", shard_num, " of cluster ", cluster,
+                       " has replicas (system.clusters of ", first_url,
+                       "): push places rows itself on one server per shard only; give only the "
+                       "first --clickhouse URL to push through the Distributed ",
+                       options_.fleet.database, ".issues"));
+    }
+    if (shard_num != static_cast<int64_t>(listed.size()) + 1) {
+      return absl::InternalError(absl::StrCat(first_url, ": system.clusters numbers the shards of ",
+                                              cluster, " with gaps"));
+    }
+    listed.push_back({weight, absl::StrCat(row[3], ":", row[4])});
+  }
+  const auto addresses = [&listed] {
+    std::string all;
+    for (size_t i = 0; i < listed.size(); ++i) {
+      absl::StrAppend(&all, i == 0 ? "" : ", ", i + 1, ": ", listed[i].address);
+    }
+    return all;
+  };
+  if (listed.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster,
+                                                      " is not in the <remote_servers> of ",
+                                                      first_url, " (system.clusters)"));
+  }
+  if (listed.size() != shards.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cluster ", cluster, " has ", listed.size(), " shards (system.clusters of ", first_url,
+        ": ", addresses(), ") but ", shards.size(),
+        " --clickhouse URLs were given: give one per shard, in the cluster's order, or only "
+        "the first to push through the Distributed ",
+        options_.fleet.database, ".issues"));
+  }
+  // Each server names itself as the shard at its position.
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string& url = shards[i]->options().url;
+    absl::StatusOr<std::string> local = shards[i]->Query(
+        absl::StrCat("SELECT shard_num, host_name, port FROM system.clusters WHERE cluster = ",
+                     SqlQuote(cluster), " AND is_local ORDER BY shard_num FORMAT TabSeparated"));
+    if (!local.ok()) return local.status();
+    const std::vector<std::vector<std::string>> rows = ParseTsv(*local);
+    int64_t shard_num = 0;
+    if (rows.size() != 1 || rows[0].size() != 3 || !absl::SimpleAtoi(rows[0][0], &shard_num)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          url, " (--clickhouse ", i + 1, ") is ",
+          rows.empty() ? "no shard" : absl::StrCat(rows.size(), " shards"), " of cluster ", cluster,
+          " by its own system.clusters (is_local); the cluster's shards, in order, "
+          "are ",
+          addresses(), " (system.clusters of ", first_url, ")"));
+    }
+    const std::string address = absl::StrCat(rows[0][1], ":", rows[0][2]);
+    if (shard_num != static_cast<int64_t>(i) + 1 || address != listed[i].address) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(url, " (--clickhouse ", i + 1, ") is shard ", shard_num, " (", address,
+                       ") of cluster ", cluster, " by its own system.clusters, not shard ", i + 1,
+                       " (", listed[i].address, "): give the URLs in the cluster's shard order, ",
+                       addresses(), " (system.clusters of ", first_url, ")"));
+    }
+  }
+  // Rows go where the Distributed table puts them only if it is sharded as
+  // FleetSchema makes it.
+  const std::string expected_engine =
+      absl::StrCat("Distributed(", cluster, ", ", options_.fleet.database,
+                   ", issues_local, cityHash64(host_id))");
+  absl::StatusOr<std::string> engine = client_.Query(absl::StrCat(
+      "SELECT engine_full FROM system.tables WHERE database = ", SqlQuote(options_.fleet.database),
+      " AND name = 'issues' FORMAT TabSeparated"));
+  if (!engine.ok()) return engine.status();
+  const std::vector<std::vector<std::string>> engine_rows = ParseTsv(*engine);
+  if (engine_rows.size() != 1 || engine_rows[0].size() != 1 ||
+      engine_rows[0][0] != expected_engine) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        options_.fleet.database, ".issues on ", first_url, " is ",
+        engine_rows.empty() || engine_rows[0].empty() ? std::string("missing") : engine_rows[0][0],
+        ", not ", expected_engine, ": push cannot place rows as it does"));
+  }
+  std::vector<uint32_t> slots;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (listed[i].weight < 0 || listed[i].weight > 1000000) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", i + 1, " of cluster ", cluster, " has weight ", listed[i].weight));
+    }
+    slots.insert(slots.end(), static_cast<size_t>(listed[i].weight), static_cast<uint32_t>(i));
+  }
+  if (slots.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("every shard of cluster ", cluster, " has weight 0"));
+  }
+  shards_ = std::move(shards);
+  slot_to_shard_ = std::move(slots);
+  local_table_ = absl::StrCat(options_.fleet.database, ".issues_local");
+  shard_parts_.clear();
+  for (size_t i = 0; i < shards_.size(); ++i) shard_parts_.push_back(std::make_unique<Part>());
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::CheckStored(ClickHouseClient& client, const std::string& table,
+                                      const Part& part, const InsertResult& result) {
+  if (result.written_rows.has_value() && *result.written_rows >= part.rows) {
     return absl::OkStatus();
   }
   // No summary (ClickHouse before 19), or one that counts fewer rows (a
   // server may leave out rows a Distributed table wrote on other shards):
-  // the batch's first and last rows must be there.
+  // the part's first and last rows must be there.
   const auto tuple = [](const std::pair<std::string, std::string>& row) {
     return absl::StrCat("(", SqlQuote(row.first), ", ", SqlQuote(row.second), ")");
   };
-  const int64_t expected = batch.first_row == batch.last_row ? 1 : 2;
-  absl::StatusOr<std::string> body = client_.Query(absl::StrCat(
-      "SELECT uniqExact(host_id, issue_id) FROM ", table_, " WHERE (host_id, issue_id) IN (",
-      tuple(batch.first_row), ", ", tuple(batch.last_row), ") FORMAT TabSeparated"));
+  const int64_t expected = part.first_row == part.last_row ? 1 : 2;
+  absl::StatusOr<std::string> body = client.Query(absl::StrCat(
+      "SELECT uniqExact(host_id, issue_id) FROM ", table, " WHERE (host_id, issue_id) IN (",
+      tuple(part.first_row), ", ", tuple(part.last_row), ") FORMAT TabSeparated"));
   if (!body.ok()) return body.status();
   int64_t found = -1;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &found) && found == expected) {
     return absl::OkStatus();
   }
-  return absl::DataLossError(absl::StrCat(
-      client_.options().url, ": ",
-      result.written_rows.has_value()
-          ? absl::StrCat("the server wrote ", *result.written_rows, " of ", batch.rows,
-                         " rows of the batch (X-ClickHouse-Summary), and ")
-          : "",
-      "the batch's rows were not found after the INSERT (",
-      found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
-      " rows counted back); nothing of it is checkpointed"));
+  return absl::DataLossError(
+      absl::StrCat(client.options().url, ": ",
+                   result.written_rows.has_value()
+                       ? absl::StrCat("the server wrote ", *result.written_rows, " of ", part.rows,
+                                      " rows of the batch (X-ClickHouse-Summary), and ")
+                       : "",
+                   "the batch's rows were not found after the INSERT (",
+                   found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
+                   " rows counted back); nothing of it is checkpointed"));
+}
+
+absl::Status FleetPusher::SendPart(ClickHouseClient& client, const std::string& table, Part& part) {
+  // Sorted here, on the sending thread, while the next batch is read.
+  const BatchFormat format = options_.batch_format;
+  if (format != BatchFormat::kRowBinary &&
+      !internal::SortFleetRows(part.rows_binary, part.rows, format, part.sorted)) {
+    return absl::InternalError(
+        absl::StrCat("a batch of ", part.rows, " rows is not whole rows; nothing of it is sent"));
+  }
+  absl::StatusOr<InsertResult> result =
+      client.Insert(absl::StrCat("INSERT INTO ", table, " (", kFleetColumns, ") FORMAT ",
+                                 format == BatchFormat::kNative ? "Native" : "RowBinary"),
+                    format == BatchFormat::kRowBinary ? absl::string_view(part.rows_binary)
+                                                      : absl::string_view(part.sorted));
+  if (!result.ok()) return result.status();
+  return CheckStored(client, table, part, *result);
+}
+
+absl::Status FleetPusher::SendToShards(Batch& batch) {
+  std::vector<internal::ShardRows*> split;
+  std::vector<internal::ShardRows> rows(shards_.size());
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    // Each part's memory of the batch before, written over.
+    rows[i].rows = std::move(shard_parts_[i]->rows_binary);
+    split.push_back(&rows[i]);
+  }
+  const bool whole =
+      internal::SplitFleetRowsByShard(batch.rows_binary, batch.rows, slot_to_shard_, split);
+  std::vector<size_t> sending;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    Part& part = *shard_parts_[i];
+    part.rows_binary = std::move(rows[i].rows);
+    part.rows = rows[i].count;
+    if (part.rows == 0) continue;
+    part.first_row = RowIds(part.rows_binary, 0);
+    part.last_row = RowIds(part.rows_binary, rows[i].last_row_at);
+    sending.push_back(i);
+  }
+  if (!whole) {
+    return absl::InternalError(
+        absl::StrCat("a batch of ", batch.rows, " rows is not whole rows; nothing of it is sent"));
+  }
+  // Each shard's INSERT at once: the first here, the others on threads.
+  std::vector<absl::Status> status(sending.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 1; k < sending.size(); ++k) {
+    threads.emplace_back([this, &status, k, shard = sending[k]] {
+      status[k] = SendPart(*shards_[shard], local_table_, *shard_parts_[shard]);
+    });
+  }
+  if (!sending.empty()) {
+    status[0] = SendPart(*shards_[sending[0]], local_table_, *shard_parts_[sending[0]]);
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (size_t k = 0; k < sending.size(); ++k) {
+    if (!status[k].ok()) {
+      return absl::Status(
+          status[k].code(),
+          absl::StrCat("shard ", sending[k] + 1, " of ", shards_.size(), " (",
+                       shards_[sending[k]]->options().url, "): ", status[k].message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status FleetPusher::Send(Batch& batch) {
   if (batch.rows > 0) {
-    // Sorted here, on the sending thread, while the next batch is read.
-    const BatchFormat format = options_.batch_format;
-    if (format != BatchFormat::kRowBinary &&
-        !internal::SortFleetRows(batch.rows_binary, batch.rows, format, batch.sorted)) {
-      return absl::InternalError(absl::StrCat("a batch of ", batch.rows,
-                                              " rows is not whole rows; nothing of it is sent"));
-    }
-    absl::StatusOr<InsertResult> result = client_.Insert(
-        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT ",
-                     format == BatchFormat::kNative ? "Native" : "RowBinary"),
-        format == BatchFormat::kRowBinary ? absl::string_view(batch.rows_binary)
-                                          : absl::string_view(batch.sorted));
-    if (!result.ok()) return result.status();
-    if (absl::Status stored = CheckStored(batch, *result); !stored.ok()) return stored;
+    absl::Status sent = shards_.empty() ? SendPart(client_, table_, batch) : SendToShards(batch);
+    if (!sent.ok()) return sent;
     batch.acknowledged = true;
   }
   // Acknowledged (or nothing to send: skipped lines only): save the marks.

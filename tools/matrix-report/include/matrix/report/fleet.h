@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -188,16 +189,40 @@ struct PushStats {
 class FleetPusher {
  public:
   FleetPusher(ClickHouseClient& client, PushOptions options);
+  ~FleetPusher();
+  FleetPusher(const FleetPusher&) = delete;
+  FleetPusher& operator=(const FleetPusher&) = delete;
 
   // Creates the database and tables when missing. Any thread, one at a time.
   absl::Status EnsureSchema();
+
+  // Places each row on its shard itself and INSERTs each shard's rows
+  // straight into that shard's `issues_local` (the shards' INSERTs of one
+  // batch at once), rather than every row through the Distributed `issues`
+  // of the first server, which then parses and forwards them all
+  // (docs/fleet.md, "Shards"). `shards` are clients of every shard of
+  // options.fleet.cluster, in the cluster's order (shard_num 1, 2, ...); the
+  // first may be the pusher's own client. A row goes where the Distributed
+  // table would put it: shard slot_to_shard[cityHash64(host_id) % total
+  // weight], the slots of each shard as many as its weight. Checked first,
+  // on every server: the cluster in the first server's system.clusters has
+  // exactly these shards, one replica each, each server names itself
+  // (is_local) as its shard at its position there, and the first server's
+  // `issues` is Distributed over `issues_local` by cityHash64(host_id).
+  // Otherwise an error that says what differs, and rows keep going through
+  // `issues`. Call after EnsureSchema on every shard, before Push; the
+  // clients must outlive the pusher and are used by Push's sending threads
+  // (one thread each at a time).
+  absl::Status UseShards(std::vector<ClickHouseClient*> shards);
 
   // Sends what the inputs (directories or files) hold beyond their
   // checkpoints, adding to `stats`. An error (the server gave up) leaves the
   // checkpoints at the last acknowledged batch. Each batch is sent (and its
   // checkpoints saved) on a thread of its own while the next one is read;
   // the client is used by that thread only, one batch at a time, and Push
-  // returns after the last one.
+  // returns after the last one. With shards (UseShards), a batch counts as
+  // acknowledged (and its checkpoints are saved) only once every shard
+  // acknowledged its rows.
   absl::Status Push(const std::vector<std::string>& inputs, PushStats& stats);
 
  private:
@@ -233,15 +258,33 @@ class FleetPusher {
   // Waits for the batch in flight, if any: its error, or its rows counted in
   // `stats`.
   absl::Status Await(Pending& pending, PushStats& stats);
-  // On the sending thread: the INSERT, then the batch's checkpoints.
+  // On the sending thread: the INSERT (or one per shard), then the batch's
+  // checkpoints.
   absl::Status Send(Batch& batch);
-  // OK when the server's answer to the batch's INSERT says the rows were
-  // written, or else its first and last rows count back.
-  absl::Status CheckStored(const Batch& batch, const InsertResult& result);
+  // A batch's rows for one table on one server, and what its INSERT did.
+  struct Part;
+  // Sorts `part` into batch_format and INSERTs it into `table` of `client`,
+  // then checks it was stored (CheckStored).
+  absl::Status SendPart(ClickHouseClient& client, const std::string& table, Part& part);
+  // The batch's rows split by shard, each shard's INSERT on a thread of its
+  // own (the first on this one): OK when every shard acknowledged its rows.
+  absl::Status SendToShards(Batch& batch);
+  // OK when the server's answer to the part's INSERT says the rows were
+  // written, or else its first and last rows count back from `table`.
+  absl::Status CheckStored(ClickHouseClient& client, const std::string& table, const Part& part,
+                           const InsertResult& result);
 
   ClickHouseClient& client_;
   PushOptions options_;
   std::string table_;  // "matrix.issues"
+  // UseShards: the shards' clients, `issues_local`, and each slot's shard
+  // (shard i has weight i's slots). Empty: rows go to `table_`.
+  std::vector<ClickHouseClient*> shards_;
+  std::string local_table_;  // "matrix.issues_local"
+  std::vector<uint32_t> slot_to_shard_;
+  // Each shard's part of the batch being sent: used by the sending thread
+  // only (one batch at a time), the memory kept from batch to batch.
+  std::vector<std::unique_ptr<Part>> shard_parts_;
 };
 
 // The checkpoint file of `dir` for a server URL and database.
