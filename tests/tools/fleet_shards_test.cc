@@ -341,6 +341,35 @@ TEST_F(FleetShardsTest, AShardDownFailsTheBatchAndAdvancesNoCheckpoint) {
   EXPECT_EQ(OnShard(0) + OnShard(1), issues_);
 }
 
+TEST_F(FleetShardsTest, AShardDownStopsThePushAtTheLastBatchBothAcknowledged) {
+  StartShards(1, 1);
+  ClickHouseClient a(test_util::ClientOptions(a_.url(), absl::Seconds(1)));
+  ClickHouseClient b(test_util::ClientOptions(b_.url(), absl::Seconds(1)));
+  PushOptions options;
+  options.fleet = {.database = "matrix", .cluster = "fleet"};
+  options.batch_rows = 3;  // Batches of one shard's rows and of both.
+  FleetPusher pusher(a, options);
+  for (ClickHouseClient* shard : {&b, &a}) {
+    FleetPusher schema(*shard, options);
+    ASSERT_TRUE(schema.EnsureSchema().ok());
+  }
+  ASSERT_TRUE(pusher.UseShards({&a, &b}).ok());
+  PushStats first;
+  ASSERT_TRUE(pusher.Push(HostDirs(scratch_.path(), 0, 4), first).ok());
+  b_.Kill();
+  PushStats down;
+  EXPECT_FALSE(pusher.Push(HostDirs(scratch_.path(), 0, 12), down).ok());
+  ASSERT_TRUE(b_.Restart().ok());
+  PushStats again;
+  const absl::Status pushed = pusher.Push(HostDirs(scratch_.path(), 0, 12), again);
+  ASSERT_TRUE(pushed.ok()) << pushed;
+  // The checkpoints stopped exactly at what both shards acknowledged: what
+  // was acknowledged is not sent again, everything else is.
+  EXPECT_EQ(first.sent + down.sent + again.sent, issues_);
+  EXPECT_GT(again.sent, 0);
+  EXPECT_EQ(OnShard(0) + OnShard(1), issues_);
+}
+
 TEST_F(FleetShardsTest, URLsThatAreNotTheShardsInOrderAreRefused) {
   StartShards(1, 1);
   RunOutput run = Push({b_.url(), a_.url()}, 0, 1);

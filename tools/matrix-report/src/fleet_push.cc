@@ -1,5 +1,3 @@
-#include "matrix/report/fleet.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <istream>
 #include <map>
@@ -23,20 +22,23 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
 #include "internal/fleet_row_view.h"
 #include "matrix/core/app_identity.h"
+#include "matrix/report/fleet.h"
 
 // FleetPusher: report files into ClickHouse, past their checkpoints
 // (fleet.h, docs/fleet.md). The rows are made in fleet_rows.cc, the checkpoint
 // files handled in fleet_checkpoint.cc, JSON lines parsed by
 // fleet_fast_parse.cc (or, when it cannot decide, by ParseIssueLine). Each
-// full batch is sent on a thread of its own while the next one is read: one
-// batch in flight at a time, sorted into the table's order there
-// (fleet_batch_format.cc, PushOptions::batch_format), its checkpoints saved
-// by that thread once the server has its rows. With shards (UseShards), that
+// full batch is handed to a thread of its own while the next one is read,
+// which sorts it into the table's order (fleet_batch_format.cc,
+// PushOptions::batch_format) while the batch before is sent, then sends it
+// once that one is acknowledged (one batch sent at a time, in order), and
+// saves its checkpoints once the server has its rows. With shards (UseShards), that
 // thread splits each batch by shard as the Distributed table would
 // (cityHash64(host_id), internal/city_hash.h) and sends each shard its rows
 // at once, each on a thread of its own; the checkpoints wait for all of
@@ -177,6 +179,10 @@ constexpr size_t kMinLinesPerPart = 64;
 // Bytes of lines read ahead before they are parsed (one longer line is read
 // whole).
 constexpr size_t kSegmentBytes = 2 << 20;
+// Batches handed to sending threads and not yet awaited: one being sent,
+// the next one sorted (and split by shard) meanwhile, so that the servers
+// do not wait for it.
+constexpr size_t kBatchesInFlight = 2;
 
 }  // namespace
 
@@ -192,9 +198,23 @@ struct FleetPusher::Part {
   std::pair<std::string, std::string> last_row;
 };
 
-// A batch handed to the sending thread: its rows, and the checkpoints to
+// Whether a batch was sent: told to the batch after it, which is sent only
+// once this one is done, and only when it was acknowledged.
+struct FleetPusher::Outcome {
+  absl::Notification done;
+  bool acknowledged = false;  // Set before `done`.
+};
+
+// A batch handed to its sending thread: its rows, and the checkpoints to
 // save once the server (every shard) has them.
 struct FleetPusher::Batch : FleetPusher::Part {
+  // UseShards: each shard's rows of the batch, in the shards' order.
+  std::vector<std::unique_ptr<Part>> shard_parts;
+  // This batch's outcome, and the one of the batch handed over before it
+  // (nullptr when that one was already done).
+  std::shared_ptr<Outcome> outcome = std::make_shared<Outcome>();
+  std::shared_ptr<Outcome> before;
+  std::thread sender;  // Joinable while it runs.
   // Whole checkpoint files, with this batch's marks in them.
   std::map<std::string, Checkpoint> checkpoints;
   // The sending thread's result, and whether the server has the rows
@@ -298,9 +318,10 @@ struct FleetPusher::Pending {
   std::set<std::string> refused;
   // Every file of this push, by checkpoint file.
   std::set<std::pair<std::string, FileId>> seen;
-  // The batch in flight and its thread (joinable while it runs).
-  std::unique_ptr<Batch> in_flight;
-  std::thread sender;
+  // The batches handed over and not yet awaited, oldest first (at most
+  // kBatchesInFlight): the oldest being sent, the next one prepared.
+  std::deque<std::unique_ptr<Batch>> in_flight;
+  std::vector<std::unique_ptr<Part>> spare_shard_parts;
   // One parser per parsing thread (their memory reused from line to line),
   // and the lines read ahead.
   std::vector<std::unique_ptr<LineParser>> parsers;
@@ -308,7 +329,9 @@ struct FleetPusher::Pending {
   PartPool pool;  // Destroyed (its threads joined) before the parsers.
 
   ~Pending() {
-    if (sender.joinable()) sender.join();
+    for (const std::unique_ptr<Batch>& batch : in_flight) {
+      if (batch->sender.joinable()) batch->sender.join();
+    }
   }
 
   void Add(const FleetRow& added) {
@@ -453,8 +476,6 @@ absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
   shards_ = std::move(shards);
   slot_to_shard_ = std::move(slots);
   local_table_ = absl::StrCat(options_.fleet.database, ".issues_local");
-  shard_parts_.clear();
-  for (size_t i = 0; i < shards_.size(); ++i) shard_parts_.push_back(std::make_unique<Part>());
   return absl::OkStatus();
 }
 
@@ -489,14 +510,18 @@ absl::Status FleetPusher::CheckStored(ClickHouseClient& client, const std::strin
                    " rows counted back); nothing of it is checkpointed"));
 }
 
-absl::Status FleetPusher::SendPart(ClickHouseClient& client, const std::string& table, Part& part) {
-  // Sorted here, on the sending thread, while the next batch is read.
-  const BatchFormat format = options_.batch_format;
-  if (format != BatchFormat::kRowBinary &&
-      !internal::SortFleetRows(part.rows_binary, part.rows, format, part.sorted)) {
-    return absl::InternalError(
-        absl::StrCat("a batch of ", part.rows, " rows is not whole rows; nothing of it is sent"));
+absl::Status FleetPusher::PreparePart(Part& part) const {
+  if (options_.batch_format == BatchFormat::kRowBinary ||
+      internal::SortFleetRows(part.rows_binary, part.rows, options_.batch_format, part.sorted)) {
+    return absl::OkStatus();
   }
+  return absl::InternalError(
+      absl::StrCat("a batch of ", part.rows, " rows is not whole rows; nothing of it is sent"));
+}
+
+absl::Status FleetPusher::DeliverPart(ClickHouseClient& client, const std::string& table,
+                                      const Part& part) {
+  const BatchFormat format = options_.batch_format;
   absl::StatusOr<InsertResult> result =
       client.Insert(absl::StrCat("INSERT INTO ", table, " (", kFleetColumns, ") FORMAT ",
                                  format == BatchFormat::kNative ? "Native" : "RowBinary"),
@@ -506,40 +531,50 @@ absl::Status FleetPusher::SendPart(ClickHouseClient& client, const std::string& 
   return CheckStored(client, table, part, *result);
 }
 
-absl::Status FleetPusher::SendToShards(Batch& batch) {
-  std::vector<internal::ShardRows*> split;
+absl::Status FleetPusher::Prepare(Batch& batch) const {
+  if (shards_.empty()) return PreparePart(batch);
   std::vector<internal::ShardRows> rows(shards_.size());
+  std::vector<internal::ShardRows*> split;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    // Each part's memory of the batch before, written over.
-    rows[i].rows = std::move(shard_parts_[i]->rows_binary);
+    // Each part's memory of an earlier batch, written over.
+    rows[i].rows = std::move(batch.shard_parts[i]->rows_binary);
     split.push_back(&rows[i]);
   }
   const bool whole =
       internal::SplitFleetRowsByShard(batch.rows_binary, batch.rows, slot_to_shard_, split);
-  std::vector<size_t> sending;
   for (size_t i = 0; i < shards_.size(); ++i) {
-    Part& part = *shard_parts_[i];
+    Part& part = *batch.shard_parts[i];
     part.rows_binary = std::move(rows[i].rows);
     part.rows = rows[i].count;
     if (part.rows == 0) continue;
     part.first_row = RowIds(part.rows_binary, 0);
     part.last_row = RowIds(part.rows_binary, rows[i].last_row_at);
-    sending.push_back(i);
+    if (!whole) continue;
+    if (absl::Status sorted = PreparePart(part); !sorted.ok()) return sorted;
   }
   if (!whole) {
     return absl::InternalError(
         absl::StrCat("a batch of ", batch.rows, " rows is not whole rows; nothing of it is sent"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::Deliver(Batch& batch) {
+  if (shards_.empty()) return DeliverPart(client_, table_, batch);
+  std::vector<size_t> sending;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (batch.shard_parts[i]->rows > 0) sending.push_back(i);
+  }
   // Each shard's INSERT at once: the first here, the others on threads.
   std::vector<absl::Status> status(sending.size());
   std::vector<std::thread> threads;
   for (size_t k = 1; k < sending.size(); ++k) {
-    threads.emplace_back([this, &status, k, shard = sending[k]] {
-      status[k] = SendPart(*shards_[shard], local_table_, *shard_parts_[shard]);
+    threads.emplace_back([this, &batch, &status, k, shard = sending[k]] {
+      status[k] = DeliverPart(*shards_[shard], local_table_, *batch.shard_parts[shard]);
     });
   }
   if (!sending.empty()) {
-    status[0] = SendPart(*shards_[sending[0]], local_table_, *shard_parts_[sending[0]]);
+    status[0] = DeliverPart(*shards_[sending[0]], local_table_, *batch.shard_parts[sending[0]]);
   }
   for (std::thread& thread : threads) thread.join();
   for (size_t k = 0; k < sending.size(); ++k) {
@@ -554,9 +589,18 @@ absl::Status FleetPusher::SendToShards(Batch& batch) {
 }
 
 absl::Status FleetPusher::Send(Batch& batch) {
+  // Sorted (and split by shard) here, while the batch before is sent and
+  // the next one read; sent only after the batch before was acknowledged.
+  const absl::Status prepared = batch.rows > 0 ? Prepare(batch) : absl::OkStatus();
+  if (batch.before != nullptr) {
+    batch.before->done.WaitForNotification();
+    if (!batch.before->acknowledged) {
+      return absl::AbortedError("not sent: the batch before it was not acknowledged");
+    }
+  }
+  if (!prepared.ok()) return prepared;
   if (batch.rows > 0) {
-    absl::Status sent = shards_.empty() ? SendPart(client_, table_, batch) : SendToShards(batch);
-    if (!sent.ok()) return sent;
+    if (absl::Status sent = Deliver(batch); !sent.ok()) return sent;
     batch.acknowledged = true;
   }
   // Acknowledged (or nothing to send: skipped lines only): save the marks.
@@ -567,9 +611,10 @@ absl::Status FleetPusher::Send(Batch& batch) {
 }
 
 absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
-  if (!pending.sender.joinable()) return absl::OkStatus();
-  pending.sender.join();
-  const std::unique_ptr<Batch> done = std::move(pending.in_flight);
+  if (pending.in_flight.empty()) return absl::OkStatus();
+  const std::unique_ptr<Batch> done = std::move(pending.in_flight.front());
+  pending.in_flight.pop_front();
+  done->sender.join();
   if (done->acknowledged) {
     stats.sent += done->rows;
     stats.bytes += static_cast<int64_t>(done->rows_binary.size());
@@ -578,13 +623,16 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
   pending.spare_rows = std::move(done->rows_binary);
   pending.spare_rows.clear();
   pending.spare_sorted = std::move(done->sorted);
+  pending.spare_shard_parts = std::move(done->shard_parts);
   return done->status;
 }
 
 absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
-  // One batch in flight: the one before must be acknowledged (its
-  // checkpoints saved) before this one goes.
-  if (absl::Status status = Await(pending, stats); !status.ok()) return status;
+  // At most kBatchesInFlight handed over: the oldest must be done (its
+  // checkpoints saved) before another goes.
+  while (pending.in_flight.size() >= kBatchesInFlight) {
+    if (absl::Status status = Await(pending, stats); !status.ok()) return status;
+  }
   auto batch = std::make_unique<Batch>();
   batch->rows_binary = std::move(pending.rows_binary);
   batch->sorted = std::move(pending.spare_sorted);
@@ -593,6 +641,12 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
     batch->first_row = RowIds(batch->rows_binary, 0);
     batch->last_row = RowIds(batch->rows_binary, pending.last_row_at);
   }
+  batch->shard_parts = std::move(pending.spare_shard_parts);
+  batch->shard_parts.resize(shards_.size());
+  for (std::unique_ptr<Part>& part : batch->shard_parts) {
+    if (part == nullptr) part = std::make_unique<Part>();
+  }
+  if (!pending.in_flight.empty()) batch->before = pending.in_flight.back()->outcome;
   std::set<std::string> touched;
   for (auto& [where, mark] : pending.advances) {
     pending.checkpoints[where.first][where.second] = mark;
@@ -604,9 +658,12 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   pending.rows = 0;
   pending.last_row_at = 0;
   pending.advances.clear();
-  pending.in_flight = std::move(batch);
-  pending.sender = std::thread([this, sending = pending.in_flight.get()] {
+  Batch* const sending = batch.get();
+  pending.in_flight.push_back(std::move(batch));
+  sending->sender = std::thread([this, sending] {
     sending->status = Send(*sending);
+    sending->outcome->acknowledged = sending->status.ok();
+    sending->outcome->done.Notify();
   });
   return absl::OkStatus();
 }
@@ -895,7 +952,10 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
     }
   }
   if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-  return Await(pending, stats);
+  while (!pending.in_flight.empty()) {
+    if (absl::Status s = Await(pending, stats); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace matrix::report

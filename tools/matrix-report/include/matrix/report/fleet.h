@@ -217,12 +217,13 @@ class FleetPusher {
 
   // Sends what the inputs (directories or files) hold beyond their
   // checkpoints, adding to `stats`. An error (the server gave up) leaves the
-  // checkpoints at the last acknowledged batch. Each batch is sent (and its
-  // checkpoints saved) on a thread of its own while the next one is read;
-  // the client is used by that thread only, one batch at a time, and Push
-  // returns after the last one. With shards (UseShards), a batch counts as
-  // acknowledged (and its checkpoints are saved) only once every shard
-  // acknowledged its rows.
+  // checkpoints at the last acknowledged batch. Each batch is sorted, sent
+  // and its checkpoints saved on a thread of its own while the next one is
+  // read; it is sorted while the batch before is sent, and sent once that
+  // one is acknowledged (one batch sent at a time, in order); the client is
+  // used by one such thread at a time, and Push returns after the last one. With shards
+  // (UseShards), a batch counts as acknowledged (and its checkpoints are saved) only once every
+  // shard acknowledged its rows.
   absl::Status Push(const std::vector<std::string>& inputs, PushStats& stats);
 
  private:
@@ -258,17 +259,25 @@ class FleetPusher {
   // Waits for the batch in flight, if any: its error, or its rows counted in
   // `stats`.
   absl::Status Await(Pending& pending, PushStats& stats);
-  // On the sending thread: the INSERT (or one per shard), then the batch's
-  // checkpoints.
+  // On the batch's sending thread: Prepare, then (once the batch before is
+  // acknowledged) Deliver, then the batch's checkpoints.
   absl::Status Send(Batch& batch);
-  // A batch's rows for one table on one server, and what its INSERT did.
+  // A batch's rows for one table on one server (the whole batch, or one
+  // shard's part of it).
   struct Part;
-  // Sorts `part` into batch_format and INSERTs it into `table` of `client`,
-  // then checks it was stored (CheckStored).
-  absl::Status SendPart(ClickHouseClient& client, const std::string& table, Part& part);
-  // The batch's rows split by shard, each shard's INSERT on a thread of its
-  // own (the first on this one): OK when every shard acknowledged its rows.
-  absl::Status SendToShards(Batch& batch);
+  // Whether a batch was acknowledged, for the batch after it.
+  struct Outcome;
+  // Sorts `part` into batch_format.
+  absl::Status PreparePart(Part& part) const;
+  // INSERTs `part` into `table` of `client`, then checks it was stored
+  // (CheckStored).
+  absl::Status DeliverPart(ClickHouseClient& client, const std::string& table, const Part& part);
+  // The batch sorted, or split by shard (UseShards) and each shard's part
+  // sorted. Any sending thread: reads only what UseShards set.
+  absl::Status Prepare(Batch& batch) const;
+  // The batch's INSERT, or each shard's at once, on threads of their own
+  // (the first on this one): OK when every shard acknowledged its rows.
+  absl::Status Deliver(Batch& batch);
   // OK when the server's answer to the part's INSERT says the rows were
   // written, or else its first and last rows count back from `table`.
   absl::Status CheckStored(ClickHouseClient& client, const std::string& table, const Part& part,
@@ -282,9 +291,6 @@ class FleetPusher {
   std::vector<ClickHouseClient*> shards_;
   std::string local_table_;  // "matrix.issues_local"
   std::vector<uint32_t> slot_to_shard_;
-  // Each shard's part of the batch being sent: used by the sending thread
-  // only (one batch at a time), the memory kept from batch to batch.
-  std::vector<std::unique_ptr<Part>> shard_parts_;
 };
 
 // The checkpoint file of `dir` for a server URL and database.
