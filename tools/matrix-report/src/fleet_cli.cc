@@ -40,7 +40,8 @@ constexpr char kFleetUsage[] = R"(Fleet commands (ClickHouse; docs/fleet.md):
     --retry-for=SECS    keep retrying an unreachable or failing server this
                         long, with backoff, before giving up (default 60)
     --timeout=SECS      one request's time limit (default 30)
-    --batch=N           issues per INSERT (default 20000)
+    --batch=N           issues per INSERT (default 20000; per shard's INSERT
+                        when push places rows on the shards)
     --cluster=NAME      the servers' <remote_servers> cluster: rows go to
                         DB.issues_local on each shard. With one --clickhouse
                         URL per shard, in the cluster's order, push places

@@ -180,9 +180,10 @@ constexpr size_t kMinLinesPerPart = 64;
 // whole).
 constexpr size_t kSegmentBytes = 2 << 20;
 // Batches handed to sending threads and not yet awaited: one being sent,
-// the next one sorted (and split by shard) meanwhile, so that the servers
-// do not wait for it.
-constexpr size_t kBatchesInFlight = 2;
+// the next ones sorted (and split by shard) meanwhile, so that the servers
+// do not wait for them, and sent to a shard that acknowledged its part of
+// the one before while a slower shard still takes its own.
+constexpr size_t kBatchesInFlight = 3;
 
 }  // namespace
 
@@ -200,9 +201,19 @@ struct FleetPusher::Part {
 
 // Whether a batch was sent: told to the batch after it, which is sent only
 // once this one is done, and only when it was acknowledged.
+// Whether a batch was sent, per server: the batch after it sends its rows
+// to a server (shard) once this one's are acknowledged there, so each
+// shard takes its parts in order while a faster one runs ahead; its
+// checkpoints are saved once this batch is done and was acknowledged.
 struct FleetPusher::Outcome {
+  explicit Outcome(size_t servers)
+      : part_done(new absl::Notification[servers]), part_acknowledged(servers, false) {}
+  // Per server: its part sent (or given up), and acknowledged (set before).
+  std::unique_ptr<absl::Notification[]> part_done;
+  std::vector<bool> part_acknowledged;
+  // The whole batch acknowledged and its checkpoints saved (set before).
   absl::Notification done;
-  bool acknowledged = false;  // Set before `done`.
+  bool acknowledged = false;
 };
 
 // A batch handed to its sending thread: its rows, and the checkpoints to
@@ -212,7 +223,7 @@ struct FleetPusher::Batch : FleetPusher::Part {
   std::vector<std::unique_ptr<Part>> shard_parts;
   // This batch's outcome, and the one of the batch handed over before it
   // (nullptr when that one was already done).
-  std::shared_ptr<Outcome> outcome = std::make_shared<Outcome>();
+  std::shared_ptr<Outcome> outcome;
   std::shared_ptr<Outcome> before;
   std::thread sender;  // Joinable while it runs.
   // Whole checkpoint files, with this batch's marks in them.
@@ -559,53 +570,60 @@ absl::Status FleetPusher::Prepare(Batch& batch) const {
   return absl::OkStatus();
 }
 
-absl::Status FleetPusher::Deliver(Batch& batch) {
-  if (shards_.empty()) return DeliverPart(client_, table_, batch);
-  std::vector<size_t> sending;
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    if (batch.shard_parts[i]->rows > 0) sending.push_back(i);
-  }
-  // Each shard's INSERT at once: the first here, the others on threads.
-  std::vector<absl::Status> status(sending.size());
-  std::vector<std::thread> threads;
-  for (size_t k = 1; k < sending.size(); ++k) {
-    threads.emplace_back([this, &batch, &status, k, shard = sending[k]] {
-      status[k] = DeliverPart(*shards_[shard], local_table_, *batch.shard_parts[shard]);
-    });
-  }
-  if (!sending.empty()) {
-    status[0] = DeliverPart(*shards_[sending[0]], local_table_, *batch.shard_parts[sending[0]]);
-  }
-  for (std::thread& thread : threads) thread.join();
-  for (size_t k = 0; k < sending.size(); ++k) {
-    if (!status[k].ok()) {
-      return absl::Status(
-          status[k].code(),
-          absl::StrCat("shard ", sending[k] + 1, " of ", shards_.size(), " (",
-                       shards_[sending[k]]->options().url, "): ", status[k].message()));
+absl::Status FleetPusher::DeliverAfter(Batch& batch, size_t server, const absl::Status& prepared) {
+  absl::Status status = prepared;
+  if (batch.before != nullptr) {
+    batch.before->part_done[server].WaitForNotification();
+    if (!batch.before->part_acknowledged[server]) {
+      status = absl::AbortedError("not sent: the batch before it was not acknowledged");
     }
   }
-  return absl::OkStatus();
+  if (status.ok() && batch.rows > 0) {
+    status = shards_.empty() ? DeliverPart(client_, table_, batch)
+             : batch.shard_parts[server]->rows > 0
+                 ? DeliverPart(*shards_[server], local_table_, *batch.shard_parts[server])
+                 : absl::OkStatus();
+  }
+  batch.outcome->part_acknowledged[server] = status.ok();
+  batch.outcome->part_done[server].Notify();
+  return status;
 }
 
 absl::Status FleetPusher::Send(Batch& batch) {
   // Sorted (and split by shard) here, while the batch before is sent and
-  // the next one read; sent only after the batch before was acknowledged.
+  // the next one read; each server's rows sent once that server
+  // acknowledged its rows of the batch before: every shard's at once, on
+  // threads of their own (the first on this one).
   const absl::Status prepared = batch.rows > 0 ? Prepare(batch) : absl::OkStatus();
+  const size_t servers = std::max<size_t>(1, shards_.size());
+  std::vector<absl::Status> status(servers);
+  std::vector<std::thread> threads;
+  for (size_t server = 1; server < servers; ++server) {
+    threads.emplace_back([this, &batch, &status, &prepared, server] {
+      status[server] = DeliverAfter(batch, server, prepared);
+    });
+  }
+  status[0] = DeliverAfter(batch, 0, prepared);
+  for (std::thread& thread : threads) thread.join();
+  // The checkpoints only after the batch before saved its own.
   if (batch.before != nullptr) {
     batch.before->done.WaitForNotification();
     if (!batch.before->acknowledged) {
-      return absl::AbortedError("not sent: the batch before it was not acknowledged");
+      return absl::AbortedError("not checkpointed: the batch before it was not acknowledged");
     }
   }
-  if (!prepared.ok()) return prepared;
-  if (batch.rows > 0) {
-    if (absl::Status sent = Deliver(batch); !sent.ok()) return sent;
-    batch.acknowledged = true;
+  for (size_t server = 0; server < servers; ++server) {
+    if (status[server].ok()) continue;
+    if (shards_.empty()) return status[server];
+    return absl::Status(
+        status[server].code(),
+        absl::StrCat("shard ", server + 1, " of ", shards_.size(), " (",
+                     shards_[server]->options().url, "): ", status[server].message()));
   }
+  batch.acknowledged = batch.rows > 0;
   // Acknowledged (or nothing to send: skipped lines only): save the marks.
   for (const auto& [path, checkpoint] : batch.checkpoints) {
-    if (absl::Status status = SaveCheckpoint(path, checkpoint); !status.ok()) return status;
+    if (absl::Status saved = SaveCheckpoint(path, checkpoint); !saved.ok()) return saved;
   }
   return absl::OkStatus();
 }
@@ -646,6 +664,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   for (std::unique_ptr<Part>& part : batch->shard_parts) {
     if (part == nullptr) part = std::make_unique<Part>();
   }
+  batch->outcome = std::make_shared<Outcome>(std::max<size_t>(1, shards_.size()));
   if (!pending.in_flight.empty()) batch->before = pending.in_flight.back()->outcome;
   std::set<std::string> touched;
   for (auto& [where, mark] : pending.advances) {
@@ -738,8 +757,12 @@ absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, Pu
 }
 
 bool FleetPusher::Full(const Pending& pending) const {
-  return pending.rows >= options_.batch_rows ||
-         static_cast<int64_t>(pending.rows_binary.size()) >= options_.batch_bytes;
+  // With shards, each shard's INSERT takes about batch_rows: a batch of
+  // that many per shard (a server's cost per row grows as its INSERTs
+  // shrink).
+  const auto per_server = static_cast<int64_t>(std::max<size_t>(1, shards_.size()));
+  return pending.rows >= options_.batch_rows * per_server ||
+         static_cast<int64_t>(pending.rows_binary.size()) >= options_.batch_bytes * per_server;
 }
 
 absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushStats& stats) {

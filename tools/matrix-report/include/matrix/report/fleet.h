@@ -141,7 +141,9 @@ enum class BatchFormat {
 
 struct PushOptions {
   FleetOptions fleet;
-  // Rows per INSERT, and bytes of rows.
+  // Rows per INSERT, and bytes of rows. With shards (UseShards), per
+  // shard's INSERT: a batch holds that many times the number of shards, and
+  // each shard takes its part (about its share by weight).
   int64_t batch_rows = 20000;
   int64_t batch_bytes = 32 << 20;
   // The host id of reports that carry none: this machine's by default.
@@ -218,10 +220,12 @@ class FleetPusher {
   // Sends what the inputs (directories or files) hold beyond their
   // checkpoints, adding to `stats`. An error (the server gave up) leaves the
   // checkpoints at the last acknowledged batch. Each batch is sorted, sent
-  // and its checkpoints saved on a thread of its own while the next one is
-  // read; it is sorted while the batch before is sent, and sent once that
-  // one is acknowledged (one batch sent at a time, in order); the client is
-  // used by one such thread at a time, and Push returns after the last one. With shards
+  // and its checkpoints saved on threads of its own while the next one is
+  // read; it is sorted while the batches before are sent, and sent to each
+  // server once that server acknowledged its rows of the batch before (each
+  // server takes the batches in order, one at a time, and a client is used
+  // by one thread at a time); its checkpoints are saved after the batch
+  // before saved its own. Push returns after the last one. With shards
   // (UseShards), a batch counts as acknowledged (and its checkpoints are saved) only once every
   // shard acknowledged its rows.
   absl::Status Push(const std::vector<std::string>& inputs, PushStats& stats);
@@ -259,8 +263,9 @@ class FleetPusher {
   // Waits for the batch in flight, if any: its error, or its rows counted in
   // `stats`.
   absl::Status Await(Pending& pending, PushStats& stats);
-  // On the batch's sending thread: Prepare, then (once the batch before is
-  // acknowledged) Deliver, then the batch's checkpoints.
+  // On the batch's sending thread: Prepare, then each server's rows
+  // (DeliverAfter, every shard's at once), then (once the batch before is
+  // done) the batch's checkpoints.
   absl::Status Send(Batch& batch);
   // A batch's rows for one table on one server (the whole batch, or one
   // shard's part of it).
@@ -275,9 +280,11 @@ class FleetPusher {
   // The batch sorted, or split by shard (UseShards) and each shard's part
   // sorted. Any sending thread: reads only what UseShards set.
   absl::Status Prepare(Batch& batch) const;
-  // The batch's INSERT, or each shard's at once, on threads of their own
-  // (the first on this one): OK when every shard acknowledged its rows.
-  absl::Status Deliver(Batch& batch);
+  // The batch's rows for server `server` (the pusher's own, or shard
+  // `server`), once that server acknowledged its rows of the batch before,
+  // unless `prepared` failed; tells the batch after whether they were
+  // acknowledged. On a sending thread of the batch, one per server.
+  absl::Status DeliverAfter(Batch& batch, size_t server, const absl::Status& prepared);
   // OK when the server's answer to the part's INSERT says the rows were
   // written, or else its first and last rows count back from `table`.
   absl::Status CheckStored(ClickHouseClient& client, const std::string& table, const Part& part,
