@@ -1,6 +1,6 @@
 // A batch of the fleet's rows in the table's order, as RowBinary or as one
 // ClickHouse Native block (internal/fleet_row_view.h, docs/fleet.md
-// "Pushing"), and a batch's rows split by shard (docs/fleet.md, "Shards"):
+// "Pushing"), and a batch's rows split by shard (docs/fleet.md, "Two shards"):
 // push builds its batches as RowBinary rows in the order it
 // reads them, and sends them sorted, which the server then writes without
 // sorting them again (and, as Native, takes column by column rather than

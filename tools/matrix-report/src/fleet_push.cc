@@ -207,10 +207,11 @@ struct FleetPusher::Part {
 // checkpoints are saved once this batch is done and was acknowledged.
 struct FleetPusher::Outcome {
   explicit Outcome(size_t servers)
-      : part_done(new absl::Notification[servers]), part_acknowledged(servers, false) {}
-  // Per server: its part sent (or given up), and acknowledged (set before).
+      : part_done(new absl::Notification[servers]), part_acknowledged(new bool[servers]()) {}
+  // Per server: its part sent (or given up), and acknowledged (set before;
+  // each server's by its own thread).
   std::unique_ptr<absl::Notification[]> part_done;
-  std::vector<bool> part_acknowledged;
+  std::unique_ptr<bool[]> part_acknowledged;
   // The whole batch acknowledged and its checkpoints saved (set before).
   absl::Notification done;
   bool acknowledged = false;

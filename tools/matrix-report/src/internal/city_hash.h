@@ -4,7 +4,7 @@
 // CityHash v1.0.2 (the version ClickHouse bundles; later CityHash versions
 // give other values). Push places rows on the shards of a cluster with it,
 // as the Distributed table `issues` does with its sharding key
-// cityHash64(host_id) (docs/fleet.md, "Shards"): a row must land where the
+// cityHash64(host_id) (docs/fleet.md, "Two shards"): a row must land where the
 // Distributed table would put it, byte for byte, or a push again of the same
 // issue would store it on a second shard. Internal to matrix_report_lib.
 //

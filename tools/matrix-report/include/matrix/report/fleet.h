@@ -19,7 +19,11 @@
 // a regular file of the pushing user or the directory's owner, and written
 // through a new temporary file of its own; only regular report files are
 // read, and lines longer than kMaxIssueLineBytes are skipped as malformed
-// (docs/fleet.md).
+// (docs/fleet.md). With a cluster, rows go through the Distributed `issues`
+// of the pusher's server, or, given a client of every shard (UseShards),
+// straight to each shard's `issues_local`, each row on the shard the
+// Distributed table would choose (CityHash64 v1.0.2 of its host id, by the
+// shards' weights), every shard's INSERT of a batch at once.
 //
 // FleetQueries answers the fleet questions in SQL (top, new, fps, show) on
 // the same table, or on a Distributed table over shards (`cluster`). Top,
@@ -202,7 +206,7 @@ class FleetPusher {
   // straight into that shard's `issues_local` (the shards' INSERTs of one
   // batch at once), rather than every row through the Distributed `issues`
   // of the first server, which then parses and forwards them all
-  // (docs/fleet.md, "Shards"). `shards` are clients of every shard of
+  // (docs/fleet.md, "Two shards"). `shards` are clients of every shard of
   // options.fleet.cluster, in the cluster's order (shard_num 1, 2, ...); the
   // first may be the pusher's own client. A row goes where the Distributed
   // table would put it: shard slot_to_shard[cityHash64(host_id) % total
