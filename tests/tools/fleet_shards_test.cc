@@ -178,7 +178,7 @@ TEST(FleetCityHashTest, SplitFollowsTheSlots) {
 }
 
 // Two servers as the shards of cluster "fleet", with the fleet data set.
-class FleetShardsTest : public ::testing::Test {
+class FleetPushToShardsTest : public ::testing::Test {
  protected:
   void StartShards(int weight_a, int weight_b) {
     const std::string cluster =
@@ -239,7 +239,7 @@ class FleetShardsTest : public ::testing::Test {
   std::vector<uint32_t> slots_;
 };
 
-TEST_F(FleetShardsTest, RowsLandWhereTheDistributedTablePutsThem) {
+TEST_F(FleetPushToShardsTest, RowsLandWhereTheDistributedTablePutsThem) {
   StartShards(1, 1);
   RunOutput run = Push({a_.url(), b_.url()}, 0, test_util::kFleetHosts, {"--batch=7"});
   ASSERT_EQ(run.code, 0) << run.err;
@@ -279,7 +279,7 @@ TEST_F(FleetShardsTest, RowsLandWhereTheDistributedTablePutsThem) {
   EXPECT_EQ(Scalar(*client_b_, "SELECT count() FROM matrix.issues FINAL"), issues_);
 }
 
-TEST_F(FleetShardsTest, WeightedShardsTakeTheirSlots) {
+TEST_F(FleetPushToShardsTest, WeightedShardsTakeTheirSlots) {
   StartShards(1, 2);
   RunOutput run = Push({a_.url(), b_.url()}, 0, test_util::kFleetHosts);
   ASSERT_EQ(run.code, 0) << run.err;
@@ -294,7 +294,7 @@ TEST_F(FleetShardsTest, WeightedShardsTakeTheirSlots) {
   EXPECT_EQ(OnShard(1), on_b);
 }
 
-TEST_F(FleetShardsTest, AShardDownFailsTheBatchAndAdvancesNoCheckpoint) {
+TEST_F(FleetPushToShardsTest, AShardDownFailsTheBatchAndAdvancesNoCheckpoint) {
   StartShards(1, 1);
   // Hosts 6-11 have rows for both shards.
   int for_b = 0;
@@ -341,7 +341,7 @@ TEST_F(FleetShardsTest, AShardDownFailsTheBatchAndAdvancesNoCheckpoint) {
   EXPECT_EQ(OnShard(0) + OnShard(1), issues_);
 }
 
-TEST_F(FleetShardsTest, AShardDownStopsThePushAtTheLastBatchBothAcknowledged) {
+TEST_F(FleetPushToShardsTest, AShardDownStopsThePushAtTheLastBatchBothAcknowledged) {
   StartShards(1, 1);
   ClickHouseClient a(test_util::ClientOptions(a_.url(), absl::Seconds(1)));
   ClickHouseClient b(test_util::ClientOptions(b_.url(), absl::Seconds(1)));
@@ -370,7 +370,7 @@ TEST_F(FleetShardsTest, AShardDownStopsThePushAtTheLastBatchBothAcknowledged) {
   EXPECT_EQ(OnShard(0) + OnShard(1), issues_);
 }
 
-TEST_F(FleetShardsTest, URLsThatAreNotTheShardsInOrderAreRefused) {
+TEST_F(FleetPushToShardsTest, URLsThatAreNotTheShardsInOrderAreRefused) {
   StartShards(1, 1);
   RunOutput run = Push({b_.url(), a_.url()}, 0, 1);
   EXPECT_NE(run.code, 0);
