@@ -386,12 +386,14 @@ class PushCommand {
   PushCommand& operator=(const PushCommand&) = delete;
 
   int Run() {
-    // One client per URL (the first server's first); with a cluster and
-    // several URLs, one per shard (FleetPusher::UseShards).
-    for (size_t i = cl_.urls.size(); i-- > 0;) {
-      clients_.insert(clients_.begin(), std::make_unique<ClickHouseClient>(ClientOptions(
-                                            cl_, cl_.urls[i], err_, stop_requested_)));
-      if (!EnsureSchema(*clients_.front())) return kExitNoInput;
+    // One client per URL; with a cluster and several URLs, one per shard
+    // (FleetPusher::UseShards). The first server's tables are made last.
+    for (const std::string& url : cl_.urls) {
+      clients_.push_back(
+          std::make_unique<ClickHouseClient>(ClientOptions(cl_, url, err_, stop_requested_)));
+    }
+    for (size_t i = clients_.size(); i-- > 0;) {
+      if (!EnsureSchema(*clients_[i])) return kExitNoInput;
     }
     ClickHouseClient& client = *clients_.front();
     FleetPusher pusher(client, options_);
@@ -399,8 +401,9 @@ class PushCommand {
       std::vector<ClickHouseClient*> shards;
       for (const auto& shard : clients_) shards.push_back(shard.get());
       if (absl::Status s = pusher.UseShards(std::move(shards)); !s.ok()) {
-        if (!Stopped(s))
+        if (!Stopped(s)) {
           err_ << "matrix-report: cannot push to the shards: " << s.message() << "\n";
+        }
         return kExitNoInput;
       }
     }
