@@ -71,12 +71,17 @@ inline ClickHouseOptions ClientOptions(const std::string& url,
 }
 
 // The <remote_servers> of a cluster of two shards on loopback, one replica
-// each (no replication: that needs ZooKeeper, see docs/fleet.md).
-inline std::string TwoShardCluster(const std::string& name, int tcp_port_a, int tcp_port_b) {
-  return absl::StrCat("  <remote_servers>\n    <", name, ">\n",
-                      "      <shard><replica><host>127.0.0.1</host><port>", tcp_port_a,
-                      "</port></replica></shard>\n",
-                      "      <shard><replica><host>127.0.0.1</host><port>", tcp_port_b,
+// each (no replication: that needs ZooKeeper, see docs/fleet.md), with
+// their weights (1: none written, ClickHouse's default).
+inline std::string TwoShardCluster(const std::string& name, int tcp_port_a, int tcp_port_b,
+                                   int weight_a = 1, int weight_b = 1) {
+  const auto weight = [](int w) {
+    return w == 1 ? std::string() : absl::StrCat("<weight>", w, "</weight>");
+  };
+  return absl::StrCat("  <remote_servers>\n    <", name, ">\n", "      <shard>", weight(weight_a),
+                      "<replica><host>127.0.0.1</host><port>", tcp_port_a,
+                      "</port></replica></shard>\n", "      <shard>", weight(weight_b),
+                      "<replica><host>127.0.0.1</host><port>", tcp_port_b,
                       "</port></replica></shard>\n    </", name, ">\n  </remote_servers>\n");
 }
 

@@ -16,12 +16,21 @@
 //     batches one after another, and by clickhouse-client as one INSERT;
 //     with the CPU seconds of the pushing process and of the servers, and
 //     the load average, for each ingest;
-// then the same on a two-shard cluster of two local servers (Distributed).
+// then the same on a two-shard cluster of two local servers, through the
+// Distributed table and straight to each shard.
 //
 //   build/tests/tools/tools_fleet_bench [--issues=N] [--hosts=H] [--copies=C] [--keep]
 //                                       [--reuse] [--shards-only] [--single-only]
 //                                       [--no-baseline] [--no-formats] [--no-store] [--no-queries]
 //                                       [--batch=ROWS] [--batch-mib=MIB] [--parse-threads=N]
+//                                       [--server-cpu-quota=US] [--shards-via=WHICH]
+//
+// On two shards push goes through the first server's Distributed table and
+// then straight to each shard (FleetPusher::UseShards), each into a fresh
+// database (--shards-via=distributed or direct: one of them).
+// --server-cpu-quota=US holds each clickhouse-server to US microseconds of
+// CPU per 100 ms (cgroup v1, as root; 50000: half a core), so that the
+// store limits the push as on machines of their own (CpuCap).
 //
 // Not a ctest test (minutes, gigabytes of scratch); run by hand.
 
@@ -35,6 +44,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -451,7 +461,8 @@ void MeasureStore(ClickHouseClient& client, const std::vector<ClickHouseClient*>
 // Pushes every directory into `options.fleet.database`.
 Ingested Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
                 const std::vector<pid_t>& servers, const PushOptions& options,
-                const std::vector<std::string>& dirs, int64_t* sent) {
+                const std::vector<std::string>& dirs, int64_t* sent,
+                const std::vector<ClickHouseClient*>& direct) {
   for (ClickHouseClient* shard : shards) {
     FleetPusher schema(*shard, options);
     if (!schema.EnsureSchema().ok()) std::fprintf(stderr, "schema failed\n");
@@ -459,6 +470,10 @@ Ingested Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& 
   FleetPusher pusher(client, options);
   const absl::Status schema = pusher.EnsureSchema();
   if (!schema.ok()) std::fprintf(stderr, "schema: %s\n", schema.ToString().c_str());
+  if (!direct.empty()) {
+    const absl::Status placed = pusher.UseShards(direct);
+    if (!placed.ok()) std::fprintf(stderr, "shards: %s\n", placed.ToString().c_str());
+  }
   AwaitMerges(shards);
   PushStats stats;
   absl::Status status;
@@ -467,6 +482,47 @@ Ingested Ingest(ClickHouseClient& client, const std::vector<ClickHouseClient*>& 
   if (sent != nullptr) *sent = stats.sent;
   return run;
 }
+
+// A clickhouse-server held to `quota_us` of CPU per 100 ms (cgroup v1's
+// cpu controller, as root: /sys/fs/cgroup/cpu/<name>, every thread of the
+// process moved there through cgroup.procs), so that the store, not the
+// pusher, limits the push on a machine whose cores the servers and the
+// pusher share; as on separate machines, two shards then have twice the
+// CPU of one server. The process goes back to the root group, and the
+// group is removed, at the end.
+class CpuCap {
+ public:
+  CpuCap(pid_t pid, int64_t quota_us, const std::string& name)
+      : pid_(pid), dir_(std::filesystem::path("/sys/fs/cgroup/cpu") / name) {
+    std::error_code ec;
+    std::filesystem::create_directory(dir_, ec);
+    ok_ = !ec && Write(dir_ / "cpu.cfs_period_us", 100000) &&
+          Write(dir_ / "cpu.cfs_quota_us", quota_us) && Write(dir_ / "cgroup.procs", pid_);
+    if (!ok_) {
+      std::fprintf(stderr, "cannot cap the CPU of %d in %s (cgroup v1, as root)\n",
+                   static_cast<int>(pid_), dir_.c_str());
+    }
+  }
+  bool ok() const { return ok_; }
+  ~CpuCap() {
+    (void)Write("/sys/fs/cgroup/cpu/cgroup.procs", pid_);
+    std::error_code ec;
+    std::filesystem::remove(dir_, ec);
+  }
+  CpuCap(const CpuCap&) = delete;
+  CpuCap& operator=(const CpuCap&) = delete;
+
+ private:
+  static bool Write(const std::filesystem::path& file, int64_t value) {
+    std::ofstream out(file);
+    out << value << '\n';
+    out.flush();
+    return static_cast<bool>(out);
+  }
+  const pid_t pid_;
+  const std::filesystem::path dir_;
+  bool ok_ = false;
+};
 
 // What Measure does, from the command line.
 struct Plan {
@@ -477,6 +533,9 @@ struct Plan {
   int64_t batch_rows = 100000;
   int64_t batch_bytes = 64 << 20;
   int parse_threads = 0;  // PushOptions::parse_threads
+  // Clients of every shard, in the cluster's order: push places the rows on
+  // them itself (FleetPusher::UseShards). Empty: through `issues`.
+  std::vector<ClickHouseClient*> direct;
 };
 
 Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& shards,
@@ -496,7 +555,7 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
     PushOptions strict = push;
     strict.fleet.database = "matrix_baseline";
     strict.fast_parse = false;
-    result.baseline_run = Ingest(client, shards, servers, strict, dirs, nullptr);
+    result.baseline_run = Ingest(client, shards, servers, strict, dirs, nullptr, plan.direct);
     result.baseline_ingest_s = result.baseline_run.wall_s;
     for (ClickHouseClient* shard : shards) {
       (void)shard->Query("DROP DATABASE IF EXISTS matrix_baseline");
@@ -510,12 +569,12 @@ Result Measure(ClickHouseClient& client, const std::vector<ClickHouseClient*>& s
     other.fleet.database = "matrix_format";
     other.batch_format = format;
     result.format_runs[static_cast<int>(format)] =
-        Ingest(client, shards, servers, other, dirs, nullptr);
+        Ingest(client, shards, servers, other, dirs, nullptr, plan.direct);
     for (ClickHouseClient* shard : shards) {
       (void)shard->Query("DROP DATABASE IF EXISTS matrix_format");
     }
   }
-  result.push_run = Ingest(client, shards, servers, push, dirs, &result.sent);
+  result.push_run = Ingest(client, shards, servers, push, dirs, &result.sent, plan.direct);
   result.format_runs[static_cast<int>(push.batch_format)] = result.push_run;
   result.ingest_s = result.push_run.wall_s;
   if (plan.store) MeasureStore(client, shards, servers, tcp_port, push, scratch, result);
@@ -657,6 +716,8 @@ int Main(int argc, char** argv) {
   Plan plan;  // --no-baseline: the fast path only.
   int64_t batch_mib = 64;
   int copies = 1;
+  int64_t server_cpu_quota_us = 0;  // Per 100 ms of each server (0: none).
+  std::string shards_via = "both";  // distributed, direct or both.
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (absl::StartsWith(arg, "--issues=")) (void)absl::SimpleAtoi(arg.substr(9), &issues);
@@ -675,6 +736,10 @@ int Main(int argc, char** argv) {
       (void)absl::SimpleAtoi(arg.substr(16), &plan.parse_threads);
     }
     if (absl::StartsWith(arg, "--copies=")) (void)absl::SimpleAtoi(arg.substr(9), &copies);
+    if (absl::StartsWith(arg, "--server-cpu-quota=")) {
+      (void)absl::SimpleAtoi(arg.substr(19), &server_cpu_quota_us);
+    }
+    if (absl::StartsWith(arg, "--shards-via=")) shards_via = arg.substr(13);
   }
   plan.batch_bytes = batch_mib << 20;
   const std::filesystem::path root =
@@ -689,7 +754,19 @@ int Main(int argc, char** argv) {
               "(%.1f MiB of JSON lines)\n",
               static_cast<long long>(issues), hosts, kVersions,
               absl::ToDoubleSeconds(absl::Now() - gen_start), input_bytes / 1048576.0);
+  if (server_cpu_quota_us > 0) {
+    std::printf(
+        "# each clickhouse-server capped at %.2f CPUs (cgroup v1 cpu quota %lld us per "
+        "100 ms)\n",
+        server_cpu_quota_us / 100000.0, static_cast<long long>(server_cpu_quota_us));
+  }
   std::fflush(stdout);
+  const auto cap = [&](pid_t pid, int n) {
+    return server_cpu_quota_us > 0
+               ? std::make_unique<CpuCap>(pid, server_cpu_quota_us,
+                                          absl::StrCat("matrix-fleet-bench-", getpid(), "-", n))
+               : nullptr;
+  };
 
   if (!shards_only) {
     test_util::ClickHouseTestServer server;
@@ -697,6 +774,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
+    const std::unique_ptr<CpuCap> capped = cap(server.pid(), 0);
+    if (capped != nullptr && !capped->ok()) return 1;
     // A query over FINAL, or a rollup build, of 10 M issues takes more than
     // the default 30 s on a busy machine.
     ClickHouseOptions options = test_util::ClientOptions(server.url(), absl::Seconds(60));
@@ -715,11 +794,28 @@ int Main(int argc, char** argv) {
     options.request_timeout = absl::Minutes(10);
     options.settings = "insert_distributed_sync=1";
     ClickHouseClient client_a(options);
-    ClickHouseClient client_b(test_util::ClientOptions(b.url(), absl::Seconds(60)));
-    const Result sharded =
-        Measure(client_a, {&client_a, &client_b}, {a.pid(), b.pid()}, a.tcp_port(),
-                {.database = "matrix", .cluster = "fleet"}, dirs, root, plan);
-    Print("two shards (Distributed over two local servers)", sharded, issues, input_bytes);
+    ClickHouseOptions options_b = test_util::ClientOptions(b.url(), absl::Seconds(60));
+    options_b.request_timeout = absl::Minutes(10);
+    ClickHouseClient client_b(options_b);
+    const std::unique_ptr<CpuCap> capped_a = cap(a.pid(), 1);
+    const std::unique_ptr<CpuCap> capped_b = cap(b.pid(), 2);
+    if (capped_a != nullptr && (!capped_a->ok() || !capped_b->ok())) return 1;
+    // Through the first server's Distributed `issues` (before push placed
+    // rows itself), then straight to each shard, each into a fresh database.
+    for (const bool direct : {false, true}) {
+      if (shards_via != "both" && (shards_via == "direct") != direct) continue;
+      for (ClickHouseClient* shard : {&client_a, &client_b}) {
+        (void)shard->Query("DROP DATABASE IF EXISTS matrix");
+      }
+      Plan shard_plan = plan;
+      if (direct) shard_plan.direct = {&client_a, &client_b};
+      const Result sharded =
+          Measure(client_a, {&client_a, &client_b}, {a.pid(), b.pid()}, a.tcp_port(),
+                  {.database = "matrix", .cluster = "fleet"}, dirs, root, shard_plan);
+      Print(direct ? "two shards, push straight to each shard's issues_local"
+                   : "two shards, push through the Distributed issues of the first server",
+            sharded, issues, input_bytes);
+    }
   }
   if (!keep) std::filesystem::remove_all(root);
   return 0;

@@ -1,6 +1,7 @@
 // A batch of the fleet's rows in the table's order, as RowBinary or as one
 // ClickHouse Native block (internal/fleet_row_view.h, docs/fleet.md
-// "Pushing"): push builds its batches as RowBinary rows in the order it
+// "Pushing"), and a batch's rows split by shard (docs/fleet.md, "Two shards"):
+// push builds its batches as RowBinary rows in the order it
 // reads them, and sends them sorted, which the server then writes without
 // sorting them again (and, as Native, takes column by column rather than
 // parsing every row).
@@ -13,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "internal/city_hash.h"
 #include "internal/fleet_row_view.h"
 
 namespace matrix::report::internal {
@@ -212,6 +214,40 @@ bool SortFleetRows(absl::string_view rows, int64_t count, BatchFormat format, st
   };
   for (const SortedRow& row : order) WalkRow(rows, row.at, copy);
   return true;
+}
+
+bool SplitFleetRowsByShard(absl::string_view rows, int64_t count,
+                           absl::Span<const uint32_t> slot_to_shard,
+                           absl::Span<ShardRows* const> out) {
+  for (ShardRows* shard : out) {
+    shard->rows.clear();
+    shard->count = 0;
+    shard->last_row_at = 0;
+  }
+  if (count < 0 || slot_to_shard.empty()) return false;
+  // A batch holds runs of rows of one host: the hash once per run.
+  absl::string_view run_host;
+  ShardRows* run_shard = nullptr;
+  size_t at = 0;
+  for (int64_t row = 0; row < count; ++row) {
+    absl::string_view host;
+    const auto find_host = [&](size_t column, size_t begin, size_t end) {
+      if (column == kHostIdColumn) host = Value(rows, begin, end);
+    };
+    const size_t end = WalkRow(rows, at, find_host);
+    if (end == absl::string_view::npos) return false;
+    if (run_shard == nullptr || host != run_host) {
+      const uint32_t shard = slot_to_shard[CityHash64(host) % slot_to_shard.size()];
+      if (shard >= out.size()) return false;
+      run_host = host;
+      run_shard = out[shard];
+    }
+    run_shard->last_row_at = run_shard->rows.size();
+    run_shard->rows.append(rows.data() + at, end - at);
+    ++run_shard->count;
+    at = end;
+  }
+  return at == rows.size();
 }
 
 }  // namespace matrix::report::internal

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,11 +40,14 @@ constexpr char kFleetUsage[] = R"(Fleet commands (ClickHouse; docs/fleet.md):
     --retry-for=SECS    keep retrying an unreachable or failing server this
                         long, with backoff, before giving up (default 60)
     --timeout=SECS      one request's time limit (default 30)
-    --batch=N           issues per INSERT (default 20000)
+    --batch=N           issues per INSERT (default 20000; per shard's INSERT
+                        when push places rows on the shards)
     --cluster=NAME      the servers' <remote_servers> cluster: rows go to
-                        DB.issues_local on each shard through the Distributed
-                        DB.issues; --clickhouse may then be repeated to create
-                        the tables on every shard (rows go to the first)
+                        DB.issues_local on each shard. With one --clickhouse
+                        URL per shard, in the cluster's order, push places
+                        each row on its shard itself (as the Distributed
+                        DB.issues would) and sends every shard its rows at
+                        once; with one URL, rows go through DB.issues there
     --debuginfod URL, --debug-dir DIR
                         name raw frames before the issues are stored
                         (see symbolize)
@@ -317,8 +321,13 @@ void ReportPushStats(const FleetCommandLine& cl, const PushStats& stats, std::os
   }
   out << "matrix-report: pushed " << stats.sent << (stats.sent == 1 ? " issue" : " issues")
       << " from " << stats.files << (stats.files == 1 ? " file" : " files") << " in "
-      << stats.batches << (stats.batches == 1 ? " batch" : " batches") << " to " << cl.urls[0]
-      << " " << cl.database << ".issues";
+      << stats.batches << (stats.batches == 1 ? " batch" : " batches") << " to ";
+  if (cl.urls.size() > 1) {
+    out << "the " << cl.urls.size() << " shards of " << cl.cluster << " (" << cl.urls[0] << "...) "
+        << cl.database << ".issues_local";
+  } else {
+    out << cl.urls[0] << " " << cl.database << ".issues";
+  }
   if (stats.malformed > 0) out << "; skipped " << stats.malformed << " malformed";
   out << "\n";
   out.flush();
@@ -377,13 +386,27 @@ class PushCommand {
   PushCommand& operator=(const PushCommand&) = delete;
 
   int Run() {
-    for (size_t i = 1; i < cl_.urls.size(); ++i) {
-      ClickHouseClient shard(ClientOptions(cl_, cl_.urls[i], err_, stop_requested_));
-      if (!EnsureSchema(shard)) return kExitNoInput;
+    // One client per URL; with a cluster and several URLs, one per shard
+    // (FleetPusher::UseShards). The first server's tables are made last.
+    for (const std::string& url : cl_.urls) {
+      clients_.push_back(
+          std::make_unique<ClickHouseClient>(ClientOptions(cl_, url, err_, stop_requested_)));
     }
-    ClickHouseClient client(ClientOptions(cl_, cl_.urls[0], err_, stop_requested_));
-    if (!EnsureSchema(client)) return kExitNoInput;
+    for (size_t i = clients_.size(); i-- > 0;) {
+      if (!EnsureSchema(*clients_[i])) return kExitNoInput;
+    }
+    ClickHouseClient& client = *clients_.front();
     FleetPusher pusher(client, options_);
+    if (clients_.size() > 1) {
+      std::vector<ClickHouseClient*> shards;
+      for (const auto& shard : clients_) shards.push_back(shard.get());
+      if (absl::Status s = pusher.UseShards(std::move(shards)); !s.ok()) {
+        if (!Stopped(s)) {
+          err_ << "matrix-report: cannot push to the shards: " << s.message() << "\n";
+        }
+        return kExitNoInput;
+      }
+    }
     if (!cl_.follow) {
       PushStats stats;
       const absl::Status status = pusher.Push(cl_.positional, stats);
@@ -391,7 +414,7 @@ class PushCommand {
       if (!status.ok()) return Failed(status);
       return stats.errors.empty() ? kExitOk : kExitNoInput;
     }
-    return Follow(client, pusher);
+    return Follow(pusher);
   }
 
  private:
@@ -421,7 +444,7 @@ class PushCommand {
   }
 
   // --follow: pushes every --poll-ms until a signal or --follow-for.
-  int Follow(ClickHouseClient& client, FleetPusher& pusher) {
+  int Follow(FleetPusher& pusher) {
     const absl::Time end = cl_.follow_for.has_value() ? absl::Now() + *cl_.follow_for
                                                       : absl::InfiniteFuture();
     while (true) {
@@ -438,15 +461,17 @@ class PushCommand {
       while (!g_stop && absl::Now() < end && absl::Now() < wake) {
         absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
       }
-      if (g_stop || absl::Now() >= end) return LastLook(client, pusher);
+      if (g_stop || absl::Now() >= end) return LastLook(pusher);
     }
   }
 
   // One last look, so what was written before the stop is sent. After a
   // signal: one try per request, and a second signal ends it.
-  int LastLook(ClickHouseClient& client, FleetPusher& pusher) {
+  int LastLook(FleetPusher& pusher) {
     last_look_ = true;
-    if (g_stop) client.set_retry_for(absl::ZeroDuration());
+    if (g_stop) {
+      for (const auto& each : clients_) each->set_retry_for(absl::ZeroDuration());
+    }
     PushStats last;
     const absl::Status s = pusher.Push(cl_.positional, last);
     if (last.sent > 0 || !s.ok()) ReportPushStats(cl_, last, out_, err_);
@@ -465,6 +490,8 @@ class PushCommand {
   std::optional<FrameSymbolizer> symbolizer_;
   bool last_look_ = false;
   std::function<bool()> stop_requested_;
+  // One per --clickhouse URL, in their order.
+  std::vector<std::unique_ptr<ClickHouseClient>> clients_;
 };
 
 int RunPush(const FleetCommandLine& cl, std::ostream& out, std::ostream& err) {

@@ -1,5 +1,3 @@
-#include "matrix/report/fleet.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <istream>
 #include <map>
@@ -23,20 +22,27 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
 #include "internal/fleet_row_view.h"
 #include "matrix/core/app_identity.h"
+#include "matrix/report/fleet.h"
 
 // FleetPusher: report files into ClickHouse, past their checkpoints
 // (fleet.h, docs/fleet.md). The rows are made in fleet_rows.cc, the checkpoint
 // files handled in fleet_checkpoint.cc, JSON lines parsed by
 // fleet_fast_parse.cc (or, when it cannot decide, by ParseIssueLine). Each
-// full batch is sent on a thread of its own while the next one is read: one
-// batch in flight at a time, sorted into the table's order there
-// (fleet_batch_format.cc, PushOptions::batch_format), its checkpoints saved
-// by that thread once the server has its rows.
+// full batch is handed to a thread of its own while the next one is read,
+// which sorts it into the table's order (fleet_batch_format.cc,
+// PushOptions::batch_format) while the batch before is sent, then sends it
+// once that one is acknowledged (one batch sent at a time, in order), and
+// saves its checkpoints once the server has its rows. With shards (UseShards), that
+// thread splits each batch by shard as the Distributed table would
+// (cityHash64(host_id), internal/city_hash.h) and sends each shard its rows
+// at once, each on a thread of its own; the checkpoints wait for all of
+// them.
 
 namespace matrix::report {
 
@@ -173,19 +179,54 @@ constexpr size_t kMinLinesPerPart = 64;
 // Bytes of lines read ahead before they are parsed (one longer line is read
 // whole).
 constexpr size_t kSegmentBytes = 2 << 20;
+// Batches handed to sending threads and not yet awaited: one being sent,
+// the next ones sorted (and split by shard) meanwhile, so that the servers
+// do not wait for them, and sent to a shard that acknowledged its part of
+// the one before while a slower shard still takes its own.
+constexpr size_t kBatchesInFlight = 3;
 
 }  // namespace
 
-// A batch handed to the sending thread: its rows, and the checkpoints to
-// save once the server has them.
-struct FleetPusher::Batch {
+// Rows for one table on one server: a whole batch, or one shard's part of
+// it.
+struct FleetPusher::Part {
   std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
   std::string sorted;       // The same rows as sent (batch_format), unless kRowBinary.
   int64_t rows = 0;
-  // The batch's first and last rows (host_id, issue_id), counted back after
-  // an INSERT whose answer does not say how many rows it wrote.
+  // The first and last rows (host_id, issue_id), counted back after an
+  // INSERT whose answer does not say how many rows it wrote.
   std::pair<std::string, std::string> first_row;
   std::pair<std::string, std::string> last_row;
+};
+
+// Whether a batch was sent: told to the batch after it, which is sent only
+// once this one is done, and only when it was acknowledged.
+// Whether a batch was sent, per server: the batch after it sends its rows
+// to a server (shard) once this one's are acknowledged there, so each
+// shard takes its parts in order while a faster one runs ahead; its
+// checkpoints are saved once this batch is done and was acknowledged.
+struct FleetPusher::Outcome {
+  explicit Outcome(size_t servers)
+      : part_done(new absl::Notification[servers]), part_acknowledged(new bool[servers]()) {}
+  // Per server: its part sent (or given up), and acknowledged (set before;
+  // each server's by its own thread).
+  std::unique_ptr<absl::Notification[]> part_done;
+  std::unique_ptr<bool[]> part_acknowledged;
+  // The whole batch acknowledged and its checkpoints saved (set before).
+  absl::Notification done;
+  bool acknowledged = false;
+};
+
+// A batch handed to its sending thread: its rows, and the checkpoints to
+// save once the server (every shard) has them.
+struct FleetPusher::Batch : FleetPusher::Part {
+  // UseShards: each shard's rows of the batch, in the shards' order.
+  std::vector<std::unique_ptr<Part>> shard_parts;
+  // This batch's outcome, and the one of the batch handed over before it
+  // (nullptr when that one was already done).
+  std::shared_ptr<Outcome> outcome;
+  std::shared_ptr<Outcome> before;
+  std::thread sender;  // Joinable while it runs.
   // Whole checkpoint files, with this batch's marks in them.
   std::map<std::string, Checkpoint> checkpoints;
   // The sending thread's result, and whether the server has the rows
@@ -289,9 +330,10 @@ struct FleetPusher::Pending {
   std::set<std::string> refused;
   // Every file of this push, by checkpoint file.
   std::set<std::pair<std::string, FileId>> seen;
-  // The batch in flight and its thread (joinable while it runs).
-  std::unique_ptr<Batch> in_flight;
-  std::thread sender;
+  // The batches handed over and not yet awaited, oldest first (at most
+  // kBatchesInFlight): the oldest being sent, the next one prepared.
+  std::deque<std::unique_ptr<Batch>> in_flight;
+  std::vector<std::unique_ptr<Part>> spare_shard_parts;
   // One parser per parsing thread (their memory reused from line to line),
   // and the lines read ahead.
   std::vector<std::unique_ptr<LineParser>> parsers;
@@ -299,7 +341,9 @@ struct FleetPusher::Pending {
   PartPool pool;  // Destroyed (its threads joined) before the parsers.
 
   ~Pending() {
-    if (sender.joinable()) sender.join();
+    for (const std::unique_ptr<Batch>& batch : in_flight) {
+      if (batch->sender.joinable()) batch->sender.join();
+    }
   }
 
   void Add(const FleetRow& added) {
@@ -318,6 +362,8 @@ FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
   }
 }
 
+FleetPusher::~FleetPusher() = default;
+
 absl::Status FleetPusher::EnsureSchema() {
   for (const std::string& sql : FleetSchema(options_.fleet)) {
     absl::StatusOr<std::string> result = client_.Query(sql);
@@ -326,65 +372,268 @@ absl::Status FleetPusher::EnsureSchema() {
   return absl::OkStatus();
 }
 
-absl::Status FleetPusher::CheckStored(const Batch& batch, const InsertResult& result) {
-  if (result.written_rows.has_value() && *result.written_rows >= batch.rows) {
+absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
+  const std::string& cluster = options_.fleet.cluster;
+  if (cluster.empty()) return absl::InvalidArgumentError("shards need a cluster (--cluster)");
+  if (shards.empty()) return absl::InvalidArgumentError("no shards given");
+  const std::string& first_url = client_.options().url;
+  absl::StatusOr<std::string> body = client_.Query(
+      absl::StrCat("SELECT shard_num, shard_weight, replica_num, host_name, port FROM "
+                   "system.clusters WHERE cluster = ",
+                   SqlQuote(cluster), " ORDER BY shard_num, replica_num FORMAT TabSeparated"));
+  if (!body.ok()) return body.status();
+  // The cluster's shards as the first server has them: weight and address.
+  struct Listed {
+    int64_t weight = 0;
+    std::string address;
+  };
+  std::vector<Listed> listed;
+  for (const std::vector<std::string>& row : ParseTsv(*body)) {
+    int64_t shard_num = 0;
+    int64_t weight = 0;
+    int64_t replica = 0;
+    if (row.size() != 5 || !absl::SimpleAtoi(row[0], &shard_num) ||
+        !absl::SimpleAtoi(row[1], &weight) || !absl::SimpleAtoi(row[2], &replica)) {
+      return absl::InternalError(absl::StrCat(first_url, ": system.clusters: unexpected row"));
+    }
+    if (replica > 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", shard_num, " of cluster ", cluster,
+                       " has replicas (system.clusters of ", first_url,
+                       "): push places rows itself on one server per shard only; give only the "
+                       "first --clickhouse URL to push through the Distributed ",
+                       options_.fleet.database, ".issues"));
+    }
+    if (shard_num != static_cast<int64_t>(listed.size()) + 1) {
+      return absl::InternalError(absl::StrCat(first_url, ": system.clusters numbers the shards of ",
+                                              cluster, " with gaps"));
+    }
+    listed.push_back({weight, absl::StrCat(row[3], ":", row[4])});
+  }
+  const auto addresses = [&listed] {
+    std::string all;
+    for (size_t i = 0; i < listed.size(); ++i) {
+      absl::StrAppend(&all, i == 0 ? "" : ", ", i + 1, ": ", listed[i].address);
+    }
+    return all;
+  };
+  if (listed.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster,
+                                                      " is not in the <remote_servers> of ",
+                                                      first_url, " (system.clusters)"));
+  }
+  if (listed.size() != shards.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cluster ", cluster, " has ", listed.size(), " shards (system.clusters of ", first_url,
+        ": ", addresses(), ") but ", shards.size(),
+        " --clickhouse URLs were given: give one per shard, in the cluster's order, or only "
+        "the first to push through the Distributed ",
+        options_.fleet.database, ".issues"));
+  }
+  // Each server names itself as the shard at its position.
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string& url = shards[i]->options().url;
+    absl::StatusOr<std::string> local = shards[i]->Query(
+        absl::StrCat("SELECT shard_num, host_name, port FROM system.clusters WHERE cluster = ",
+                     SqlQuote(cluster), " AND is_local ORDER BY shard_num FORMAT TabSeparated"));
+    if (!local.ok()) return local.status();
+    const std::vector<std::vector<std::string>> rows = ParseTsv(*local);
+    int64_t shard_num = 0;
+    if (rows.size() != 1 || rows[0].size() != 3 || !absl::SimpleAtoi(rows[0][0], &shard_num)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          url, " (--clickhouse ", i + 1, ") is ",
+          rows.empty() ? "no shard" : absl::StrCat(rows.size(), " shards"), " of cluster ", cluster,
+          " by its own system.clusters (is_local); the cluster's shards, in order, "
+          "are ",
+          addresses(), " (system.clusters of ", first_url, ")"));
+    }
+    const std::string address = absl::StrCat(rows[0][1], ":", rows[0][2]);
+    if (shard_num != static_cast<int64_t>(i) + 1 || address != listed[i].address) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(url, " (--clickhouse ", i + 1, ") is shard ", shard_num, " (", address,
+                       ") of cluster ", cluster, " by its own system.clusters, not shard ", i + 1,
+                       " (", listed[i].address, "): give the URLs in the cluster's shard order, ",
+                       addresses(), " (system.clusters of ", first_url, ")"));
+    }
+  }
+  // Rows go where the Distributed table puts them only if it is sharded as
+  // FleetSchema makes it.
+  const std::string expected_engine =
+      absl::StrCat("Distributed(", cluster, ", ", options_.fleet.database,
+                   ", issues_local, cityHash64(host_id))");
+  absl::StatusOr<std::string> engine = client_.Query(absl::StrCat(
+      "SELECT engine_full FROM system.tables WHERE database = ", SqlQuote(options_.fleet.database),
+      " AND name = 'issues' FORMAT TabSeparated"));
+  if (!engine.ok()) return engine.status();
+  const std::vector<std::vector<std::string>> engine_rows = ParseTsv(*engine);
+  if (engine_rows.size() != 1 || engine_rows[0].size() != 1 ||
+      engine_rows[0][0] != expected_engine) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        options_.fleet.database, ".issues on ", first_url, " is ",
+        engine_rows.empty() || engine_rows[0].empty() ? std::string("missing") : engine_rows[0][0],
+        ", not ", expected_engine, ": push cannot place rows as it does"));
+  }
+  std::vector<uint32_t> slots;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (listed[i].weight < 0 || listed[i].weight > 1000000) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard ", i + 1, " of cluster ", cluster, " has weight ", listed[i].weight));
+    }
+    slots.insert(slots.end(), static_cast<size_t>(listed[i].weight), static_cast<uint32_t>(i));
+  }
+  if (slots.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("every shard of cluster ", cluster, " has weight 0"));
+  }
+  shards_ = std::move(shards);
+  slot_to_shard_ = std::move(slots);
+  local_table_ = absl::StrCat(options_.fleet.database, ".issues_local");
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::CheckStored(ClickHouseClient& client, const std::string& table,
+                                      const Part& part, const InsertResult& result) {
+  if (result.written_rows.has_value() && *result.written_rows >= part.rows) {
     return absl::OkStatus();
   }
   // No summary (ClickHouse before 19), or one that counts fewer rows (a
   // server may leave out rows a Distributed table wrote on other shards):
-  // the batch's first and last rows must be there.
+  // the part's first and last rows must be there.
   const auto tuple = [](const std::pair<std::string, std::string>& row) {
     return absl::StrCat("(", SqlQuote(row.first), ", ", SqlQuote(row.second), ")");
   };
-  const int64_t expected = batch.first_row == batch.last_row ? 1 : 2;
-  absl::StatusOr<std::string> body = client_.Query(absl::StrCat(
-      "SELECT uniqExact(host_id, issue_id) FROM ", table_, " WHERE (host_id, issue_id) IN (",
-      tuple(batch.first_row), ", ", tuple(batch.last_row), ") FORMAT TabSeparated"));
+  const int64_t expected = part.first_row == part.last_row ? 1 : 2;
+  absl::StatusOr<std::string> body = client.Query(absl::StrCat(
+      "SELECT uniqExact(host_id, issue_id) FROM ", table, " WHERE (host_id, issue_id) IN (",
+      tuple(part.first_row), ", ", tuple(part.last_row), ") FORMAT TabSeparated"));
   if (!body.ok()) return body.status();
   int64_t found = -1;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &found) && found == expected) {
     return absl::OkStatus();
   }
-  return absl::DataLossError(absl::StrCat(
-      client_.options().url, ": ",
-      result.written_rows.has_value()
-          ? absl::StrCat("the server wrote ", *result.written_rows, " of ", batch.rows,
-                         " rows of the batch (X-ClickHouse-Summary), and ")
-          : "",
-      "the batch's rows were not found after the INSERT (",
-      found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
-      " rows counted back); nothing of it is checkpointed"));
+  return absl::DataLossError(
+      absl::StrCat(client.options().url, ": ",
+                   result.written_rows.has_value()
+                       ? absl::StrCat("the server wrote ", *result.written_rows, " of ", part.rows,
+                                      " rows of the batch (X-ClickHouse-Summary), and ")
+                       : "",
+                   "the batch's rows were not found after the INSERT (",
+                   found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
+                   " rows counted back); nothing of it is checkpointed"));
+}
+
+absl::Status FleetPusher::PreparePart(Part& part) const {
+  if (options_.batch_format == BatchFormat::kRowBinary ||
+      internal::SortFleetRows(part.rows_binary, part.rows, options_.batch_format, part.sorted)) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(
+      absl::StrCat("a batch of ", part.rows, " rows is not whole rows; nothing of it is sent"));
+}
+
+absl::Status FleetPusher::DeliverPart(ClickHouseClient& client, const std::string& table,
+                                      const Part& part) {
+  const BatchFormat format = options_.batch_format;
+  absl::StatusOr<InsertResult> result =
+      client.Insert(absl::StrCat("INSERT INTO ", table, " (", kFleetColumns, ") FORMAT ",
+                                 format == BatchFormat::kNative ? "Native" : "RowBinary"),
+                    format == BatchFormat::kRowBinary ? absl::string_view(part.rows_binary)
+                                                      : absl::string_view(part.sorted));
+  if (!result.ok()) return result.status();
+  return CheckStored(client, table, part, *result);
+}
+
+absl::Status FleetPusher::Prepare(Batch& batch) const {
+  if (shards_.empty()) return PreparePart(batch);
+  std::vector<internal::ShardRows> rows(shards_.size());
+  std::vector<internal::ShardRows*> split;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    // Each part's memory of an earlier batch, written over.
+    rows[i].rows = std::move(batch.shard_parts[i]->rows_binary);
+    split.push_back(&rows[i]);
+  }
+  const bool whole =
+      internal::SplitFleetRowsByShard(batch.rows_binary, batch.rows, slot_to_shard_, split);
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    Part& part = *batch.shard_parts[i];
+    part.rows_binary = std::move(rows[i].rows);
+    part.rows = rows[i].count;
+    if (part.rows == 0) continue;
+    part.first_row = RowIds(part.rows_binary, 0);
+    part.last_row = RowIds(part.rows_binary, rows[i].last_row_at);
+    if (!whole) continue;
+    if (absl::Status sorted = PreparePart(part); !sorted.ok()) return sorted;
+  }
+  if (!whole) {
+    return absl::InternalError(
+        absl::StrCat("a batch of ", batch.rows, " rows is not whole rows; nothing of it is sent"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FleetPusher::DeliverAfter(Batch& batch, size_t server, const absl::Status& prepared) {
+  absl::Status status = prepared;
+  if (batch.before != nullptr) {
+    batch.before->part_done[server].WaitForNotification();
+    if (!batch.before->part_acknowledged[server]) {
+      status = absl::AbortedError("not sent: the batch before it was not acknowledged");
+    }
+  }
+  if (status.ok() && batch.rows > 0) {
+    status = shards_.empty() ? DeliverPart(client_, table_, batch)
+             : batch.shard_parts[server]->rows > 0
+                 ? DeliverPart(*shards_[server], local_table_, *batch.shard_parts[server])
+                 : absl::OkStatus();
+  }
+  batch.outcome->part_acknowledged[server] = status.ok();
+  batch.outcome->part_done[server].Notify();
+  return status;
 }
 
 absl::Status FleetPusher::Send(Batch& batch) {
-  if (batch.rows > 0) {
-    // Sorted here, on the sending thread, while the next batch is read.
-    const BatchFormat format = options_.batch_format;
-    if (format != BatchFormat::kRowBinary &&
-        !internal::SortFleetRows(batch.rows_binary, batch.rows, format, batch.sorted)) {
-      return absl::InternalError(absl::StrCat("a batch of ", batch.rows,
-                                              " rows is not whole rows; nothing of it is sent"));
-    }
-    absl::StatusOr<InsertResult> result = client_.Insert(
-        absl::StrCat("INSERT INTO ", table_, " (", kFleetColumns, ") FORMAT ",
-                     format == BatchFormat::kNative ? "Native" : "RowBinary"),
-        format == BatchFormat::kRowBinary ? absl::string_view(batch.rows_binary)
-                                          : absl::string_view(batch.sorted));
-    if (!result.ok()) return result.status();
-    if (absl::Status stored = CheckStored(batch, *result); !stored.ok()) return stored;
-    batch.acknowledged = true;
+  // Sorted (and split by shard) here, while the batch before is sent and
+  // the next one read; each server's rows sent once that server
+  // acknowledged its rows of the batch before: every shard's at once, on
+  // threads of their own (the first on this one).
+  const absl::Status prepared = batch.rows > 0 ? Prepare(batch) : absl::OkStatus();
+  const size_t servers = std::max<size_t>(1, shards_.size());
+  std::vector<absl::Status> status(servers);
+  std::vector<std::thread> threads;
+  for (size_t server = 1; server < servers; ++server) {
+    threads.emplace_back([this, &batch, &status, &prepared, server] {
+      status[server] = DeliverAfter(batch, server, prepared);
+    });
   }
+  status[0] = DeliverAfter(batch, 0, prepared);
+  for (std::thread& thread : threads) thread.join();
+  // The checkpoints only after the batch before saved its own.
+  if (batch.before != nullptr) {
+    batch.before->done.WaitForNotification();
+    if (!batch.before->acknowledged) {
+      return absl::AbortedError("not checkpointed: the batch before it was not acknowledged");
+    }
+  }
+  for (size_t server = 0; server < servers; ++server) {
+    if (status[server].ok()) continue;
+    if (shards_.empty()) return status[server];
+    return absl::Status(
+        status[server].code(),
+        absl::StrCat("shard ", server + 1, " of ", shards_.size(), " (",
+                     shards_[server]->options().url, "): ", status[server].message()));
+  }
+  batch.acknowledged = batch.rows > 0;
   // Acknowledged (or nothing to send: skipped lines only): save the marks.
   for (const auto& [path, checkpoint] : batch.checkpoints) {
-    if (absl::Status status = SaveCheckpoint(path, checkpoint); !status.ok()) return status;
+    if (absl::Status saved = SaveCheckpoint(path, checkpoint); !saved.ok()) return saved;
   }
   return absl::OkStatus();
 }
 
 absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
-  if (!pending.sender.joinable()) return absl::OkStatus();
-  pending.sender.join();
-  const std::unique_ptr<Batch> done = std::move(pending.in_flight);
+  if (pending.in_flight.empty()) return absl::OkStatus();
+  const std::unique_ptr<Batch> done = std::move(pending.in_flight.front());
+  pending.in_flight.pop_front();
+  done->sender.join();
   if (done->acknowledged) {
     stats.sent += done->rows;
     stats.bytes += static_cast<int64_t>(done->rows_binary.size());
@@ -393,13 +642,16 @@ absl::Status FleetPusher::Await(Pending& pending, PushStats& stats) {
   pending.spare_rows = std::move(done->rows_binary);
   pending.spare_rows.clear();
   pending.spare_sorted = std::move(done->sorted);
+  pending.spare_shard_parts = std::move(done->shard_parts);
   return done->status;
 }
 
 absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
-  // One batch in flight: the one before must be acknowledged (its
-  // checkpoints saved) before this one goes.
-  if (absl::Status status = Await(pending, stats); !status.ok()) return status;
+  // At most kBatchesInFlight handed over: the oldest must be done (its
+  // checkpoints saved) before another goes.
+  while (pending.in_flight.size() >= kBatchesInFlight) {
+    if (absl::Status status = Await(pending, stats); !status.ok()) return status;
+  }
   auto batch = std::make_unique<Batch>();
   batch->rows_binary = std::move(pending.rows_binary);
   batch->sorted = std::move(pending.spare_sorted);
@@ -408,6 +660,13 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
     batch->first_row = RowIds(batch->rows_binary, 0);
     batch->last_row = RowIds(batch->rows_binary, pending.last_row_at);
   }
+  batch->shard_parts = std::move(pending.spare_shard_parts);
+  batch->shard_parts.resize(shards_.size());
+  for (std::unique_ptr<Part>& part : batch->shard_parts) {
+    if (part == nullptr) part = std::make_unique<Part>();
+  }
+  batch->outcome = std::make_shared<Outcome>(std::max<size_t>(1, shards_.size()));
+  if (!pending.in_flight.empty()) batch->before = pending.in_flight.back()->outcome;
   std::set<std::string> touched;
   for (auto& [where, mark] : pending.advances) {
     pending.checkpoints[where.first][where.second] = mark;
@@ -419,9 +678,12 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   pending.rows = 0;
   pending.last_row_at = 0;
   pending.advances.clear();
-  pending.in_flight = std::move(batch);
-  pending.sender = std::thread([this, sending = pending.in_flight.get()] {
+  Batch* const sending = batch.get();
+  pending.in_flight.push_back(std::move(batch));
+  sending->sender = std::thread([this, sending] {
     sending->status = Send(*sending);
+    sending->outcome->acknowledged = sending->status.ok();
+    sending->outcome->done.Notify();
   });
   return absl::OkStatus();
 }
@@ -496,8 +758,12 @@ absl::Status FleetPusher::PushFile(const std::string& file, Pending& pending, Pu
 }
 
 bool FleetPusher::Full(const Pending& pending) const {
-  return pending.rows >= options_.batch_rows ||
-         static_cast<int64_t>(pending.rows_binary.size()) >= options_.batch_bytes;
+  // With shards, each shard's INSERT takes about batch_rows: a batch of
+  // that many per shard (a server's cost per row grows as its INSERTs
+  // shrink).
+  const auto per_server = static_cast<int64_t>(std::max<size_t>(1, shards_.size()));
+  return pending.rows >= options_.batch_rows * per_server ||
+         static_cast<int64_t>(pending.rows_binary.size()) >= options_.batch_bytes * per_server;
 }
 
 absl::Status FleetPusher::PushBlockLog(Source& source, Pending& pending, PushStats& stats) {
@@ -710,7 +976,10 @@ absl::Status FleetPusher::Push(const std::vector<std::string>& inputs, PushStats
     }
   }
   if (absl::Status s = Flush(pending, stats); !s.ok()) return s;
-  return Await(pending, stats);
+  while (!pending.in_flight.empty()) {
+    if (absl::Status s = Await(pending, stats); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace matrix::report

@@ -85,6 +85,24 @@ void IssueIdsInto(absl::Span<const IssueIdJob> jobs);
 // is not exactly `count` whole rows.
 bool SortFleetRows(absl::string_view rows, int64_t count, BatchFormat format, std::string& out);
 
+// One shard's rows of a batch (SplitFleetRowsByShard).
+struct ShardRows {
+  std::string rows;  // RowBinary, in the batch's order.
+  int64_t count = 0;
+  size_t last_row_at = 0;  // In `rows`.
+};
+
+// Appends each of the `count` rows of `rows` (AppendFleetRowBinary, one
+// after the other) to the ShardRows of its shard: out[slot_to_shard[
+// CityHash64(host_id) % slot_to_shard.size()]], the rule of a Distributed
+// table sharded by cityHash64(host_id) (each shard has as many slots as its
+// weight, in the cluster's order). `out` has one entry per shard, cleared
+// here (their memory kept). False when `rows` is not exactly `count` whole
+// rows, or a slot names no entry of `out`.
+bool SplitFleetRowsByShard(absl::string_view rows, int64_t count,
+                           absl::Span<const uint32_t> slot_to_shard,
+                           absl::Span<ShardRows* const> out);
+
 void BlockIdInto(absl::string_view host_id, int32_t pid, int64_t time_start_ms,
                  int64_t time_end_ms, std::string& out);
 

@@ -19,7 +19,11 @@
 // a regular file of the pushing user or the directory's owner, and written
 // through a new temporary file of its own; only regular report files are
 // read, and lines longer than kMaxIssueLineBytes are skipped as malformed
-// (docs/fleet.md).
+// (docs/fleet.md). With a cluster, rows go through the Distributed `issues`
+// of the pusher's server, or, given a client of every shard (UseShards),
+// straight to each shard's `issues_local`, each row on the shard the
+// Distributed table would choose (CityHash64 v1.0.2 of its host id, by the
+// shards' weights), every shard's INSERT of a batch at once.
 //
 // FleetQueries answers the fleet questions in SQL (top, new, fps, show) on
 // the same table, or on a Distributed table over shards (`cluster`). Top,
@@ -45,6 +49,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -140,7 +145,9 @@ enum class BatchFormat {
 
 struct PushOptions {
   FleetOptions fleet;
-  // Rows per INSERT, and bytes of rows.
+  // Rows per INSERT, and bytes of rows. With shards (UseShards), per
+  // shard's INSERT: a batch holds that many times the number of shards, and
+  // each shard takes its part (about its share by weight).
   int64_t batch_rows = 20000;
   int64_t batch_bytes = 32 << 20;
   // The host id of reports that carry none: this machine's by default.
@@ -188,16 +195,43 @@ struct PushStats {
 class FleetPusher {
  public:
   FleetPusher(ClickHouseClient& client, PushOptions options);
+  ~FleetPusher();
+  FleetPusher(const FleetPusher&) = delete;
+  FleetPusher& operator=(const FleetPusher&) = delete;
 
   // Creates the database and tables when missing. Any thread, one at a time.
   absl::Status EnsureSchema();
 
+  // Places each row on its shard itself and INSERTs each shard's rows
+  // straight into that shard's `issues_local` (the shards' INSERTs of one
+  // batch at once), rather than every row through the Distributed `issues`
+  // of the first server, which then parses and forwards them all
+  // (docs/fleet.md, "Two shards"). `shards` are clients of every shard of
+  // options.fleet.cluster, in the cluster's order (shard_num 1, 2, ...); the
+  // first may be the pusher's own client. A row goes where the Distributed
+  // table would put it: shard slot_to_shard[cityHash64(host_id) % total
+  // weight], the slots of each shard as many as its weight. Checked first,
+  // on every server: the cluster in the first server's system.clusters has
+  // exactly these shards, one replica each, each server names itself
+  // (is_local) as its shard at its position there, and the first server's
+  // `issues` is Distributed over `issues_local` by cityHash64(host_id).
+  // Otherwise an error that says what differs, and rows keep going through
+  // `issues`. Call after EnsureSchema on every shard, before Push; the
+  // clients must outlive the pusher and are used by Push's sending threads
+  // (one thread each at a time).
+  absl::Status UseShards(std::vector<ClickHouseClient*> shards);
+
   // Sends what the inputs (directories or files) hold beyond their
   // checkpoints, adding to `stats`. An error (the server gave up) leaves the
-  // checkpoints at the last acknowledged batch. Each batch is sent (and its
-  // checkpoints saved) on a thread of its own while the next one is read;
-  // the client is used by that thread only, one batch at a time, and Push
-  // returns after the last one.
+  // checkpoints at the last acknowledged batch. Each batch is sorted, sent
+  // and its checkpoints saved on threads of its own while the next one is
+  // read; it is sorted while the batches before are sent, and sent to each
+  // server once that server acknowledged its rows of the batch before (each
+  // server takes the batches in order, one at a time, and a client is used
+  // by one thread at a time); its checkpoints are saved after the batch
+  // before saved its own. Push returns after the last one. With shards
+  // (UseShards), a batch counts as acknowledged (and its checkpoints are saved) only once every
+  // shard acknowledged its rows.
   absl::Status Push(const std::vector<std::string>& inputs, PushStats& stats);
 
  private:
@@ -233,15 +267,41 @@ class FleetPusher {
   // Waits for the batch in flight, if any: its error, or its rows counted in
   // `stats`.
   absl::Status Await(Pending& pending, PushStats& stats);
-  // On the sending thread: the INSERT, then the batch's checkpoints.
+  // On the batch's sending thread: Prepare, then each server's rows
+  // (DeliverAfter, every shard's at once), then (once the batch before is
+  // done) the batch's checkpoints.
   absl::Status Send(Batch& batch);
-  // OK when the server's answer to the batch's INSERT says the rows were
-  // written, or else its first and last rows count back.
-  absl::Status CheckStored(const Batch& batch, const InsertResult& result);
+  // A batch's rows for one table on one server (the whole batch, or one
+  // shard's part of it).
+  struct Part;
+  // Whether a batch was acknowledged, for the batch after it.
+  struct Outcome;
+  // Sorts `part` into batch_format.
+  absl::Status PreparePart(Part& part) const;
+  // INSERTs `part` into `table` of `client`, then checks it was stored
+  // (CheckStored).
+  absl::Status DeliverPart(ClickHouseClient& client, const std::string& table, const Part& part);
+  // The batch sorted, or split by shard (UseShards) and each shard's part
+  // sorted. Any sending thread: reads only what UseShards set.
+  absl::Status Prepare(Batch& batch) const;
+  // The batch's rows for server `server` (the pusher's own, or shard
+  // `server`), once that server acknowledged its rows of the batch before,
+  // unless `prepared` failed; tells the batch after whether they were
+  // acknowledged. On a sending thread of the batch, one per server.
+  absl::Status DeliverAfter(Batch& batch, size_t server, const absl::Status& prepared);
+  // OK when the server's answer to the part's INSERT says the rows were
+  // written, or else its first and last rows count back from `table`.
+  absl::Status CheckStored(ClickHouseClient& client, const std::string& table, const Part& part,
+                           const InsertResult& result);
 
   ClickHouseClient& client_;
   PushOptions options_;
   std::string table_;  // "matrix.issues"
+  // UseShards: the shards' clients, `issues_local`, and each slot's shard
+  // (shard i has weight i's slots). Empty: rows go to `table_`.
+  std::vector<ClickHouseClient*> shards_;
+  std::string local_table_;  // "matrix.issues_local"
+  std::vector<uint32_t> slot_to_shard_;
 };
 
 // The checkpoint file of `dir` for a server URL and database.
