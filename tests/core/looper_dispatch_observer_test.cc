@@ -20,21 +20,13 @@
 #include "matrix/core/looper.h"
 #include "matrix/core/message_queue.h"
 #include "matrix/testing/fake_tick_clock.h"
+#include "matrix/testing/sanitizers.h"
 #include "matrix/testing/test_environment.h"
 
 // Counts the allocations made by this thread, to prove that a dispatch with
 // observers (and no Printer) builds no string. ThreadSanitizer's runtime
 // defines operator new itself (not replaceably), so the count is off there.
-#if defined(__SANITIZE_THREAD__)
-#define MATRIX_COUNT_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MATRIX_COUNT_ALLOCATIONS 0
-#endif
-#endif
-#ifndef MATRIX_COUNT_ALLOCATIONS
-#define MATRIX_COUNT_ALLOCATIONS 1
-#endif
+#define MATRIX_COUNT_ALLOCATIONS (!MATRIX_TESTING_THREAD_SANITIZER)
 
 namespace {
 thread_local size_t t_allocations = 0;

@@ -17,29 +17,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/synchronization/notification.h"
 #include "matrix/core/choreographer.h"
 #include "matrix/core/handler.h"
 #include "matrix/core/handler_thread.h"
 #include "matrix/core/refresh_rate.h"
 #include "matrix/core/tick_clock.h"
 #include "matrix/core/vsync_source.h"
+#include "matrix/testing/sanitizers.h"
 
 // Rate precision is asserted in the plain build. Under a sanitizer the
 // threads run several times slower and the machine is shared with the rest of
 // the suite, so the measured rate says nothing about the source.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MATRIX_UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MATRIX_UNDER_SANITIZER 1
-#endif
-#endif
-#ifdef MATRIX_UNDER_SANITIZER
+#if MATRIX_TESTING_ADDRESS_SANITIZER || MATRIX_TESTING_THREAD_SANITIZER
 #define MATRIX_SKIP_RATE_UNDER_SANITIZER() GTEST_SKIP() << "rate precision is checked without sanitizers"
 #else
 #define MATRIX_SKIP_RATE_UNDER_SANITIZER() static_cast<void>(0)

@@ -11,21 +11,13 @@
 #include "matrix/core/app_state.h"
 #include "matrix/core/looper.h"
 #include "matrix/plugins/block_canary_plugin.h"
+#include "matrix/testing/sanitizers.h"
 #include "matrix/testing/test_environment.h"
 
 // ThreadSanitizer's runtime defines operator new itself (strongly), so this
 // binary cannot replace it there; the counting tests are skipped under TSan
 // and run in the other builds.
-#if defined(__SANITIZE_THREAD__)
-#define MATRIX_COUNT_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MATRIX_COUNT_ALLOCATIONS 0
-#endif
-#endif
-#ifndef MATRIX_COUNT_ALLOCATIONS
-#define MATRIX_COUNT_ALLOCATIONS 1
-#endif
+#define MATRIX_COUNT_ALLOCATIONS (!MATRIX_TESTING_THREAD_SANITIZER)
 
 namespace {
 thread_local bool g_counting = false;

@@ -12,19 +12,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/core/tick_clock.h"
+#include "matrix/testing/sanitizers.h"
 
 // AddressSanitizer and ThreadSanitizer replace malloc, leaving glibc's heap
 // (what mallinfo2 reports) empty.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MATRIX_TEST_REPLACES_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MATRIX_TEST_REPLACES_MALLOC 1
-#endif
-#endif
-#ifndef MATRIX_TEST_REPLACES_MALLOC
-#define MATRIX_TEST_REPLACES_MALLOC 0
-#endif
+#define MATRIX_TEST_REPLACES_MALLOC \
+  (MATRIX_TESTING_ADDRESS_SANITIZER || MATRIX_TESTING_THREAD_SANITIZER)
 
 namespace matrix {
 namespace {

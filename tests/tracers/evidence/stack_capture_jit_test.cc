@@ -21,18 +21,8 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "matrix/core/thread_handle.h"
+#include "matrix/testing/sanitizers.h"
 #include "matrix/trace/stack_capture.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define MATRIX_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MATRIX_TEST_TSAN 1
-#endif
-#endif
-#ifndef MATRIX_TEST_TSAN
-#define MATRIX_TEST_TSAN 0
-#endif
 
 namespace jit_capture_test {
 
@@ -281,7 +271,7 @@ SymbolizedStack CaptureSpinning(jit_capture_test::SpinEntry entry) {
 }
 
 TEST(StackCaptureJitTest, InterruptedWithoutItsOwnFrame_CallerCalledThroughARegisterIsKept) {
-  if (MATRIX_TEST_TSAN) {
+  if (MATRIX_TESTING_THREAD_SANITIZER) {
     // TSan delivers a signal when the thread next runs instrumented code; the
     // spinning JIT code never does, so the capture's signal waits forever.
     GTEST_SKIP() << "TSan defers signals while the thread runs uninstrumented code";
@@ -305,7 +295,7 @@ TEST(StackCaptureJitTest, InterruptedWithoutItsOwnFrame_CallerCalledThroughARegi
 }
 
 TEST(StackCaptureJitTest, InterruptedWithoutItsOwnFrame_JitCallerCalledWithRel32IsKept) {
-  if (MATRIX_TEST_TSAN) {
+  if (MATRIX_TESTING_THREAD_SANITIZER) {
     // TSan delivers a signal when the thread next runs instrumented code; the
     // spinning JIT code never does, so the capture's signal waits forever.
     GTEST_SKIP() << "TSan defers signals while the thread runs uninstrumented code";

@@ -3,8 +3,6 @@
 // thread captures and symbolizes its stack. Waits are bounded polls with
 // generous deadlines; nothing sleeps for a fixed time.
 
-#include "matrix/trace/stack_capture.h"
-
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,18 +23,9 @@
 #include "gtest/gtest.h"
 #include "matrix/core/thread_handle.h"
 #include "matrix/core/tick_clock.h"
+#include "matrix/testing/sanitizers.h"
 #include "matrix/trace/proc_stats.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define MATRIX_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MATRIX_TEST_TSAN 1
-#endif
-#endif
-#ifndef MATRIX_TEST_TSAN
-#define MATRIX_TEST_TSAN 0
-#endif
+#include "matrix/trace/stack_capture.h"
 
 // Named functions the helper threads block in. Outside any anonymous
 // namespace so the expected names are simple.
@@ -168,7 +157,7 @@ TEST(StackCaptureRealTest, SpinningThread_StackNamesTheFunction) {
   EXPECT_TRUE(StackHasFunction(stack, "capture_test::SpinInNamedFunction(std::atomic<bool>*, "
                                       "std::atomic<bool> const*)"))
       << text;
-#if !MATRIX_TEST_TSAN
+#if !MATRIX_TESTING_THREAD_SANITIZER
   // The machinery (handler, unwinder, trampoline) is trimmed: the top frame
   // is the exact interrupted instruction, in the spinning function or (in
   // an unoptimized build) in std::atomic code it calls.
@@ -218,7 +207,7 @@ TEST(StackCaptureRealTest, ThreadWaitingOnConditionVariable_StackNamesTheFunctio
 }
 
 TEST(StackCaptureRealTest, ThreadInRawFutexSyscall_StackNamesTheFunction) {
-#if MATRIX_TEST_TSAN
+#if MATRIX_TESTING_THREAD_SANITIZER
   // ThreadSanitizer defers asynchronous signals that arrive outside the
   // blocking calls it intercepts; a raw futex syscall restarts (SA_RESTART)
   // without ever running the handler, so the capture times out by design.
