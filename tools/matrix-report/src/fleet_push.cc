@@ -458,9 +458,7 @@ absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
   }
   // Rows go where the Distributed table puts them only if it is sharded as
   // FleetSchema makes it.
-  const std::string expected_engine =
-      absl::StrCat("Distributed(", cluster, ", ", options_.fleet.database,
-                   ", issues_local, cityHash64(host_id))");
+  const std::string expected_engine = FleetDistributedEngine(options_.fleet);
   absl::StatusOr<std::string> engine = client_.Query(absl::StrCat(
       "SELECT engine_full FROM system.tables WHERE database = ", SqlQuote(options_.fleet.database),
       " AND name = 'issues' FORMAT TabSeparated"));

@@ -153,11 +153,15 @@ std::vector<std::string> FleetSchema(const FleetOptions& options) {
                                       TableColumns(), " ", engine));
     // Sharded by host: one issue always lands on one shard, so each shard
     // collapses its own repeats.
-    statements.push_back(absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues ",
-                                      TableColumns(), " ENGINE = Distributed(", options.cluster,
-                                      ", ", db, ", issues_local, cityHash64(host_id))"));
+    statements.push_back(absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".issues ", TableColumns(),
+                                      " ENGINE = ", FleetDistributedEngine(options)));
   }
   return statements;
+}
+
+std::string FleetDistributedEngine(const FleetOptions& options) {
+  return absl::StrCat("Distributed(", options.cluster, ", ", options.database,
+                      ", issues_local, cityHash64(host_id))");
 }
 
 FleetRow MakeFleetRow(const IssueRecord& record, absl::string_view report_json,

@@ -82,6 +82,12 @@ struct FleetOptions {
 // `issues`).
 std::vector<std::string> FleetSchema(const FleetOptions& options);
 
+// The engine of the Distributed `issues` FleetSchema makes with a cluster, as
+// system.tables' engine_full gives it: "Distributed(<cluster>, <database>,
+// issues_local, cityHash64(host_id))". Push places rows by this rule only on
+// a table that has it.
+std::string FleetDistributedEngine(const FleetOptions& options);
+
 // One issue as a row.
 struct FleetRow {
   std::string issue_id;
