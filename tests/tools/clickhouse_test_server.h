@@ -145,8 +145,9 @@ class ClickHouseTestServer {
         http_port_ = FreePort();
         tcp_port_ = FreePort();
       }
-      std::ofstream(config_, std::ios::trunc)
-          << ServerConfigXml(dir_, http_port_, tcp_port_, remote_servers);
+      std::string config = ServerConfigXml(dir_, http_port_, tcp_port_, remote_servers);
+      config.insert(config.find("  </users>"), more_users_);
+      std::ofstream(config_, std::ios::trunc) << config;
       status = Launch();
       if (status.ok() || !remote_servers.empty() ||
           ErrorLog().find("Address already in use") == std::string::npos) {
@@ -154,6 +155,16 @@ class ClickHouseTestServer {
       }
     }
     return status;
+  }
+
+  // A user `name` with `password` (plain text) and the default user's
+  // networks, profile and quota, added to the config Start() writes (the
+  // one docs/fleet.md shows has the default user only). Call before Start().
+  void AddUser(const std::string& name, const std::string& password) {
+    absl::StrAppend(&more_users_, "    <", name, ">\n      <password>", password,
+                    "</password>\n      <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>\n"
+                    "      <profile>default</profile>\n      <quota>default</quota>\n    </",
+                    name, ">\n");
   }
 
   // Starts it again on the same ports and data (after Kill or Stop).
@@ -245,6 +256,7 @@ class ClickHouseTestServer {
   int tcp_port_;
   std::string dir_;
   std::string config_;
+  std::string more_users_;  // AddUser's elements, inside <users>.
   pid_t pid_ = 0;
 };
 

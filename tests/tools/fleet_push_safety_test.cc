@@ -49,6 +49,9 @@ using test_util::FakeHttpServer;
 using test_util::RunOutput;
 using test_util::ScratchDir;
 
+// The password of the test server's user "pusher", which no message may show.
+constexpr char kPassword[] = "secret";
+
 // The longest line push and the readers take (docs/fleet.md).
 constexpr size_t kMaxLineBytes = size_t{16} << 20;
 
@@ -151,6 +154,7 @@ class FleetPushSafetyTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new ClickHouseTestServer();
+    server_->AddUser("pusher", kPassword);
     start_status_ = server_->Start();
   }
   static void TearDownTestSuite() {
@@ -160,6 +164,7 @@ class FleetPushSafetyTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(start_status_.ok()) << start_status_; }
 
   static std::string url() { return server_->url(); }
+  static std::string HostPort() { return absl::StrCat("127.0.0.1:", server_->http_port()); }
   static std::string Checkpoint(const std::string& dir) {
     return CheckpointPath(dir, url(), "matrix");
   }
@@ -515,6 +520,81 @@ TEST(FleetPushServerTest, FollowSendsWhatWasWrittenOnSigtermWhileWaiting) {
   std::vector<FakeHttpServer::Request> requests = server.requests();
   EXPECT_THAT(requests.back().body, HasSubstr("app::Second()"));
   EXPECT_THAT(requests.back().body, Not(HasSubstr("app::First()")));
+}
+
+// ---- Credentials in messages -----------------------------------------------
+
+// Everything push and fleet print of a server given with credentials: the
+// server by host and port, the password nowhere (docs/fleet.md).
+TEST(FleetCredentialsTest, ClosedPortErrorsNameTheServerWithoutItsPassword) {
+  ScratchDir scratch("closed");
+  scratch.Write("issues.jsonl", {AnrLine("app::Closed()", 0)});
+  const std::string host_port = absl::StrCat("127.0.0.1:", test_util::FreePort());
+  const std::string url =
+      absl::StrCat("http://pusher:", kPassword, "@", host_port, "/?password=", kPassword);
+  const std::string shown = absl::StrCat("http://pusher:***@", host_port, "/?password=***");
+  // Retried (a refused connection may be a server restarting): the retry
+  // lines show the URL too.
+  ChildRun push = RunChild({"push", "--clickhouse", url, "--retry-for=0.5", scratch.path()},
+                           scratch.path(), absl::Seconds(60));
+  ASSERT_TRUE(push.exited) << push.err;
+  EXPECT_EQ(push.code, 1) << push.err;
+  EXPECT_THAT(push.err, HasSubstr(absl::StrCat(shown, ": ")));
+  EXPECT_THAT(push.err, HasSubstr("retrying in"));
+  EXPECT_THAT(push.err, HasSubstr("gave up after"));
+  EXPECT_THAT(push.out + push.err, Not(HasSubstr(kPassword)));
+
+  ChildRun fleet = RunChild({"fleet", "--clickhouse", url, "--retry-for=0.5", "top"},
+                            scratch.path(), absl::Seconds(60));
+  ASSERT_TRUE(fleet.exited) << fleet.err;
+  EXPECT_EQ(fleet.code, 1) << fleet.err;
+  EXPECT_THAT(fleet.err, HasSubstr(absl::StrCat("fleet top: ", shown, ": ")));
+  EXPECT_THAT(fleet.out + fleet.err, Not(HasSubstr(kPassword)));
+
+  // A URL push refuses on the command line is not echoed with its password.
+  RunOutput usage = RunCli(
+      {"push", "--clickhouse", absl::StrCat("pusher:", kPassword, "@h:8123"), scratch.path()});
+  EXPECT_EQ(usage.code, 2) << usage.err;
+  EXPECT_THAT(usage.err, HasSubstr("not \"pusher:***@h:8123\""));
+  EXPECT_THAT(usage.err, Not(HasSubstr(kPassword)));
+}
+
+TEST_F(FleetPushSafetyTest, WrongPasswordIsNamedWithoutThePassword) {
+  ScratchDir scratch("wrong-password");
+  scratch.Write("issues.jsonl", {AnrLine("app::Refused()", 0)});
+  const std::string url = absl::StrCat("http://default:", kPassword, "@", HostPort());
+  ChildRun push = RunChild({"push", "--clickhouse", url, "--retry-for=1", scratch.path()},
+                           scratch.path(), absl::Seconds(60));
+  ASSERT_TRUE(push.exited) << push.err;
+  EXPECT_EQ(push.code, 1) << push.err;
+  EXPECT_THAT(push.err, HasSubstr(absl::StrCat("http://default:***@", HostPort(), ": HTTP ")));
+  EXPECT_THAT(push.err, HasSubstr("for user default"));
+  EXPECT_THAT(push.out + push.err, Not(HasSubstr(kPassword)));
+  EXPECT_NE(Count("key = 'app::Refused()'"), 1);  // -1: no table was made either.
+}
+
+// The right password: the summary line and the stored issue's source name
+// the server without it.
+TEST_F(FleetPushSafetyTest, PushAndFleetWithAPasswordShowItNowhere) {
+  ScratchDir scratch("password");
+  scratch.Write("issues.jsonl", {AnrLine("app::Guarded()", 0)});
+  const std::string url = absl::StrCat("http://pusher:", kPassword, "@", HostPort(), "/");
+  const std::string shown = absl::StrCat("http://pusher:***@", HostPort(), "/");
+  ChildRun push = RunChild({"push", "--clickhouse", url, "--retry-for=2", scratch.path()},
+                           scratch.path(), absl::Seconds(60));
+  ASSERT_TRUE(push.exited) << push.err;
+  EXPECT_EQ(push.code, 0) << push.err;
+  EXPECT_THAT(push.out, HasSubstr(absl::StrCat("pushed 1 issue from 1 file in 1 batch to ", shown,
+                                               " matrix.issues")));
+  EXPECT_EQ(Count("key = 'app::Guarded()'"), 1);
+  ChildRun show = RunChild({"fleet", "--clickhouse", url, "show", "app::Guarded()"}, scratch.path(),
+                           absl::Seconds(60));
+  ASSERT_TRUE(show.exited) << show.err;
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("app::Guarded()"));
+  for (const ChildRun* run : {&push, &show}) {
+    EXPECT_THAT(run->out + run->err, Not(HasSubstr(kPassword)));
+  }
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ namespace {
 using agent_test::RunResult;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 const std::string kTarget = SYMBOLIZE_TARGET_STRIPPED;
@@ -232,6 +233,16 @@ TEST(SymbolizeE2ETest, AStrippedHang_KeyedByModuleOffset_IsNamedOffTheHost) {
   EXPECT_THAT(run.err, HasSubstr(absl::StrCat("(build id ", build_id, ") left raw")));
   EXPECT_THAT(run.err, HasSubstr(absl::StrCat("debuginfod ", nobody, ": ")));
   EXPECT_THAT(run.err, HasSubstr("error: a debuginfod server could not be asked"));
+  // A server given with credentials is named without its password.
+  const std::string host_port = absl::StrCat("127.0.0.1:", test_util::FreePort());
+  RunResult hidden = Report({"symbolize", "--debuginfod",
+                             absl::StrCat("http://reader:secret@", host_port, "/?password=secret"),
+                             "-o", work + "/raw2", reports},
+                            work + "/cache4");
+  EXPECT_EQ(hidden.exit_code(), 1);
+  EXPECT_THAT(hidden.err, HasSubstr(absl::StrCat("debuginfod http://reader:***@", host_port,
+                                                 "/?password=***: ")));
+  EXPECT_THAT(hidden.out + hidden.err, Not(HasSubstr("secret")));
   for (const auto& entry : std::filesystem::directory_iterator(reports)) {
     if (entry.path().extension() != ".jsonl") continue;
     const std::string copy = work + "/raw/" + entry.path().filename().string();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "internal/redact_url.h"
 
 namespace matrix::report {
 namespace {
@@ -87,7 +88,8 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 
 }  // namespace
 
-ClickHouseClient::ClickHouseClient(ClickHouseOptions options) : options_(std::move(options)) {
+ClickHouseClient::ClickHouseClient(ClickHouseOptions options)
+    : options_(std::move(options)), shown_url_(internal::RedactUrl(options_.url)) {
   GlobalInit();
   curl_ = curl_easy_init();
 }
@@ -133,19 +135,21 @@ absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::TryOnce(absl::string_
     curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &OnProgress);
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &options_.stop_requested);
   }
+  // The messages below name the server by shown_url_: libcurl's own (the
+  // error buffer) name a host and port, never the URL or its userinfo.
   char error[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   const CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   if (code == CURLE_ABORTED_BY_CALLBACK) {
-    return absl::CancelledError(absl::StrCat(options_.url, ": stopped before the server answered"));
+    return absl::CancelledError(absl::StrCat(shown_url_, ": stopped before the server answered"));
   }
   if (code != CURLE_OK) {
     // Not connected, reset, timed out: the server may come back. A URL libcurl
     // cannot use will not.
     *transient = code != CURLE_UNSUPPORTED_PROTOCOL && code != CURLE_URL_MALFORMAT;
     return absl::UnavailableError(
-        absl::StrCat(options_.url, ": ", error[0] != '\0' ? error : curl_easy_strerror(code)));
+        absl::StrCat(shown_url_, ": ", error[0] != '\0' ? error : curl_easy_strerror(code)));
   }
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -153,15 +157,17 @@ absl::StatusOr<ClickHouseClient::Answer> ClickHouseClient::TryOnce(absl::string_
     // Another server (a proxy's or a web server's page): nothing it says
     // counts, and asking again will not change it.
     return absl::FailedPreconditionError(absl::StrCat(
-        options_.url, ": not a ClickHouse server (HTTP 200 without ClickHouse's X-ClickHouse-* "
-        "headers", answer_headers.content_type.empty() ? "" : ", Content-Type ",
-        answer_headers.content_type, "): give the URL of a ClickHouse server's HTTP interface "
+        shown_url_,
+        ": not a ClickHouse server (HTTP 200 without ClickHouse's X-ClickHouse-* "
+        "headers",
+        answer_headers.content_type.empty() ? "" : ", Content-Type ", answer_headers.content_type,
+        "): give the URL of a ClickHouse server's HTTP interface "
         "(port 8123 by default)"));
   }
   if (status == 200) return Answer{std::move(body), {answer_headers.written_rows}};
   *transient = status >= 500;
   const std::string message =
-      absl::StrCat(options_.url, ": HTTP ", status, ": ", ServerMessage(std::move(body)));
+      absl::StrCat(shown_url_, ": HTTP ", status, ": ", ServerMessage(std::move(body)));
   return status >= 500 ? absl::UnavailableError(message) : absl::FailedPreconditionError(message);
 }
 

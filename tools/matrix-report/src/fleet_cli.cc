@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "internal/option_split.h"
+#include "internal/redact_url.h"
 #include "matrix/report/clickhouse_client.h"
 #include "matrix/report/fleet.h"
 #include "matrix/report/format_util.h"
@@ -115,7 +116,7 @@ absl::Status SetUrl(FleetCommandLine& cl, const std::string& value) {
     return UsageError(
         absl::StrCat("--clickhouse needs the HTTP interface's URL, "
                      "http://HOST:PORT (8123 by default), not \"",
-                     value, "\""));
+                     internal::RedactUrl(value), "\""));
   }
   cl.urls.push_back(value);
   return absl::OkStatus();
@@ -212,7 +213,8 @@ constexpr FleetFlag kFleetFlags[] = {
     {"--debuginfod", true,
      [](FleetCommandLine& cl, const std::string& v) {
        if (!absl::StartsWith(v, "http://") && !absl::StartsWith(v, "https://")) {
-         return UsageError(absl::StrCat("--debuginfod needs a server's URL, not \"", v, "\""));
+         return UsageError(absl::StrCat("--debuginfod needs a server's URL, not \"",
+                                        internal::RedactUrl(v), "\""));
        }
        cl.symbolize.debuginfod_urls.push_back(v);
        return absl::OkStatus();
@@ -323,10 +325,10 @@ void ReportPushStats(const FleetCommandLine& cl, const PushStats& stats, std::os
       << " from " << stats.files << (stats.files == 1 ? " file" : " files") << " in "
       << stats.batches << (stats.batches == 1 ? " batch" : " batches") << " to ";
   if (cl.urls.size() > 1) {
-    out << "the " << cl.urls.size() << " shards of " << cl.cluster << " (" << cl.urls[0] << "...) "
-        << cl.database << ".issues_local";
+    out << "the " << cl.urls.size() << " shards of " << cl.cluster << " ("
+        << internal::RedactUrl(cl.urls[0]) << "...) " << cl.database << ".issues_local";
   } else {
-    out << cl.urls[0] << " " << cl.database << ".issues";
+    out << internal::RedactUrl(cl.urls[0]) << " " << cl.database << ".issues";
   }
   if (stats.malformed > 0) out << "; skipped " << stats.malformed << " malformed";
   out << "\n";
@@ -562,7 +564,7 @@ int RunHtml(const FleetCommandLine& cl, std::ostream& out, std::ostream& err,
     return kExitNoInput;
   }
   ReadResult read;
-  const std::string source = absl::StrCat(cl.database, ".issues@", cl.urls[0]);
+  const std::string source = absl::StrCat(cl.database, ".issues@", client.shown_url());
   read.files.push_back(source);
   std::vector<std::vector<std::string>> rows = ParseTsv(*body);
   std::reverse(rows.begin(), rows.end());

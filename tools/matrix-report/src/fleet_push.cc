@@ -376,7 +376,7 @@ absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
   const std::string& cluster = options_.fleet.cluster;
   if (cluster.empty()) return absl::InvalidArgumentError("shards need a cluster (--cluster)");
   if (shards.empty()) return absl::InvalidArgumentError("no shards given");
-  const std::string& first_url = client_.options().url;
+  const std::string& first_url = client_.shown_url();
   absl::StatusOr<std::string> body = client_.Query(
       absl::StrCat("SELECT shard_num, shard_weight, replica_num, host_name, port FROM "
                    "system.clusters WHERE cluster = ",
@@ -432,7 +432,7 @@ absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
   }
   // Each server names itself as the shard at its position.
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string& url = shards[i]->options().url;
+    const std::string& url = shards[i]->shown_url();
     absl::StatusOr<std::string> local = shards[i]->Query(
         absl::StrCat("SELECT shard_num, host_name, port FROM system.clusters WHERE cluster = ",
                      SqlQuote(cluster), " AND is_local ORDER BY shard_num FORMAT TabSeparated"));
@@ -510,7 +510,7 @@ absl::Status FleetPusher::CheckStored(ClickHouseClient& client, const std::strin
     return absl::OkStatus();
   }
   return absl::DataLossError(
-      absl::StrCat(client.options().url, ": ",
+      absl::StrCat(client.shown_url(), ": ",
                    result.written_rows.has_value()
                        ? absl::StrCat("the server wrote ", *result.written_rows, " of ", part.rows,
                                       " rows of the batch (X-ClickHouse-Summary), and ")
@@ -617,7 +617,7 @@ absl::Status FleetPusher::Send(Batch& batch) {
     return absl::Status(
         status[server].code(),
         absl::StrCat("shard ", server + 1, " of ", shards_.size(), " (",
-                     shards_[server]->options().url, "): ", status[server].message()));
+                     shards_[server]->shown_url(), "): ", status[server].message()));
   }
   batch.acknowledged = batch.rows > 0;
   // Acknowledged (or nothing to send: skipped lines only): save the marks.

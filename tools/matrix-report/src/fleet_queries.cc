@@ -274,7 +274,7 @@ absl::StatusOr<FleetShow> FleetQueries::Show(absl::string_view key, const FleetF
     return absl::NotFoundError(absl::StrCat("no issue has the key \"", key, "\""));
   }
   absl::StatusOr<IssueRecord> record =
-      ParseIssueLine(worst->front()[0], {.file = absl::StrCat(table_, "@", client_.options().url)});
+      ParseIssueLine(worst->front()[0], {.file = absl::StrCat(table_, "@", client_.shown_url())});
   if (!record.ok()) {
     return absl::DataLossError(
         absl::StrCat("the stored report does not parse: ", record.status().message()));

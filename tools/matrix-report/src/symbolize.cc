@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "internal/redact_url.h"
 #include "matrix/trace/stack_key.h"
 #include "matrix/trace/symbolizer.h"
 
@@ -88,6 +89,9 @@ FrameSymbolizer::FrameSymbolizer(SymbolizeOptions options) : options_(std::move(
     }
   }
   urls_ = absl::StrJoin(urls, " ");
+  shown_urls_ = absl::StrJoin(urls, " ", [](std::string* out, const std::string& url) {
+    out->append(internal::RedactUrl(url));
+  });
 }
 
 FrameSymbolizer::~FrameSymbolizer() = default;
@@ -109,7 +113,7 @@ FrameSymbolizer::DebugInfo* FrameSymbolizer::FromDebugServers(const std::string&
   debuginfod_end(client);
   if (fd < 0) {
     if (fd != -ENOENT) server_failed_ = true;
-    absl::StrAppend(why, "; debuginfod ", urls_, ": ",
+    absl::StrAppend(why, "; debuginfod ", shown_urls_, ": ",
                     fd == -ENOENT ? "not found" : DebuginfodError(fd));
     return nullptr;
   }

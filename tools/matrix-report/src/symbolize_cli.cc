@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "internal/option_split.h"
+#include "internal/redact_url.h"
 #include "matrix/report/cli.h"
 #include "matrix/report/format_util.h"
 #include "matrix/report/issue_reader.h"
@@ -81,8 +82,9 @@ absl::StatusOr<SymbolizeCommandLine> ParseSymbolize(const std::vector<std::strin
     switch (*flag) {
       case SymbolizeFlag::kDebuginfod:
         if (!absl::StartsWith(*value, "http://") && !absl::StartsWith(*value, "https://")) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "--debuginfod needs a server's URL, http://HOST:PORT, not \"", *value, "\""));
+          return absl::InvalidArgumentError(
+              absl::StrCat("--debuginfod needs a server's URL, http://HOST:PORT, not \"",
+                           internal::RedactUrl(*value), "\""));
         }
         cl.options.debuginfod_urls.push_back(*value);
         break;

@@ -8,7 +8,8 @@
 // with exponential backoff until `retry_for` has passed; ClickHouse errors
 // that will not change (HTTP 4xx: syntax, unknown table, ...) are returned at
 // once. Errors carry the server's own message ("Code: 60, ... Table
-// matrix.x doesn't exist").
+// matrix.x doesn't exist") and name the server by its URL without the
+// password (shown_url()).
 //
 // An answer counts only when it is ClickHouse's: it carries ClickHouse's
 // X-ClickHouse-* headers (every version sends X-ClickHouse-Server-Display-Name
@@ -42,7 +43,9 @@ namespace matrix::report {
 
 struct ClickHouseOptions {
   // http://host:port[/] of a server's HTTP interface; user and password may
-  // be given as http://user:password@host:port.
+  // be given as http://user:password@host:port (or ?user=...&password=...).
+  // Requests use it as given; messages show shown_url(), without the
+  // password.
   std::string url;
   // Each request's time limit (connecting included).
   absl::Duration request_timeout = absl::Seconds(30);
@@ -90,6 +93,10 @@ class ClickHouseClient {
 
   const ClickHouseOptions& options() const { return options_; }
 
+  // options().url as messages show it: its password replaced by "***"
+  // (internal::RedactUrl). Every error of the client names the server so.
+  const std::string& shown_url() const { return shown_url_; }
+
   // Changes how long later requests keep retrying. Client's thread.
   void set_retry_for(absl::Duration retry_for) { options_.retry_for = retry_for; }
 
@@ -103,6 +110,7 @@ class ClickHouseClient {
   absl::StatusOr<Answer> WithRetries(absl::string_view sql, absl::string_view data);
 
   ClickHouseOptions options_;
+  const std::string shown_url_;  // RedactUrl(options_.url).
   void* curl_ = nullptr;  // CURL*, reused across requests (keep-alive).
 };
 

@@ -101,6 +101,7 @@ class FrameSymbolizer {
 
   const SymbolizeOptions options_;
   std::string urls_;  // Every server, space-separated, as DEBUGINFOD_URLS.
+  std::string shown_urls_;  // The same as messages show them (RedactUrl).
   absl::flat_hash_map<std::string, std::unique_ptr<DebugInfo>> debug_info_;
   absl::flat_hash_map<std::string, std::string> not_found_;  // Build id -> why.
   std::vector<Problem> problems_;
