@@ -27,6 +27,7 @@
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
 #include "internal/fleet_row_view.h"
+#include "internal/system_clusters.h"
 #include "matrix/core/app_identity.h"
 #include "matrix/report/fleet.h"
 
@@ -377,38 +378,32 @@ absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
   if (cluster.empty()) return absl::InvalidArgumentError("shards need a cluster (--cluster)");
   if (shards.empty()) return absl::InvalidArgumentError("no shards given");
   const std::string& first_url = client_.shown_url();
-  absl::StatusOr<std::string> body = client_.Query(
-      absl::StrCat("SELECT shard_num, shard_weight, replica_num, host_name, port FROM "
-                   "system.clusters WHERE cluster = ",
-                   SqlQuote(cluster), " ORDER BY shard_num, replica_num FORMAT TabSeparated"));
-  if (!body.ok()) return body.status();
+  absl::StatusOr<std::vector<internal::ClusterReplica>> replicas =
+      internal::ReadClusterReplicas(client_, cluster);
+  if (!replicas.ok()) return replicas.status();
+  const auto address_of = [](const internal::ClusterReplica& replica) {
+    return absl::StrCat(replica.host_name, ":", replica.port);
+  };
   // The cluster's shards as the first server has them: weight and address.
   struct Listed {
     int64_t weight = 0;
     std::string address;
   };
   std::vector<Listed> listed;
-  for (const std::vector<std::string>& row : ParseTsv(*body)) {
-    int64_t shard_num = 0;
-    int64_t weight = 0;
-    int64_t replica = 0;
-    if (row.size() != 5 || !absl::SimpleAtoi(row[0], &shard_num) ||
-        !absl::SimpleAtoi(row[1], &weight) || !absl::SimpleAtoi(row[2], &replica)) {
-      return absl::InternalError(absl::StrCat(first_url, ": system.clusters: unexpected row"));
-    }
-    if (replica > 1) {
+  for (const internal::ClusterReplica& replica : *replicas) {
+    if (replica.replica_num > 1) {
       return absl::FailedPreconditionError(
-          absl::StrCat("shard ", shard_num, " of cluster ", cluster,
+          absl::StrCat("shard ", replica.shard_num, " of cluster ", cluster,
                        " has replicas (system.clusters of ", first_url,
                        "): push places rows itself on one server per shard only; give only the "
                        "first --clickhouse URL to push through the Distributed ",
                        options_.fleet.database, ".issues"));
     }
-    if (shard_num != static_cast<int64_t>(listed.size()) + 1) {
+    if (replica.shard_num != static_cast<int64_t>(listed.size()) + 1) {
       return absl::InternalError(absl::StrCat(first_url, ": system.clusters numbers the shards of ",
                                               cluster, " with gaps"));
     }
-    listed.push_back({weight, absl::StrCat(row[3], ":", row[4])});
+    listed.push_back({replica.shard_weight, address_of(replica)});
   }
   const auto addresses = [&listed] {
     std::string all;
@@ -430,24 +425,27 @@ absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
         "the first to push through the Distributed ",
         options_.fleet.database, ".issues"));
   }
-  // Each server names itself as the shard at its position.
+  // Each server names itself (is_local) as the shard at its position.
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string& url = shards[i]->shown_url();
-    absl::StatusOr<std::string> local = shards[i]->Query(
-        absl::StrCat("SELECT shard_num, host_name, port FROM system.clusters WHERE cluster = ",
-                     SqlQuote(cluster), " AND is_local ORDER BY shard_num FORMAT TabSeparated"));
-    if (!local.ok()) return local.status();
-    const std::vector<std::vector<std::string>> rows = ParseTsv(*local);
-    int64_t shard_num = 0;
-    if (rows.size() != 1 || rows[0].size() != 3 || !absl::SimpleAtoi(rows[0][0], &shard_num)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          url, " (--clickhouse ", i + 1, ") is ",
-          rows.empty() ? "no shard" : absl::StrCat(rows.size(), " shards"), " of cluster ", cluster,
-          " by its own system.clusters (is_local); the cluster's shards, in order, "
-          "are ",
-          addresses(), " (system.clusters of ", first_url, ")"));
+    absl::StatusOr<std::vector<internal::ClusterReplica>> own =
+        internal::ReadClusterReplicas(*shards[i], cluster);
+    if (!own.ok()) return own.status();
+    std::vector<const internal::ClusterReplica*> local;
+    for (const internal::ClusterReplica& replica : *own) {
+      if (replica.is_local) local.push_back(&replica);
     }
-    const std::string address = absl::StrCat(rows[0][1], ":", rows[0][2]);
+    if (local.size() != 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(url, " (--clickhouse ", i + 1, ") is ",
+                       local.empty() ? "no shard" : absl::StrCat(local.size(), " shards"),
+                       " of cluster ", cluster,
+                       " by its own system.clusters (is_local); the cluster's shards, in order, "
+                       "are ",
+                       addresses(), " (system.clusters of ", first_url, ")"));
+    }
+    const int64_t shard_num = local[0]->shard_num;
+    const std::string address = address_of(*local[0]);
     if (shard_num != static_cast<int64_t>(i) + 1 || address != listed[i].address) {
       return absl::FailedPreconditionError(
           absl::StrCat(url, " (--clickhouse ", i + 1, ") is shard ", shard_num, " (", address,

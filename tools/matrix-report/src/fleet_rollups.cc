@@ -10,6 +10,8 @@
 // sentinel, so an answer is either the rollup of the table as it is, or the
 // rollups are rebuilt (and, if that fails, the answer comes from FINAL).
 
+#include "internal/fleet_rollups.h"
+
 #include <algorithm>
 #include <random>
 #include <string>
@@ -26,7 +28,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "internal/fleet_rollups.h"
+#include "internal/system_clusters.h"
 #include "matrix/report/fleet.h"
 
 namespace matrix::report {
@@ -136,15 +138,14 @@ absl::StatusOr<std::string> FleetQueries::FingerprintSql() {
   } else {
     const std::vector<std::string> args = DistributedArguments(table->front()[1]);
     if (args.empty()) return absl::NotFoundError("a Distributed table of no known shards");
-    absl::StatusOr<RowList> hosts = Rows(absl::StrCat(
-        "SELECT host_address, port FROM system.clusters WHERE cluster = ", SqlQuote(args[0]),
-        " ORDER BY shard_num, replica_num"));
-    if (!hosts.ok()) return hosts.status();
-    for (const std::vector<std::string>& host : *hosts) {
-      if (host.size() < 2) continue;
-      const std::string address = absl::StrContains(host[0], ':')
-                                      ? absl::StrCat("[", host[0], "]:", host[1])
-                                      : absl::StrCat(host[0], ":", host[1]);
+    absl::StatusOr<std::vector<internal::ClusterReplica>> replicas =
+        internal::ReadClusterReplicas(client_, args[0]);
+    if (!replicas.ok()) return replicas.status();
+    for (const internal::ClusterReplica& replica : *replicas) {
+      const std::string& host = replica.host_address;
+      const std::string address = absl::StrContains(host, ':')
+                                      ? absl::StrCat("[", host, "]:", replica.port)
+                                      : absl::StrCat(host, ":", replica.port);
       servers.push_back(ServerFingerprint(
           absl::StrCat("remote(", SqlQuote(address), ", system, parts)"),
           absl::StrCat("remote(", SqlQuote(address), ", system, tables)"), args[1], args[2]));
