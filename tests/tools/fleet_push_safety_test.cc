@@ -592,7 +592,15 @@ TEST_F(FleetPushSafetyTest, PushAndFleetWithAPasswordShowItNowhere) {
   ASSERT_TRUE(show.exited) << show.err;
   EXPECT_EQ(show.code, 0) << show.err;
   EXPECT_THAT(show.out, HasSubstr("app::Guarded()"));
-  for (const ChildRun* run : {&push, &show}) {
+  EXPECT_THAT(show.out, HasSubstr(absl::StrCat("matrix.issues@", shown)));
+  const std::string page = scratch.path() + "/fleet.html";
+  ChildRun html =
+      RunChild({"html", "--clickhouse", url, "-o", page}, scratch.path(), absl::Seconds(60));
+  ASSERT_TRUE(html.exited) << html.err;
+  EXPECT_EQ(html.code, 0) << html.err;
+  EXPECT_THAT(ReadFile(page), HasSubstr(absl::StrCat("matrix.issues@", shown)));
+  EXPECT_THAT(ReadFile(page), Not(HasSubstr(kPassword)));
+  for (const ChildRun* run : {&push, &show, &html}) {
     EXPECT_THAT(run->out + run->err, Not(HasSubstr(kPassword)));
   }
 }
