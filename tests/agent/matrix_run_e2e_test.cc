@@ -683,6 +683,47 @@ TEST(MatrixRunTest, FollowedChildReportsInItsOwnName) {
   EXPECT_EQ(again_anrs[0].issue.key(), anrs[0].issue.key());
 }
 
+// A launcher script (a wrapper, a pyenv shim) runs in a shell that execs the
+// program: the shell is dormant and the program it execs, the same pid, is
+// monitored. The shell's reads of command substitutions blocked often enough
+// to be learned as a loop wait; Matrix started in the shell, and its wait
+// for `sleep` (in waitpid, work) was an ANR of its own, keyed in the shell
+// (bash's `wait_for`, `dash+0xbc40`), beside a cold startup of the shell.
+TEST(MatrixRunTest, AShellThatExecsTheProgramIsNotMonitored) {
+  for (const std::string shell : {"/bin/bash", "/bin/sh"}) {
+    SCOPED_TRACE(shell);
+    const std::string dir = agent_test::NewReportDir("shell");
+    const std::string script = dir + ".sh";
+    {
+      std::ofstream out(script);
+      out << "#!" << shell << "\n"
+          << "for i in 1 2 3 4 5 6 7 8; do x=$(sleep 0.05; echo $i); done\n"
+          << "sleep 1.5\n"
+          << "exec " << kTarget << " stall 1200\n";
+    }
+    ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+    const RunResult run =
+        agent_test::Run({kRun, "--report-dir", dir, "--anr", "400", "--lag", "300", "--", script});
+    std::filesystem::remove(script);
+    ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+    const auto records = ReadIssues(dir);
+    int anrs = 0, startups = 0;
+    for (const auto& record : records) {
+      EXPECT_EQ(record.issue.process(), "agent_target") << record.kind << " " << record.key;
+      if (record.kind == "anr" && record.detail == "ANR") {
+        ++anrs;
+        EXPECT_EQ(record.key, "StallInKnownFunction") << agent_test::StackText(record);
+      }
+      if (record.kind == "startup") ++startups;
+    }
+    EXPECT_EQ(anrs, 1) << run.err;
+    EXPECT_EQ(startups, 1) << run.err;
+    // One agent line, the program's: none from the shell.
+    EXPECT_EQ(LoggedPids(run.err).size(), 1u) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("matrix-agent: agent_target (pid ")) << run.err;
+  }
+}
+
 // The program's own SIGQUIT and SIGPROF handlers keep working, and the ANR
 // stack is still taken (stack capture uses a real-time signal).
 TEST(MatrixRunTest, ProgramsOwnSigquitAndSigprofHandlersAreTolerated) {
