@@ -396,6 +396,18 @@ void FlushBeforeProcessEnd(ProcessEnd end) {
                    " on a thread other than the main thread)"));
 }
 
+void FlushAtLoopReturn() {
+  if (!MonitoringOnMainThread()) return;
+  Session& s = *g_session;
+  const int saved_errno = errno;
+  if (s.in_dispatch && !s.in_swap) {
+    WaitEnter();
+    WaitExit();
+  }
+  s.plugin->FlushReportsFor(kShutdownDrainTimeout);
+  errno = saved_errno;
+}
+
 // Window hooks (window_hooks.h).
 bool WaitingForFirstWindowMap() {
   const int state = g_state.load(std::memory_order_relaxed);
