@@ -724,6 +724,43 @@ TEST(MatrixRunTest, AShellThatExecsTheProgramIsNotMonitored) {
   }
 }
 
+// A wrapper script that runs the program as a child (no exec): the shell is
+// not monitored and says so in matrix-run's summary; with --follow-exec the
+// child reports in its own name.
+TEST(MatrixRunTest, AShellScriptsChildIsMonitoredWithFollowExec) {
+  const std::string dir = agent_test::NewReportDir("shell-child");
+  const std::string script = dir + "-wrapper";
+  {
+    std::ofstream out(script);
+    out << "#!/usr/bin/env sh\n"
+        << "for i in 1 2 3 4 5 6 7 8; do x=$(sleep 0.05; echo $i); done\n"
+        << kTarget << " stall 1200\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  const RunResult run =
+      agent_test::Run({kRun, "--report-dir", dir, "--anr", "400", "--lag", "300", "--", script});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  EXPECT_TRUE(ReadIssues(dir).empty()) << run.err;
+  const std::string name = script.substr(script.rfind('/') + 1);
+  EXPECT_THAT(run.err, HasSubstr(absl::StrCat("matrix-run: ", name,
+                                              " is a sh script: the shell is not monitored")))
+      << run.err;
+
+  const std::string followed = agent_test::NewReportDir("shell-child-follow");
+  const RunResult follow = agent_test::Run({kRun, "--report-dir", followed, "--anr", "400", "--lag",
+                                            "300", "--follow-exec", "--", script});
+  std::filesystem::remove(script);
+  ASSERT_EQ(follow.exit_code(), 0) << follow.out << follow.err;
+  const auto anrs = Anrs(followed);
+  ASSERT_EQ(anrs.size(), 1u) << follow.err;
+  EXPECT_EQ(anrs[0].issue.process(), "agent_target");
+  EXPECT_EQ(anrs[0].issue.key(), "StallInKnownFunction");
+  for (const auto& record : ReadIssues(followed)) {
+    EXPECT_EQ(record.issue.process(), "agent_target") << record.kind << " " << record.key;
+  }
+  EXPECT_THAT(follow.err, HasSubstr("matrix-run: child agent_target-")) << follow.err;
+}
+
 // The program's own SIGQUIT and SIGPROF handlers keep working, and the ANR
 // stack is still taken (stack capture uses a real-time signal).
 TEST(MatrixRunTest, ProgramsOwnSigquitAndSigprofHandlersAreTolerated) {

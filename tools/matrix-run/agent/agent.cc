@@ -92,6 +92,7 @@
 #include "own_pages.h"
 #include "present_hooks.h"
 #include "session.h"
+#include "shells.h"
 #include "wait_hooks.h"
 #include "window_hooks.h"
 

@@ -135,16 +135,6 @@ std::string AgentConfig::ReportName(pid_t pid, const char* program) const {
   return absl::StrCat(program, "-", pid);
 }
 
-bool IsShell(const std::string& executable) {
-  const size_t slash = executable.rfind('/');
-  const std::string name = slash == std::string::npos ? executable : executable.substr(slash + 1);
-  for (const char* shell : {"bash", "rbash", "dash", "sh", "zsh", "ksh", "ksh93", "mksh", "posh",
-                            "yash", "fish", "busybox"}) {
-    if (name == shell) return true;
-  }
-  return false;
-}
-
 absl::StatusOr<AgentConfig> AgentConfig::FromEnvironment(GetEnv get_env) {
   AgentConfig c;
   if (absl::Status s = ReadReportFiles(get_env, c); !s.ok()) return s;

@@ -90,13 +90,6 @@ struct AgentConfig {
   }
 };
 
-// Whether `executable` (the path /proc/self/exe names) is a POSIX-style shell
-// or busybox: bash, rbash, dash, sh, zsh, ksh, ksh93, mksh, posh, yash, fish.
-// A shell is never the loop to watch: it is a launcher (a wrapper script, a
-// pyenv shim) that waits for its children in waitpid and execs the program,
-// which keeps the pid and is monitored in turn. Any thread.
-bool IsShell(const std::string& executable);
-
 }  // namespace matrix::agent
 
 #endif  // MATRIX_TOOLS_MATRIX_RUN_AGENT_AGENT_CONFIG_H_
