@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shells.h"
 
 namespace matrix::agent {
 namespace {
@@ -95,6 +96,19 @@ TEST(AgentConfigTest, AFollowedChildWritesItsOwnFile) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->ReportName(7, "app"), "mine");
   EXPECT_EQ(Parse({})->ReportName(7, "app"), "app-7");
+}
+
+TEST(AgentConfigTest, ShellsAreLaunchersNotLoops) {
+  for (const char* shell :
+       {"/usr/bin/bash", "/bin/bash", "/usr/bin/dash", "/usr/bin/rbash", "/usr/bin/zsh",
+        "/usr/bin/ksh93", "/usr/bin/mksh", "/usr/bin/fish", "/bin/busybox", "sh"}) {
+    EXPECT_TRUE(matrix::agent::IsShell(shell)) << shell;
+  }
+  for (const char* program :
+       {"/usr/bin/python3.11", "/usr/bin/node", "/usr/lib/qt6/bin/qml", "/usr/bin/bashtop",
+        "/opt/sh/app", "/usr/bin/pcmanfm", "/usr/bin/xsh", ""}) {
+    EXPECT_FALSE(matrix::agent::IsShell(program)) << program;
+  }
 }
 
 TEST(AgentConfigTest, LagDefaultsBelowAShortAnr) {

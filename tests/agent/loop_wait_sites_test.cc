@@ -127,6 +127,22 @@ TEST(LoopWaitSitesTest, ARetryLoopInAHandlerIsNotLearnedOnceTheLoopIsKnown) {
   EXPECT_FALSE(sites.IsLoopWait(kHandler));
 }
 
+// In a poll loop's dispatch (its poll at kLoop's depth), a handler that
+// waits again and again (an asyncio coroutine in time.sleep) stays work; a
+// site shallower than the poll (a loop waiting in a condition variable
+// after a toolkit's round trip polled deeper) is still learned.
+TEST(LoopWaitSitesTest, AHandlerOfAPollLoopIsNotLearned) {
+  LoopWaitSites sites;
+  for (int i = 0; i < 50; ++i) sites.CountWait(kHandler, kBlocked, kLoop.frame);
+  EXPECT_FALSE(sites.IsLoopWait(kHandler));
+  for (int i = 0; i < 3; ++i) sites.CountWait(kLoop, kBlocked, kHandler.frame);
+  EXPECT_TRUE(sites.IsLoopWait(kLoop));
+  // Without the poll loop, the handler's site is learned (the limit).
+  LoopWaitSites without;
+  for (int i = 0; i < 3; ++i) without.CountWait(kHandler, kBlocked);
+  EXPECT_TRUE(without.IsLoopWait(kHandler));
+}
+
 // ...but the loop's own wait, run nested deeper (a modal dialog's loop), is.
 TEST(LoopWaitSitesTest, TheLoopRunNestedIsLearnedAndForgottenWhenItEnds) {
   LoopWaitSites sites;

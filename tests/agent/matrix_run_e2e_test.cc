@@ -683,6 +683,84 @@ TEST(MatrixRunTest, FollowedChildReportsInItsOwnName) {
   EXPECT_EQ(again_anrs[0].issue.key(), anrs[0].issue.key());
 }
 
+// A launcher script (a wrapper, a pyenv shim) runs in a shell that execs the
+// program: the shell is dormant and the program it execs, the same pid, is
+// monitored. The shell's reads of command substitutions blocked often enough
+// to be learned as a loop wait; Matrix started in the shell, and its wait
+// for `sleep` (in waitpid, work) was an ANR of its own, keyed in the shell
+// (bash's `wait_for`, `dash+0xbc40`), beside a cold startup of the shell.
+TEST(MatrixRunTest, AShellThatExecsTheProgramIsNotMonitored) {
+  for (const std::string shell : {"/bin/bash", "/bin/sh"}) {
+    SCOPED_TRACE(shell);
+    const std::string dir = agent_test::NewReportDir("shell");
+    const std::string script = dir + ".sh";
+    {
+      std::ofstream out(script);
+      out << "#!" << shell << "\n"
+          << "for i in 1 2 3 4 5 6 7 8; do x=$(sleep 0.05; echo $i); done\n"
+          << "sleep 1.5\n"
+          << "exec " << kTarget << " stall 1200\n";
+    }
+    ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+    const RunResult run =
+        agent_test::Run({kRun, "--report-dir", dir, "--anr", "400", "--lag", "300", "--", script});
+    std::filesystem::remove(script);
+    ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+    const auto records = ReadIssues(dir);
+    int anrs = 0, startups = 0;
+    for (const auto& record : records) {
+      EXPECT_EQ(record.issue.process(), "agent_target") << record.kind << " " << record.key;
+      if (record.kind == "anr" && record.detail == "ANR") {
+        ++anrs;
+        EXPECT_EQ(record.key, "StallInKnownFunction") << agent_test::StackText(record);
+      }
+      if (record.kind == "startup") ++startups;
+    }
+    EXPECT_EQ(anrs, 1) << run.err;
+    EXPECT_EQ(startups, 1) << run.err;
+    // One agent line, the program's: none from the shell.
+    EXPECT_EQ(LoggedPids(run.err).size(), 1u) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("matrix-agent: agent_target (pid ")) << run.err;
+  }
+}
+
+// A wrapper script that runs the program as a child (no exec): the shell is
+// not monitored and says so in matrix-run's summary; with --follow-exec the
+// child reports in its own name.
+TEST(MatrixRunTest, AShellScriptsChildIsMonitoredWithFollowExec) {
+  const std::string dir = agent_test::NewReportDir("shell-child");
+  const std::string script = dir + "-wrapper";
+  {
+    std::ofstream out(script);
+    out << "#!/usr/bin/env sh\n"
+        << "for i in 1 2 3 4 5 6 7 8; do x=$(sleep 0.05; echo $i); done\n"
+        << kTarget << " stall 1200\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0700), 0);
+  const RunResult run =
+      agent_test::Run({kRun, "--report-dir", dir, "--anr", "400", "--lag", "300", "--", script});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  EXPECT_TRUE(ReadIssues(dir).empty()) << run.err;
+  const std::string name = script.substr(script.rfind('/') + 1);
+  EXPECT_THAT(run.err, HasSubstr(absl::StrCat("matrix-run: ", name,
+                                              " is a sh script: the shell is not monitored")))
+      << run.err;
+
+  const std::string followed = agent_test::NewReportDir("shell-child-follow");
+  const RunResult follow = agent_test::Run({kRun, "--report-dir", followed, "--anr", "400", "--lag",
+                                            "300", "--follow-exec", "--", script});
+  std::filesystem::remove(script);
+  ASSERT_EQ(follow.exit_code(), 0) << follow.out << follow.err;
+  const auto anrs = Anrs(followed);
+  ASSERT_EQ(anrs.size(), 1u) << follow.err;
+  EXPECT_EQ(anrs[0].issue.process(), "agent_target");
+  EXPECT_EQ(anrs[0].issue.key(), "StallInKnownFunction");
+  for (const auto& record : ReadIssues(followed)) {
+    EXPECT_EQ(record.issue.process(), "agent_target") << record.kind << " " << record.key;
+  }
+  EXPECT_THAT(follow.err, HasSubstr("matrix-run: child agent_target-")) << follow.err;
+}
+
 // The program's own SIGQUIT and SIGPROF handlers keep working, and the ANR
 // stack is still taken (stack capture uses a real-time signal).
 TEST(MatrixRunTest, ProgramsOwnSigquitAndSigprofHandlersAreTolerated) {

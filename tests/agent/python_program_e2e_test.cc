@@ -112,4 +112,43 @@ TEST(PythonProgramTest, Python312AnrStackNamesTheHangingPythonFunction) {
       python, prefix == "/usr" ? "/usr/lib/python3.12/" : prefix + "/lib/python3.12/");
 }
 
+// An asyncio coroutine that blocks its loop in time.sleep, again and again
+// (8 x 250 ms), is one hang of 2 s: an ANR keyed by its function. The sleeps
+// come from one call site deeper than the loop's epoll_wait, in a dispatch
+// that epoll_wait began: a handler's waits. Learned as the loop's wait after
+// three of them, they split the hang into 250 ms dispatches: no report.
+constexpr char kBlockingCoroutine[] = R"(import asyncio, time
+def fetch_blocking():
+    for i in range(8):
+        time.sleep(0.25)
+async def handler():
+    for i in range(5):
+        await asyncio.sleep(0.05)
+    print("start blocking", flush=True)
+    fetch_blocking()
+async def main():
+    task = asyncio.create_task(handler())
+    await asyncio.sleep(3)
+asyncio.run(main())
+)";
+
+TEST(PythonProgramTest, AsyncioLoopBlockedByRepeatedSleepsIsAnAnr) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing";
+  const std::string dir = agent_test::NewReportDir("python-asyncio-sleeps");
+  const std::string script = dir + ".py";
+  std::ofstream(script) << kBlockingCoroutine;
+  const agent_test::RunResult run =
+      agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1000", "--lag", "800", "--",
+                       kPython, script});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  ASSERT_TRUE(absl::StrContains(run.out, "start blocking")) << run.out << run.err;
+  std::vector<matrix::report::IssueRecord> anrs;
+  for (auto& record : agent_test::ReadIssues(dir)) {
+    if (record.TagDetail() == "Trace_EvilMethod/ANR") anrs.push_back(std::move(record));
+  }
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  EXPECT_EQ(anrs[0].key, "fetch_blocking");
+  EXPECT_GE(Find(anrs[0].issue.anr().thread_stack(), "fetch_blocking"), 0);
+}
+
 }  // namespace

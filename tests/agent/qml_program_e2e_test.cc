@@ -3,7 +3,9 @@
 // busy(), a JavaScript function that spins for 6 s. Exactly one ANR, keyed
 // by busy (not by the engine's QV4::Runtime::CallQmlContextPropertyLookup
 // frame), whose stack shows busy and handleTick with the .qml file and their
-// lines, each just inside the libQt6Qml frames that run it.
+// lines, each just inside the libQt6Qml frames that run it. And a slow
+// handler that quits the loop keeps its JavaScript name (the engine is
+// destroyed right after).
 
 #include <unistd.h>
 
@@ -127,6 +129,56 @@ TEST(QmlProgramTest, AnrIsKeyedByTheHangingJavaScriptFunction) {
 
   EXPECT_EQ(anr.stack_key(), "busy") << text;
   EXPECT_EQ(anrs[0].key, "busy");
+}
+
+// A handler that is slow and then quits the loop (a slow save on quit):
+// the program destroys its engine right after, freeing the compiled
+// JavaScript. The slow dispatch is still keyed by its JavaScript function,
+// with its QML frame named: the agent delivers the reports in flight when
+// QCoreApplication::exec() returns. Without that, its frames were resolved
+// after the engine was gone, unnamed placeholders, and the key fell to a Qt
+// frame (QDateTime::currentMSecsSinceEpoch(), QV4::Moth::VME::interpret),
+// another each run.
+constexpr char kQuitQml[] = R"(import QtQuick
+import QtQuick.Window
+Window {
+    width: 320; height: 240; visible: true; title: "matrix-qml-quit"
+    function saveDocument(ms) {
+        var end = Date.now() + ms
+        var x = 0
+        while (Date.now() < end) { x = (x + 1) % 7 }
+        return x
+    }
+    Timer {
+        interval: 1000; running: true; repeat: false
+        onTriggered: { saveDocument(1200); Qt.quit() }
+    }
+}
+)";
+
+TEST(QmlProgramTest, ASlowHandlerThatQuitsKeepsItsJavaScriptName) {
+  for (int run_index = 0; run_index < 2; ++run_index) {
+    SCOPED_TRACE(run_index);
+    const std::string dir = agent_test::NewReportDir(absl::StrCat("qml-quit-", run_index));
+    const std::string qml = dir + "-quit.qml";
+    std::ofstream(qml) << kQuitQml;
+    const agent_test::RunResult run = agent_test::Run(
+        {"/usr/bin/timeout", "-s", "TERM", "40", MATRIX_RUN_PATH, "--report-dir", dir, "--evil",
+         "300", "--lag", "4000", "--anr", "5000", "--", PROGRAM_PATH, qml});
+    ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+    std::vector<matrix::report::IssueRecord> slow;
+    for (auto& record : agent_test::ReadIssues(dir)) {
+      if (record.TagDetail() == "Trace_EvilMethod/NORMAL") slow.push_back(std::move(record));
+    }
+    ASSERT_EQ(slow.size(), 1u) << run.err;
+    const auto& stack = slow[0].issue.evil_method().thread_stack();
+    const std::string text = Text(stack);
+    EXPECT_EQ(slow[0].key, "saveDocument") << text;
+    const int save = Find(stack, "saveDocument");
+    ASSERT_GE(save, 0) << text;
+    EXPECT_EQ(stack.frames(save).module(), kQmlModule);
+    EXPECT_EQ(stack.frames(save).file(), qml);
+  }
 }
 
 }  // namespace

@@ -35,7 +35,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "agent/shells.h"
 #include "internal/option_split.h"
 #include "matrix/core/file_path.h"
 #include "matrix/report/issue_reader.h"
@@ -269,9 +271,11 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
   return o;
 }
 
-// Whether `program` can be executed as execvp would find it.
-bool Executable(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+// The file execvp would run for `program`, or "" when there is none.
+std::string ExecutablePath(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    return access(program.c_str(), X_OK) == 0 ? program : std::string();
+  }
   const char* path = std::getenv("PATH");
   std::string paths = path != nullptr ? path : "/usr/bin:/bin";
   size_t start = 0;
@@ -281,10 +285,36 @@ bool Executable(const std::string& program) {
     std::string dir = paths.substr(start, end - start);
     if (dir.empty()) dir = ".";
     const std::string candidate = absl::StrCat(dir, "/", program);
-    if (IsFile(candidate) && access(candidate.c_str(), X_OK) == 0) return true;
+    if (IsFile(candidate) && access(candidate.c_str(), X_OK) == 0) return candidate;
     start = end + 1;
   }
-  return false;
+  return std::string();
+}
+
+// Whether `program` can be executed as execvp would find it.
+bool Executable(const std::string& program) { return !ExecutablePath(program).empty(); }
+
+// The shell that runs `program` when it is a shell script ("#!/bin/sh",
+// "#!/usr/bin/env bash"), else "". The agent is dormant in a shell
+// (agent/shells.h).
+std::string ScriptShell(const std::string& program) {
+  const std::string path = ExecutablePath(program);
+  if (path.empty()) return std::string();
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("#!", 0) != 0) return std::string();
+  std::vector<std::string> words =
+      absl::StrSplit(line.substr(2), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  if (words.empty()) return std::string();
+  std::string interpreter = words[0];
+  if (matrix::BaseName(interpreter) == "env") {
+    interpreter.clear();
+    for (size_t i = 1; i < words.size() && interpreter.empty(); ++i) {
+      if (words[i][0] != '-') interpreter = words[i];
+    }
+  }
+  return matrix::agent::IsShell(interpreter) ? std::string(matrix::BaseName(interpreter))
+                                             : std::string();
 }
 
 pid_t g_child = 0;
@@ -327,12 +357,20 @@ std::string ProcessListPath(const std::string& report_dir, const std::string& ba
 // and the files of other kinds beside it (<name>.fps.jsonl, ...: docs/reports.md,
 // "Retention"), rotated files included. `launched`: the program matrix-run
 // started (else a child it exec'ed).
-void Summarize(const std::string& report_dir, const std::string& name, pid_t pid, bool launched) {
+// `shell`: the shell that runs the launched program when it is a shell script.
+void Summarize(const std::string& report_dir, const std::string& name, pid_t pid, bool launched,
+               const std::string& shell) {
   const std::string file = absl::StrCat(report_dir, "/", name, ".jsonl");
   const std::string who = launched ? "" : absl::StrCat("child ", name, ": ");
   if (!IsFile(file)) {
     std::fprintf(stderr, "matrix-run: %sno reports (%s was not written)\n", who.c_str(),
                  file.c_str());
+    if (launched && !shell.empty()) {
+      std::fprintf(stderr,
+                   "matrix-run: %s is a %s script: the shell is not monitored, the program it "
+                   "execs is; programs it starts as children are with --follow-exec\n",
+                   name.substr(0, name.rfind('-')).c_str(), shell.c_str());
+    }
     return;
   }
   matrix::report::ReadResult result;
@@ -458,8 +496,9 @@ void SummarizeRun(const Options& o, const Launch& run, pid_t child) {
     while (in >> name >> pid) {
       if (pid != child) processes.emplace_back(name, pid);
     }
+    const std::string shell = ScriptShell(run.program);
     for (const auto& [report_name, process] : processes) {
-      Summarize(run.report_dir, report_name, process, process == child);
+      Summarize(run.report_dir, report_name, process, process == child, shell);
     }
   }
   unlink(list.c_str());

@@ -37,7 +37,9 @@
 // Lifecycle:
 //   constructor   reads the configuration (MATRIX_* variables), resolves the
 //                 real functions, records the main thread, registers a
-//                 pthread_atfork child handler. Starts nothing. Last, it
+//                 pthread_atfork child handler. Starts nothing; in a shell
+//                 (IsShell: a wrapper script, a pyenv shim) it stays dormant,
+//                 and the program the shell execs is monitored. Last, it
 //                 releases the pages of the libraries only the agent needs
 //                 (own_pages.h).
 //   first blocking wait (poll & co., or a learned loop wait) or swap on the
@@ -90,6 +92,7 @@
 #include "own_pages.h"
 #include "present_hooks.h"
 #include "session.h"
+#include "shells.h"
 #include "wait_hooks.h"
 #include "window_hooks.h"
 
@@ -242,6 +245,13 @@ void AtForkChild() {
   g_state.store(kDormant, std::memory_order_relaxed);
 }
 
+// The file this process runs ("/proc/self/exe"), or "" when unreadable.
+std::string ExecutablePath() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path));
+  return n > 0 && static_cast<size_t>(n) < sizeof(path) ? std::string(path, n) : std::string();
+}
+
 // The constructor's work: decides whether this process is monitored.
 void Arm() {
   g_pid = getpid();
@@ -257,6 +267,12 @@ void Arm() {
   }
   if (!config->ShouldMonitor(g_pid)) {
     g_state.store(kDormant);  // Another program exec'ed by the target: silent.
+    return;
+  }
+  if (IsShell(ExecutablePath())) {
+    // A launcher: waiting for its children (in waitpid, not interposed) would
+    // be its hangs. The program it execs keeps the pid and is monitored.
+    g_state.store(kDormant);
     return;
   }
   if (static_cast<pid_t>(syscall(SYS_gettid)) != g_pid) {
@@ -379,6 +395,18 @@ void FlushBeforeProcessEnd(ProcessEnd end) {
   NoteDrainProgress();
   Log(absl::StrCat("reports in ", g_session->report_path, " (at ", ProcessEndName(end),
                    " on a thread other than the main thread)"));
+}
+
+void FlushAtLoopReturn() {
+  if (!MonitoringOnMainThread()) return;
+  Session& s = *g_session;
+  const int saved_errno = errno;
+  if (s.in_dispatch && !s.in_swap) {
+    WaitEnter();
+    WaitExit();
+  }
+  s.plugin->FlushReportsFor(kShutdownDrainTimeout);
+  errno = saved_errno;
 }
 
 // Window hooks (window_hooks.h).

@@ -71,6 +71,15 @@ void StopMonitoring(ProcessEnd end);
 // process that ends on another thread than the main one (which may still
 // run its dispatch). Once; nothing when not monitoring. The drain thread.
 void FlushBeforeProcessEnd(ProcessEnd end);
+// The program's Qt event loop returned (QCoreApplication::exec(), qml_hooks.cc):
+// its teardown follows, which frees the compiled JavaScript the last
+// dispatches' QML frames name. Ends the dispatch in progress (a handler that
+// quit the loop; the teardown is the next one) and delivers the reports in
+// flight (TracePlugin::FlushReportsFor, within kShutdownDrainTimeout), so
+// their stacks are resolved while the engines still live. Monitoring goes on
+// (a program may run the loop again). Main thread; nothing elsewhere or when
+// not monitoring.
+void FlushAtLoopReturn();
 
 // Defined in exit_hooks.cc.
 // Starts the drain thread and installs the handler of each forwarded

@@ -45,7 +45,7 @@ LoopWaitSites::Entry* LoopWaitSites::Add(const CallSite& site) {
   return slot;
 }
 
-void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns) {
+void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns, uintptr_t poll_loop_frame) {
   Entry* e = Find(site);
   if (e == nullptr) e = Add(site);
   if (e == nullptr) return;
@@ -54,7 +54,10 @@ void LoopWaitSites::CountWait(const CallSite& site, int64_t waited_ns) {
   } else if (e->blocked_balance > 0) {
     --e->blocked_balance;
   }
-  if (e->blocked_balance >= kBlockedWaitsToLearn && MayBeLoop(e->site)) e->loop = true;
+  const bool in_poll_loop_handler = poll_loop_frame != 0 && site.frame < poll_loop_frame;
+  if (e->blocked_balance >= kBlockedWaitsToLearn && !in_poll_loop_handler && MayBeLoop(e->site)) {
+    e->loop = true;
+  }
 }
 
 bool LoopWaitSites::MayBeLoop(const CallSite& site) const {

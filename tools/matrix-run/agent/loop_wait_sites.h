@@ -24,6 +24,9 @@
 //     (it waits inside the loop's dispatches: a handler's retry loop of
 //     timed waits recurs and blocks too), unless it is in the same function
 //     as a learned one: the same loop run nested (a modal dialog).
+//   - In a dispatch that an established poll loop's own poll began (its
+//     site was a boundary twice in a row), a site deeper than that poll is
+//     not learned either: it waits inside the poll loop's dispatch.
 //   - Any other wait is work: it stays inside the dispatch (a sleep in a slow
 //     handler still gives its ANR).
 //   - A boundary (a poll-family wait, the loop's wait, a buffer swap) at some
@@ -87,8 +90,12 @@ class LoopWaitSites {
 
   // A wait from `site` that is not the loop's returned after `waited_ns`:
   // counts it (adding the site when new) and learns the site when its
-  // balance of blocked waits reaches kBlockedWaitsToLearn.
-  void CountWait(const CallSite& site, int64_t waited_ns);
+  // balance of blocked waits reaches kBlockedWaitsToLearn, unless
+  // `poll_loop_frame` (0: none) is the frame of a poll loop's own poll site
+  // that began the dispatch in progress and the site is deeper: a handler
+  // of that loop waits there (an asyncio coroutine in time.sleep, a GLib
+  // callback waiting for worker results), however often.
+  void CountWait(const CallSite& site, int64_t waited_ns, uintptr_t poll_loop_frame = 0);
 
   // A dispatch boundary made at `frame`: sites deeper than it waited inside
   // the loop's dispatches; their count starts over (learned ones too).

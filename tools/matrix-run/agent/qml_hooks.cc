@@ -14,8 +14,14 @@
 // registered with RegisterQmlEngine(), which checks the library version and
 // probes the layout: with any Qt but 6.4.2 nothing is registered.
 //
+// It also interposes QCoreApplication::exec() (Qt 5 and 6 share the symbol,
+// which QGuiApplication::exec() and QApplication::exec() call across
+// libraries): when the loop returns, the reports in flight are delivered
+// before the program destroys its engines (FlushAtLoopReturn), so that a
+// slow handler that quit the loop keeps its JavaScript names.
+//
 // Thread safety: the constructors may run on any thread; the registry is
-// lock-free for the capture handler.
+// lock-free for the capture handler. exec() runs on the main thread.
 
 #include <dlfcn.h>
 
@@ -23,7 +29,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 
+#include "exit_hooks.h"
 #include "matrix/trace/qml_frames.h"
 #include "present_hooks.h"  // Resolve, RealDlsym
 
@@ -32,24 +40,35 @@
 namespace matrix::agent {
 namespace {
 
-// The real constructor `name`: the next definition after the agent's, else
-// (a libQt6Qml loaded RTLD_LOCAL is not in the global scope RTLD_NEXT
-// searches) the loaded library's own. A constructor that cannot be found
-// cannot be skipped: the program stops with a message.
+// The real function `name`: the next definition after the agent's, else
+// (a library loaded RTLD_LOCAL is not in the global scope RTLD_NEXT
+// searches) the first of `libraries` loaded that defines it. A function that
+// cannot be found cannot be skipped: the program stops with a message.
 template <typename Fn>
-Fn RealConstructor(std::atomic<Fn>& slot, const char* name) {
+Fn RealQtFunction(std::atomic<Fn>& slot, const char* name,
+                  std::initializer_list<const char*> libraries) {
   Fn fn = Resolve(slot, name);
   if (fn != nullptr) return fn;
-  if (void* handle = dlopen("libQt6Qml.so.6", RTLD_NOW | RTLD_NOLOAD)) {
+  for (const char* library : libraries) {
+    void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
     fn = reinterpret_cast<Fn>(RealDlsym(handle, name));
     dlclose(handle);  // RTLD_NOLOAD took a reference; the program keeps its own.
+    if (fn == nullptr) continue;
     slot.store(fn, std::memory_order_relaxed);
+    break;
   }
   if (fn == nullptr) {
     fprintf(stderr, "matrix-agent: %s not found\n", name);
     abort();
   }
   return fn;
+}
+
+// The real constructor `name`, libQt6Qml's.
+template <typename Fn>
+Fn RealConstructor(std::atomic<Fn>& slot, const char* name) {
+  return RealQtFunction(slot, name, {"libQt6Qml.so.6"});
 }
 
 void RegisterJsEngine(void* js_engine) {
@@ -60,6 +79,7 @@ void RegisterJsEngine(void* js_engine) {
 using Ctor0 = void (*)(void*);
 using Ctor1 = void (*)(void*, void*);
 using Ctor2 = void (*)(void*, void*, void*);
+using ExecFn = int (*)();
 
 }  // namespace
 }  // namespace matrix::agent
@@ -135,3 +155,13 @@ MATRIX_QML_APP_CTOR(_ZN21QQmlApplicationEngineC2ERK7QStringP7QObject,
   }
 MATRIX_QML_V4_CTOR(_ZN3QV415ExecutionEngineC1EP9QJSEngine)
 MATRIX_QML_V4_CTOR(_ZN3QV415ExecutionEngineC2EP9QJSEngine)
+
+// static int QCoreApplication::exec(): the loop's return is the last moment
+// the program's engines surely live.
+MATRIX_AGENT_EXPORT int _ZN16QCoreApplication4execEv() {
+  static std::atomic<ma::ExecFn> real{nullptr};
+  const int result = ma::RealQtFunction(real, "_ZN16QCoreApplication4execEv",
+                                        {"libQt6Core.so.6", "libQt5Core.so.5"})();
+  ma::FlushAtLoopReturn();
+  return result;
+}

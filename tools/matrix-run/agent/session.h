@@ -68,6 +68,11 @@ struct Session {
   LoopWaitSites wait_sites;
   // The call site of the last blocking poll & co.: the loop's own poll.
   LoopWaitSites::CallSite loop_poll;
+  // How many blocking polls in a row came from loop_poll's site, and whether
+  // the dispatch in progress began at that site (LoopWaitSites::CountWait's
+  // poll loop: established at two in a row).
+  int loop_poll_repeats = 0;
+  bool dispatch_from_loop_poll = false;
   int64_t dispatches = 0;
   int64_t frames = 0;
   // GTK 3 (gtk_hooks.h): found at start; hooked once GDK has a display
@@ -176,6 +181,7 @@ inline void WaitExit() {
 inline void SwapEnter(uintptr_t frame) {
   Session& s = *g_session;
   if (s.in_swap) return;
+  s.dispatch_from_loop_poll = false;
   s.wait_sites.OnBoundary(frame);
   const TimeTicks now = s.looper->clock()->NowTicks();
   if (!s.in_dispatch) DispatchBegin(now, "matrix-run:frame");

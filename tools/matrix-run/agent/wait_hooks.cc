@@ -103,7 +103,13 @@ inline auto TimedWait(bool blocking, const LoopWaitSites::CallSite& site, Call&&
   if (blocking) {
     if (!MainThreadMonitoring()) return real();
     Session& s = *g_session;
-    if (!s.in_swap) s.loop_poll = site;
+    if (!s.in_swap) {
+      const bool same =
+          site.return_address == s.loop_poll.return_address && site.frame == s.loop_poll.frame;
+      s.loop_poll_repeats = same ? s.loop_poll_repeats + 1 : 1;
+      s.loop_poll = site;
+      s.dispatch_from_loop_poll = true;
+    }
     return BoundaryWait(site.frame, real);
   }
   if (g_state.load(std::memory_order_relaxed) != kRunning ||
@@ -115,6 +121,8 @@ inline auto TimedWait(bool blocking, const LoopWaitSites::CallSite& site, Call&&
       site.frame != s.loop_poll.frame) {
     return real();
   }
+  g_session->dispatch_from_loop_poll = true;
+  ++g_session->loop_poll_repeats;
   return BoundaryWait(site.frame, real);
 }
 
@@ -133,13 +141,20 @@ inline int64_t MonotonicNanos() {
 template <typename Count, typename Call>
 inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& real) {
   LoopWaitSites& sites = g_session->wait_sites;
-  if (sites.IsLoopWait(site) && MainThreadMonitoring()) return BoundaryWait(site.frame, real);
+  if (sites.IsLoopWait(site) && MainThreadMonitoring()) {
+    g_session->dispatch_from_loop_poll = false;
+    return BoundaryWait(site.frame, real);
+  }
   if (g_session->in_swap) return real();  // The driver's waits belong to the present.
   const int64_t begin = MonotonicNanos();
   auto result = real();
   const int saved_errno = errno;
   const int64_t waited = MonotonicNanos() - begin;
-  if (count(waited)) sites.CountWait(site, waited);
+  if (count(waited)) {
+    const Session& s = *g_session;
+    const bool poll_loop = s.dispatch_from_loop_poll && s.loop_poll_repeats >= 2;
+    sites.CountWait(site, waited, poll_loop ? s.loop_poll.frame : 0);
+  }
   errno = saved_errno;
   return result;
 }
