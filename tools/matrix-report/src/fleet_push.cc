@@ -19,31 +19,28 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "internal/bounded_read.h"
 #include "internal/fleet_checkpoint.h"
 #include "internal/fleet_fast_parse.h"
 #include "internal/fleet_row_view.h"
-#include "internal/system_clusters.h"
+#include "internal/fleet_send.h"
 #include "matrix/core/app_identity.h"
 #include "matrix/report/fleet.h"
 
-// FleetPusher: report files into ClickHouse, past their checkpoints
-// (fleet.h, docs/fleet.md). The rows are made in fleet_rows.cc, the checkpoint
-// files handled in fleet_checkpoint.cc, JSON lines parsed by
-// fleet_fast_parse.cc (or, when it cannot decide, by ParseIssueLine). Each
-// full batch is handed to a thread of its own while the next one is read,
-// which sorts it into the table's order (fleet_batch_format.cc,
-// PushOptions::batch_format) while the batch before is sent, then sends it
-// once that one is acknowledged (one batch sent at a time, in order), and
-// saves its checkpoints once the server has its rows. With shards (UseShards), that
-// thread splits each batch by shard as the Distributed table would
-// (cityHash64(host_id), internal/city_hash.h) and sends each shard its rows
-// at once, each on a thread of its own; the checkpoints wait for all of
-// them.
+// FleetPusher's push loop: report files into ClickHouse, past their
+// checkpoints (fleet.h, docs/fleet.md). It expands the inputs, reads each
+// file from its checkpoint's mark, parses its lines (on several threads) into
+// rows, and fills batches with the rows and the marks they advance. The rows
+// are made in fleet_rows.cc, the checkpoint files handled in
+// fleet_checkpoint.cc, JSON lines parsed by fleet_fast_parse.cc (or, when it
+// cannot decide, by ParseIssueLine). Each full batch is handed to a thread of
+// its own while the next one is read (Flush; at most kBatchesInFlight), which
+// sorts it (and, with shards, splits it by shard), sends it once the batch
+// before is acknowledged, and saves its checkpoints once the server has its
+// rows (fleet_send.cc, internal/fleet_send.h). Where each shard's rows go is
+// checked and set by UseShards (fleet_placement.cc).
 
 namespace matrix::report {
 
@@ -53,7 +50,6 @@ using internal::HeadHash;
 using internal::kHeadBytes;
 using internal::LoadCheckpoint;
 using internal::Mark;
-using internal::SaveCheckpoint;
 
 namespace {
 
@@ -90,24 +86,12 @@ std::string DirectoryOf(const std::string& file) {
   return file.substr(0, slash);
 }
 
-// The (host_id, issue_id) of the RowBinary row at `at` of `rows`
-// (AppendFleetRowBinary: issue_id first, then time_ms, then host_id).
-std::pair<std::string, std::string> RowIds(absl::string_view rows, size_t at) {
-  const auto string_at = [&rows](size_t& from) {
-    uint64_t size = 0;
-    for (int shift = 0; from < rows.size() && shift < 64; shift += 7) {
-      const auto byte = static_cast<uint8_t>(rows[from++]);
-      size |= static_cast<uint64_t>(byte & 0x7F) << shift;
-      if ((byte & 0x80) == 0) break;
-    }
-    const absl::string_view text = rows.substr(std::min(from, rows.size()), size);
-    from += size;
-    return std::string(text);
-  };
-  std::string issue_id = string_at(at);
-  at += sizeof(int64_t);  // time_ms
-  std::string host_id = string_at(at);
-  return {std::move(host_id), std::move(issue_id)};
+// Appends `row` to `rows` (AppendFleetRowBinary), `last_row_at` its offset
+// there, and counts it in `count`.
+void AddRow(const FleetRow& row, std::string& rows, size_t& last_row_at, int64_t& count) {
+  last_row_at = rows.size();
+  AppendFleetRowBinary(row, rows);
+  ++count;
 }
 
 // Threads kept for a push that run the parts of a job with the calling
@@ -187,54 +171,6 @@ constexpr size_t kSegmentBytes = 2 << 20;
 constexpr size_t kBatchesInFlight = 3;
 
 }  // namespace
-
-// Rows for one table on one server: a whole batch, or one shard's part of
-// it.
-struct FleetPusher::Part {
-  std::string rows_binary;  // RowBinary (AppendFleetRowBinary).
-  std::string sorted;       // The same rows as sent (batch_format), unless kRowBinary.
-  int64_t rows = 0;
-  // The first and last rows (host_id, issue_id), counted back after an
-  // INSERT whose answer does not say how many rows it wrote.
-  std::pair<std::string, std::string> first_row;
-  std::pair<std::string, std::string> last_row;
-};
-
-// Whether a batch was sent: told to the batch after it, which is sent only
-// once this one is done, and only when it was acknowledged.
-// Whether a batch was sent, per server: the batch after it sends its rows
-// to a server (shard) once this one's are acknowledged there, so each
-// shard takes its parts in order while a faster one runs ahead; its
-// checkpoints are saved once this batch is done and was acknowledged.
-struct FleetPusher::Outcome {
-  explicit Outcome(size_t servers)
-      : part_done(new absl::Notification[servers]), part_acknowledged(new bool[servers]()) {}
-  // Per server: its part sent (or given up), and acknowledged (set before;
-  // each server's by its own thread).
-  std::unique_ptr<absl::Notification[]> part_done;
-  std::unique_ptr<bool[]> part_acknowledged;
-  // The whole batch acknowledged and its checkpoints saved (set before).
-  absl::Notification done;
-  bool acknowledged = false;
-};
-
-// A batch handed to its sending thread: its rows, and the checkpoints to
-// save once the server (every shard) has them.
-struct FleetPusher::Batch : FleetPusher::Part {
-  // UseShards: each shard's rows of the batch, in the shards' order.
-  std::vector<std::unique_ptr<Part>> shard_parts;
-  // This batch's outcome, and the one of the batch handed over before it
-  // (nullptr when that one was already done).
-  std::shared_ptr<Outcome> outcome;
-  std::shared_ptr<Outcome> before;
-  std::thread sender;  // Joinable while it runs.
-  // Whole checkpoint files, with this batch's marks in them.
-  std::map<std::string, Checkpoint> checkpoints;
-  // The sending thread's result, and whether the server has the rows
-  // (also when saving a checkpoint failed after).
-  absl::Status status;
-  bool acknowledged = false;
-};
 
 struct FleetPusher::LineParser {
   internal::FastIssueParser fast;
@@ -347,11 +283,7 @@ struct FleetPusher::Pending {
     }
   }
 
-  void Add(const FleetRow& added) {
-    last_row_at = rows_binary.size();
-    AppendFleetRowBinary(added, rows_binary);
-    ++rows;
-  }
+  void Add(const FleetRow& added) { AddRow(added, rows_binary, last_row_at, rows); }
 };
 
 FleetPusher::FleetPusher(ClickHouseClient& client, PushOptions options)
@@ -369,258 +301,6 @@ absl::Status FleetPusher::EnsureSchema() {
   for (const std::string& sql : FleetSchema(options_.fleet)) {
     absl::StatusOr<std::string> result = client_.Query(sql);
     if (!result.ok()) return result.status();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FleetPusher::UseShards(std::vector<ClickHouseClient*> shards) {
-  const std::string& cluster = options_.fleet.cluster;
-  if (cluster.empty()) return absl::InvalidArgumentError("shards need a cluster (--cluster)");
-  if (shards.empty()) return absl::InvalidArgumentError("no shards given");
-  const std::string& first_url = client_.shown_url();
-  absl::StatusOr<std::vector<internal::ClusterReplica>> replicas =
-      internal::ReadClusterReplicas(client_, cluster);
-  if (!replicas.ok()) return replicas.status();
-  const auto address_of = [](const internal::ClusterReplica& replica) {
-    return absl::StrCat(replica.host_name, ":", replica.port);
-  };
-  // The cluster's shards as the first server has them: weight and address.
-  struct Listed {
-    int64_t weight = 0;
-    std::string address;
-  };
-  std::vector<Listed> listed;
-  for (const internal::ClusterReplica& replica : *replicas) {
-    if (replica.replica_num > 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("shard ", replica.shard_num, " of cluster ", cluster,
-                       " has replicas (system.clusters of ", first_url,
-                       "): push places rows itself on one server per shard only; give only the "
-                       "first --clickhouse URL to push through the Distributed ",
-                       options_.fleet.database, ".issues"));
-    }
-    if (replica.shard_num != static_cast<int64_t>(listed.size()) + 1) {
-      return absl::InternalError(absl::StrCat(first_url, ": system.clusters numbers the shards of ",
-                                              cluster, " with gaps"));
-    }
-    listed.push_back({replica.shard_weight, address_of(replica)});
-  }
-  const auto addresses = [&listed] {
-    std::string all;
-    for (size_t i = 0; i < listed.size(); ++i) {
-      absl::StrAppend(&all, i == 0 ? "" : ", ", i + 1, ": ", listed[i].address);
-    }
-    return all;
-  };
-  if (listed.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("cluster ", cluster,
-                                                      " is not in the <remote_servers> of ",
-                                                      first_url, " (system.clusters)"));
-  }
-  if (listed.size() != shards.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cluster ", cluster, " has ", listed.size(), " shards (system.clusters of ", first_url,
-        ": ", addresses(), ") but ", shards.size(),
-        " --clickhouse URLs were given: give one per shard, in the cluster's order, or only "
-        "the first to push through the Distributed ",
-        options_.fleet.database, ".issues"));
-  }
-  // Each server names itself (is_local) as the shard at its position.
-  for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string& url = shards[i]->shown_url();
-    absl::StatusOr<std::vector<internal::ClusterReplica>> own =
-        internal::ReadClusterReplicas(*shards[i], cluster);
-    if (!own.ok()) return own.status();
-    std::vector<const internal::ClusterReplica*> local;
-    for (const internal::ClusterReplica& replica : *own) {
-      if (replica.is_local) local.push_back(&replica);
-    }
-    if (local.size() != 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(url, " (--clickhouse ", i + 1, ") is ",
-                       local.empty() ? "no shard" : absl::StrCat(local.size(), " shards"),
-                       " of cluster ", cluster,
-                       " by its own system.clusters (is_local); the cluster's shards, in order, "
-                       "are ",
-                       addresses(), " (system.clusters of ", first_url, ")"));
-    }
-    const int64_t shard_num = local[0]->shard_num;
-    const std::string address = address_of(*local[0]);
-    if (shard_num != static_cast<int64_t>(i) + 1 || address != listed[i].address) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(url, " (--clickhouse ", i + 1, ") is shard ", shard_num, " (", address,
-                       ") of cluster ", cluster, " by its own system.clusters, not shard ", i + 1,
-                       " (", listed[i].address, "): give the URLs in the cluster's shard order, ",
-                       addresses(), " (system.clusters of ", first_url, ")"));
-    }
-  }
-  // Rows go where the Distributed table puts them only if it is sharded as
-  // FleetSchema makes it.
-  const std::string expected_engine = FleetDistributedEngine(options_.fleet);
-  absl::StatusOr<std::string> engine = client_.Query(absl::StrCat(
-      "SELECT engine_full FROM system.tables WHERE database = ", SqlQuote(options_.fleet.database),
-      " AND name = 'issues' FORMAT TabSeparated"));
-  if (!engine.ok()) return engine.status();
-  const std::vector<std::vector<std::string>> engine_rows = ParseTsv(*engine);
-  if (engine_rows.size() != 1 || engine_rows[0].size() != 1 ||
-      engine_rows[0][0] != expected_engine) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        options_.fleet.database, ".issues on ", first_url, " is ",
-        engine_rows.empty() || engine_rows[0].empty() ? std::string("missing") : engine_rows[0][0],
-        ", not ", expected_engine, ": push cannot place rows as it does"));
-  }
-  std::vector<uint32_t> slots;
-  for (size_t i = 0; i < listed.size(); ++i) {
-    if (listed[i].weight < 0 || listed[i].weight > 1000000) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("shard ", i + 1, " of cluster ", cluster, " has weight ", listed[i].weight));
-    }
-    slots.insert(slots.end(), static_cast<size_t>(listed[i].weight), static_cast<uint32_t>(i));
-  }
-  if (slots.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("every shard of cluster ", cluster, " has weight 0"));
-  }
-  shards_ = std::move(shards);
-  slot_to_shard_ = std::move(slots);
-  local_table_ = absl::StrCat(options_.fleet.database, ".issues_local");
-  return absl::OkStatus();
-}
-
-absl::Status FleetPusher::CheckStored(ClickHouseClient& client, const std::string& table,
-                                      const Part& part, const InsertResult& result) {
-  if (result.written_rows.has_value() && *result.written_rows >= part.rows) {
-    return absl::OkStatus();
-  }
-  // No summary (ClickHouse before 19), or one that counts fewer rows (a
-  // server may leave out rows a Distributed table wrote on other shards):
-  // the part's first and last rows must be there.
-  const auto tuple = [](const std::pair<std::string, std::string>& row) {
-    return absl::StrCat("(", SqlQuote(row.first), ", ", SqlQuote(row.second), ")");
-  };
-  const int64_t expected = part.first_row == part.last_row ? 1 : 2;
-  absl::StatusOr<std::string> body = client.Query(absl::StrCat(
-      "SELECT uniqExact(host_id, issue_id) FROM ", table, " WHERE (host_id, issue_id) IN (",
-      tuple(part.first_row), ", ", tuple(part.last_row), ") FORMAT TabSeparated"));
-  if (!body.ok()) return body.status();
-  int64_t found = -1;
-  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*body), &found) && found == expected) {
-    return absl::OkStatus();
-  }
-  return absl::DataLossError(
-      absl::StrCat(client.shown_url(), ": ",
-                   result.written_rows.has_value()
-                       ? absl::StrCat("the server wrote ", *result.written_rows, " of ", part.rows,
-                                      " rows of the batch (X-ClickHouse-Summary), and ")
-                       : "",
-                   "the batch's rows were not found after the INSERT (",
-                   found < 0 ? std::string("no count") : absl::StrCat(found), " of ", expected,
-                   " rows counted back); nothing of it is checkpointed"));
-}
-
-absl::Status FleetPusher::PreparePart(Part& part) const {
-  if (options_.batch_format == BatchFormat::kRowBinary ||
-      internal::SortFleetRows(part.rows_binary, part.rows, options_.batch_format, part.sorted)) {
-    return absl::OkStatus();
-  }
-  return absl::InternalError(
-      absl::StrCat("a batch of ", part.rows, " rows is not whole rows; nothing of it is sent"));
-}
-
-absl::Status FleetPusher::DeliverPart(ClickHouseClient& client, const std::string& table,
-                                      const Part& part) {
-  const BatchFormat format = options_.batch_format;
-  absl::StatusOr<InsertResult> result =
-      client.Insert(absl::StrCat("INSERT INTO ", table, " (", kFleetColumns, ") FORMAT ",
-                                 format == BatchFormat::kNative ? "Native" : "RowBinary"),
-                    format == BatchFormat::kRowBinary ? absl::string_view(part.rows_binary)
-                                                      : absl::string_view(part.sorted));
-  if (!result.ok()) return result.status();
-  return CheckStored(client, table, part, *result);
-}
-
-absl::Status FleetPusher::Prepare(Batch& batch) const {
-  if (shards_.empty()) return PreparePart(batch);
-  std::vector<internal::ShardRows> rows(shards_.size());
-  std::vector<internal::ShardRows*> split;
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    // Each part's memory of an earlier batch, written over.
-    rows[i].rows = std::move(batch.shard_parts[i]->rows_binary);
-    split.push_back(&rows[i]);
-  }
-  const bool whole =
-      internal::SplitFleetRowsByShard(batch.rows_binary, batch.rows, slot_to_shard_, split);
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    Part& part = *batch.shard_parts[i];
-    part.rows_binary = std::move(rows[i].rows);
-    part.rows = rows[i].count;
-    if (part.rows == 0) continue;
-    part.first_row = RowIds(part.rows_binary, 0);
-    part.last_row = RowIds(part.rows_binary, rows[i].last_row_at);
-    if (!whole) continue;
-    if (absl::Status sorted = PreparePart(part); !sorted.ok()) return sorted;
-  }
-  if (!whole) {
-    return absl::InternalError(
-        absl::StrCat("a batch of ", batch.rows, " rows is not whole rows; nothing of it is sent"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FleetPusher::DeliverAfter(Batch& batch, size_t server, const absl::Status& prepared) {
-  absl::Status status = prepared;
-  if (batch.before != nullptr) {
-    batch.before->part_done[server].WaitForNotification();
-    if (!batch.before->part_acknowledged[server]) {
-      status = absl::AbortedError("not sent: the batch before it was not acknowledged");
-    }
-  }
-  if (status.ok() && batch.rows > 0) {
-    status = shards_.empty() ? DeliverPart(client_, table_, batch)
-             : batch.shard_parts[server]->rows > 0
-                 ? DeliverPart(*shards_[server], local_table_, *batch.shard_parts[server])
-                 : absl::OkStatus();
-  }
-  batch.outcome->part_acknowledged[server] = status.ok();
-  batch.outcome->part_done[server].Notify();
-  return status;
-}
-
-absl::Status FleetPusher::Send(Batch& batch) {
-  // Sorted (and split by shard) here, while the batch before is sent and
-  // the next one read; each server's rows sent once that server
-  // acknowledged its rows of the batch before: every shard's at once, on
-  // threads of their own (the first on this one).
-  const absl::Status prepared = batch.rows > 0 ? Prepare(batch) : absl::OkStatus();
-  const size_t servers = std::max<size_t>(1, shards_.size());
-  std::vector<absl::Status> status(servers);
-  std::vector<std::thread> threads;
-  for (size_t server = 1; server < servers; ++server) {
-    threads.emplace_back([this, &batch, &status, &prepared, server] {
-      status[server] = DeliverAfter(batch, server, prepared);
-    });
-  }
-  status[0] = DeliverAfter(batch, 0, prepared);
-  for (std::thread& thread : threads) thread.join();
-  // The checkpoints only after the batch before saved its own.
-  if (batch.before != nullptr) {
-    batch.before->done.WaitForNotification();
-    if (!batch.before->acknowledged) {
-      return absl::AbortedError("not checkpointed: the batch before it was not acknowledged");
-    }
-  }
-  for (size_t server = 0; server < servers; ++server) {
-    if (status[server].ok()) continue;
-    if (shards_.empty()) return status[server];
-    return absl::Status(
-        status[server].code(),
-        absl::StrCat("shard ", server + 1, " of ", shards_.size(), " (",
-                     shards_[server]->shown_url(), "): ", status[server].message()));
-  }
-  batch.acknowledged = batch.rows > 0;
-  // Acknowledged (or nothing to send: skipped lines only): save the marks.
-  for (const auto& [path, checkpoint] : batch.checkpoints) {
-    if (absl::Status saved = SaveCheckpoint(path, checkpoint); !saved.ok()) return saved;
   }
   return absl::OkStatus();
 }
@@ -652,10 +332,7 @@ absl::Status FleetPusher::Flush(Pending& pending, PushStats& stats) {
   batch->rows_binary = std::move(pending.rows_binary);
   batch->sorted = std::move(pending.spare_sorted);
   batch->rows = pending.rows;
-  if (pending.rows > 0) {
-    batch->first_row = RowIds(batch->rows_binary, 0);
-    batch->last_row = RowIds(batch->rows_binary, pending.last_row_at);
-  }
+  batch->SetEndRows(pending.last_row_at);
   batch->shard_parts = std::move(pending.spare_shard_parts);
   batch->shard_parts.resize(shards_.size());
   for (std::unique_ptr<Part>& part : batch->shard_parts) {
@@ -790,11 +467,6 @@ bool FleetPusher::ParseLine(LineParser& parser, const std::string& file, int64_t
                             absl::string_view trimmed, std::string& rows, size_t& last_row_at,
                             int64_t& count, std::string& reason) const {
   IssueRecord& record = parser.record;
-  const auto add = [&](const FleetRow& row) {
-    last_row_at = rows.size();
-    AppendFleetRowBinary(row, rows);
-    ++count;
-  };
   // An issue to change before it is stored (before_store) needs all of it:
   // the fast path reads only the stored columns.
   if (options_.fast_parse && !options_.before_store &&
@@ -829,7 +501,7 @@ bool FleetPusher::ParseLine(LineParser& parser, const std::string& file, int64_t
     FleetRow row = MakeFleetRow(record, read.malformed_lines == 0 ? trimmed : absl::string_view(),
                                 options_.fallback_host_id);
     if (changed) row.report = RecordToJson(record);
-    add(row);
+    AddRow(row, rows, last_row_at, count);
   }
   if (read.malformed_lines == 0 && records > 0) return true;
   reason = read.malformed_files.empty() ? std::string("not an issue")

@@ -1,6 +1,7 @@
 // The fleet's schema and rows (fleet.h, docs/fleet.md): the table's
 // statements, an issue as a row and as TabSeparated, and the checkpoint
-// file's name. The pusher is in fleet_push.cc, the queries in
+// file's name. The pusher is in fleet_push.cc (its loop), fleet_send.cc
+// (sending a batch) and fleet_placement.cc (the shards' check), the queries in
 // fleet_queries.cc, their text tables in fleet_render.cc.
 
 #include <algorithm>
