@@ -45,6 +45,15 @@ include_guard(GLOBAL)
 option(MATRIX_TRACE_PATCHABLE
        "matrix_trace_methods() targets use patchable entries by default (GCC, x86-64)" OFF)
 
+# PATCHABLE's sites: five nops at each entry (__patchable_function_entries),
+# and a five-byte nop before each return or tail call (__return_loc, -pg's
+# return sites; -pg also calls __fentry__ after the nops, which the patched
+# entries jump over). Every return stays in its function's one block
+# (-fno-reorder-blocks-and-partition), so a return site's function is the one
+# whose unwind entry holds it.
+set(MATRIX_PATCHABLE_FLAGS -fpatchable-function-entry=5 -pg -mfentry -minstrument-return=nop5
+    -mrecord-return -fno-reorder-blocks-and-partition)
+
 option(MATRIX_TRACE_SCOPES "Compile MATRIX_TRACE_SCOPE() scopes (OFF: to nothing)" ON)
 if(NOT MATRIX_TRACE_SCOPES)
   add_compile_definitions(MATRIX_TRACE_SCOPES_DISABLED=1)
@@ -82,7 +91,7 @@ function(matrix_trace_methods target)
     set(patchable OFF)
   endif()
   if(patchable)
-    target_compile_options(${target} PRIVATE -fpatchable-function-entry=5)
+    target_compile_options(${target} PRIVATE ${MATRIX_PATCHABLE_FLAGS})
     if(ARG_EXCLUDE)
       message(WARNING "matrix_trace_methods(${target}): PATCHABLE has no exclude list; "
                       "EXCLUDE ${ARG_EXCLUDE} ignored")
