@@ -555,9 +555,17 @@ absl::Status PatchPrepared(State& s, const std::vector<Module>& modules,
       returns.insert(returns.end(), site.returns.begin(), site.returns.end());
     }
   }
+  std::vector<std::array<uint8_t, 2>> his;
+  for (uintptr_t r : returns) his.push_back({s.returns[r].hi[0], s.returns[r].hi[1]});
+  std::vector<std::array<uint8_t, 4>> rels;
+  for (uintptr_t a : to_patch) {
+    const Site& site = s.sites[a];
+    const uint8_t* rel = site.mechanism == Mechanism::kReturnSites ? site.rs_rel : site.rel;
+    rels.push_back({rel[0], rel[1], rel[2], rel[3]});
+  }
   SyncCores();  // Stubs and trampolines are visible before any jump to them.
   absl::Status status = WithWritableText(modules, returns, [&] {
-    for (uintptr_t r : returns) WriteCode(r + 3, s.returns[r].hi, 2);
+    for (size_t i = 0; i < returns.size(); ++i) WriteCode(returns[i] + 3, his[i].data(), 2);
     SyncCores();
     for (uintptr_t r : returns) WriteCode(r, &kCall, 1);
     SyncCores();
@@ -565,10 +573,7 @@ absl::Status PatchPrepared(State& s, const std::vector<Module>& modules,
   if (!status.ok()) return status;
   for (uintptr_t r : returns) s.returns[r].patched = true;
   status = WithWritableText(modules, to_patch, [&] {
-    for (uintptr_t a : to_patch) {
-      const Site& site = s.sites[a];
-      WriteCode(a + 1, site.mechanism == Mechanism::kReturnSites ? site.rs_rel : site.rel, 4);
-    }
+    for (size_t i = 0; i < to_patch.size(); ++i) WriteCode(to_patch[i] + 1, rels[i].data(), 4);
     SyncCores();
     for (uintptr_t a : to_patch) WriteCode(a, &kJmp, 1);
     SyncCores();

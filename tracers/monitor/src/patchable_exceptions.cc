@@ -11,6 +11,7 @@
 // definitions win, ReturnSiteExceptionsCovered() says so, and Patch() then
 // wraps instead.
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <unwind.h>
 
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <typeinfo>
 #include <vector>
 
 #include "matrix/core/check.h"
@@ -140,23 +142,23 @@ void PublishReturnSiteEntries(std::vector<uintptr_t> entries) {
 
 extern "C" {
 
-[[noreturn]] void matrix_cxa_throw(void* object, void* type, void (*destructor)(void*));
+[[noreturn]] void matrix_cxa_throw(void* object, std::type_info* type, void (*destructor)(void*));
 [[noreturn]] void matrix_cxa_rethrow();
-void* matrix_cxa_begin_catch(void* exception);
+void* matrix_cxa_begin_catch(void* exception) noexcept;
 
-using CxaThrow = void (*)(void*, void*, void (*)(void*));
+using CxaThrow = void (*)(void*, std::type_info*, void (*)(void*));
 using CxaRethrow = void (*)();
 using CxaBeginCatch = void* (*)(void*);
 
-__attribute__((visibility("hidden"))) MATRIX_NO_INSTRUMENT [[noreturn]] void matrix_cxa_throw(
-    void* object, void* type, void (*destructor)(void*)) {
+[[noreturn]] __attribute__((visibility("hidden"))) MATRIX_NO_INSTRUMENT void matrix_cxa_throw(
+    void* object, std::type_info* type, void (*destructor)(void*)) {
   static const CxaThrow next = matrix::internal::Next<CxaThrow>("__cxa_throw", &matrix_cxa_throw);
   matrix::internal::NoteTracedFrames();
   next(object, type, destructor);
   __builtin_unreachable();
 }
 
-__attribute__((visibility("hidden"))) MATRIX_NO_INSTRUMENT [[noreturn]] void matrix_cxa_rethrow() {
+[[noreturn]] __attribute__((visibility("hidden"))) MATRIX_NO_INSTRUMENT void matrix_cxa_rethrow() {
   static const CxaRethrow next =
       matrix::internal::Next<CxaRethrow>("__cxa_rethrow", &matrix_cxa_rethrow);
   matrix::internal::NoteTracedFrames();
@@ -165,16 +167,20 @@ __attribute__((visibility("hidden"))) MATRIX_NO_INSTRUMENT [[noreturn]] void mat
 }
 
 __attribute__((visibility("hidden"))) MATRIX_NO_INSTRUMENT void* matrix_cxa_begin_catch(
-    void* exception) {
+    void* exception) noexcept {
   static const CxaBeginCatch next =
       matrix::internal::Next<CxaBeginCatch>("__cxa_begin_catch", &matrix_cxa_begin_catch);
   matrix::internal::CloseUnwoundFrames(reinterpret_cast<uintptr_t>(__builtin_dwarf_cfa()));
   return next(exception);
 }
 
-__attribute__((weak, alias("matrix_cxa_throw"))) void __cxa_throw(void*, void*, void (*)(void*));
+// The runtime's own declarations (cxxabi.h), defined here as weak aliases.
+namespace __cxxabiv1 {
+__attribute__((weak, alias("matrix_cxa_throw"))) void __cxa_throw(void*, std::type_info*,
+                                                                  void (*)(void*));
 __attribute__((weak, alias("matrix_cxa_rethrow"))) void __cxa_rethrow();
-__attribute__((weak, alias("matrix_cxa_begin_catch"))) void* __cxa_begin_catch(void*);
+__attribute__((weak, alias("matrix_cxa_begin_catch"))) void* __cxa_begin_catch(void*) noexcept;
+}  // namespace __cxxabiv1
 
 }  // extern "C"
 
