@@ -11,11 +11,12 @@
 # or FUNCTION_HOOKS chooses for one target):
 #
 #   FUNCTION_HOOKS (the portable fallback): -finstrument-functions, below.
-#   PATCHABLE (GCC on x86-64 Linux): -fpatchable-function-entry=5, five
-#          one-byte nops at every function entry and no hooks. The target
-#          runs untraced until matrix::PatchableEntries::Patch() turns the
-#          nops into jumps (patchable_entries.h); then it costs less than the
-#          hooks on every thread. No exclude list: every out-of-line function
+#   PATCHABLE (GCC on x86-64 Linux): MATRIX_PATCHABLE_FLAGS (below), five
+#          one-byte nops at every function entry and a five-byte nop before
+#          every return, and no hooks. The target runs untraced until
+#          matrix::PatchableEntries::Patch() turns the nops into jumps and
+#          calls to stubs (patchable_entries.h), with whichever of its two
+#          mechanisms it measures to be cheaper on this CPU. No exclude list: every out-of-line function
 #          of the target gets an entry, and EXCLUDE is ignored with a warning.
 #          Other compilers or architectures fall back to FUNCTION_HOOKS with
 #          a warning (clang emits one 5-byte nop, which Patch() does not

@@ -73,14 +73,13 @@ struct Site {
   uint8_t rs_rel[4] = {};
   bool patched = false;
   Mechanism mechanism = Mechanism::kAuto;
-  std::vector<uintptr_t> returns;  // Its return sites, when all have trampolines.
+  std::vector<uintptr_t> returns;  // Its return sites, when all have exit stubs.
 };
 
 // A return site: the five-byte nop 0f 1f 44 00 00, patched as the call
-// e8 1f 44 hi0 hi1 to its trampoline (a `jmp` to the function's stub's exit
-// part), placed where that rel32 lands.
+// e8 1f 44 hi0 hi1 to its own exit stub, placed where that rel32 lands.
 struct ReturnSite {
-  uintptr_t trampoline = 0;
+  uintptr_t exit_stub = 0;
   uint8_t hi[2] = {};
   bool patched = false;
 };
@@ -95,8 +94,6 @@ struct State {
   absl::Mutex mu;
   absl::flat_hash_map<uintptr_t, Site> sites ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uintptr_t, ReturnSite> returns ABSL_GUARDED_BY(mu);
-  // Return sites seen and given no trampoline (or whose function has none).
-  absl::flat_hash_set<uintptr_t> untrampolined ABSL_GUARDED_BY(mu);
   std::map<uintptr_t, uintptr_t> stub_ranges ABSL_GUARDED_BY(mu);  // start -> end
   absl::flat_hash_set<uintptr_t> stub_pages ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<uintptr_t> bad_pages ABSL_GUARDED_BY(mu);
@@ -296,33 +293,30 @@ bool PlaceStub(State& s, uintptr_t entry, size_t size, uintptr_t* stub_out, uint
 // e8 1f 44 hi0 hi1: its rel32 keeps the nop's second and third bytes, so
 // that writing hi0 hi1 first leaves a nop (they are its SIB and disp8), and
 // the one byte e8 written last makes it the call. The call's target, at
-// site + 5 + 0x441f + hi * 65536, is the site's own five-byte trampoline,
-// `jmp` to its function's stub's exit part.
+// site + 5 + 0x441f + hi * 65536, is the site's own exit stub (sites closer
+// than a stub's size take different hi).
 constexpr uint8_t kReturnNop[kReturnSiteBytes] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 constexpr uint8_t kCall = 0xe8;
-constexpr size_t kTrampolineBytes = 5;
 
-uintptr_t TrampolineAt(uintptr_t site, int hi) {
+uintptr_t ExitStubAt(uintptr_t site, int hi) {
   const int32_t rel = static_cast<int32_t>((static_cast<uint32_t>(hi) << 16) | 0x441f);
   return static_cast<uintptr_t>(static_cast<int64_t>(site + kReturnSiteBytes) + rel);
 }
 
-// Places the trampoline of `site` below `floor` (the lowest address of the
-// site's module), within rel32 of `exit`.
-bool PlaceTrampoline(State& s, uintptr_t site, uintptr_t floor, uintptr_t exit, ReturnSite* out)
+// Places the exit stub of `site` below `floor` (the lowest address of the
+// site's module).
+bool PlaceExitStub(State& s, uintptr_t site, uintptr_t floor, ReturnSite* out)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  constexpr size_t kSize = internal::kReturnSiteExitSize;
   const int64_t highest =
-      (static_cast<int64_t>(floor) - static_cast<int64_t>(TrampolineAt(site, 0)) - 2 * 65536) /
-      65536;
+      (static_cast<int64_t>(floor) - static_cast<int64_t>(ExitStubAt(site, 0)) - 2 * 65536) / 65536;
   for (int64_t hi = std::min<int64_t>(highest, 32767); hi >= -32768; --hi) {
-    const uintptr_t t = TrampolineAt(site, static_cast<int>(hi));
+    const uintptr_t t = ExitStubAt(site, static_cast<int>(hi));
     if (t <= kPage) break;
-    const int64_t to_exit = static_cast<int64_t>(exit) - static_cast<int64_t>(t + 5);
-    if (to_exit < INT32_MIN || to_exit > INT32_MAX) continue;
-    if (!StubRangeFree(s, t, t + kTrampolineBytes)) continue;
-    if (!EnsureStubPages(s, t, t + kTrampolineBytes)) continue;
-    s.stub_ranges[t] = t + kTrampolineBytes;
-    out->trampoline = t;
+    if (!StubRangeFree(s, t, t + kSize)) continue;
+    if (!EnsureStubPages(s, t, t + kSize)) continue;
+    s.stub_ranges[t] = t + kSize;
+    out->exit_stub = t;
     out->hi[0] = static_cast<uint8_t>(hi);
     out->hi[1] = static_cast<uint8_t>(static_cast<uint64_t>(hi) >> 8);
     return true;
@@ -432,7 +426,7 @@ bool HoldsNops(uintptr_t a) {
 }
 
 // A return site as the compiler left it, or as Unpatch() leaves it (a nop
-// whose SIB and disp8 bytes hold a trampoline's rel32).
+// whose SIB and disp8 bytes hold an exit stub's rel32).
 bool HoldsReturnNop(uintptr_t site) {
   uint8_t bytes[kReturnSiteBytes];
   ReadCode(site, bytes, kReturnSiteBytes);
@@ -441,8 +435,8 @@ bool HoldsReturnNop(uintptr_t site) {
 
 // Gives every entry of `entries` a stub of `mechanism` (placed, written, and
 // for the wrapping stub in the unwind table, registered), and with
-// kReturnSites a trampoline to each of its return sites; an entry that gets
-// no return-site stub or trampolines gets a wrapping stub. Returns the
+// kReturnSites an exit stub for each of its return sites; an entry that gets
+// no return-site stub or exit stubs gets a wrapping stub. Returns the
 // entries to patch; counts the others as skipped.
 std::vector<uintptr_t> PrepareStubs(State& s, const std::vector<Module>& modules,
                                     const std::vector<uintptr_t>& entries, const Sites& sites,
@@ -489,7 +483,6 @@ std::vector<uintptr_t> PrepareStubs(State& s, const std::vector<Module>& modules
         WriteCode(site.rs_stub, code, sizeof(code));
         ready = true;
       }
-      const uintptr_t exit = site.rs_stub + internal::ReturnSitesExitOffset();
       std::vector<uintptr_t> returns;
       for (uintptr_t r : returns_of[a]) {
         if (!ready) break;
@@ -498,17 +491,15 @@ std::vector<uintptr_t> PrepareStubs(State& s, const std::vector<Module>& modules
           break;
         }
         ReturnSite& rs = s.returns[r];
-        if (rs.trampoline == 0) {
-          if (!PlaceTrampoline(s, r, floor_of(r), exit, &rs)) {
+        if (rs.exit_stub == 0) {
+          if (!PlaceExitStub(s, r, floor_of(r), &rs)) {
             s.returns.erase(r);
             ready = false;
             break;
           }
-          uint8_t jump[kTrampolineBytes] = {kJmp};
-          const int32_t rel = static_cast<int32_t>(static_cast<int64_t>(exit) -
-                                                   static_cast<int64_t>(rs.trampoline + 5));
-          memcpy(jump + 1, &rel, 4);
-          WriteCode(rs.trampoline, jump, kTrampolineBytes);
+          uint8_t code[internal::kReturnSiteExitSize];
+          internal::BuildReturnSiteExit(rs.exit_stub, a, tls, code);
+          WriteCode(rs.exit_stub, code, sizeof(code));
         }
         returns.push_back(r);
       }
@@ -563,7 +554,7 @@ absl::Status PatchPrepared(State& s, const std::vector<Module>& modules,
     const uint8_t* rel = site.mechanism == Mechanism::kReturnSites ? site.rs_rel : site.rel;
     rels.push_back({rel[0], rel[1], rel[2], rel[3]});
   }
-  SyncCores();  // Stubs and trampolines are visible before any jump to them.
+  SyncCores();  // Stubs are visible before any jump to them.
   absl::Status status = WithWritableText(modules, returns, [&] {
     for (size_t i = 0; i < returns.size(); ++i) WriteCode(returns[i] + 3, his[i].data(), 2);
     SyncCores();

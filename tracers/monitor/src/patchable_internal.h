@@ -61,11 +61,12 @@ _Unwind_Reason_Code matrix_patch_personality(int version, _Unwind_Action actions
 extern const uint8_t matrix_patch_stub_tpl[];
 extern const uint8_t matrix_patch_stub_tpl_end[];
 extern const uint32_t matrix_patch_stub_cfi[];
-// The return-site stub template (Mechanism::kReturnSites) and the offset of
-// its exit part.
+// The return-site templates (Mechanism::kReturnSites): a function's entry
+// stub and a return site's exit stub.
 extern const uint8_t matrix_patch_rs_tpl[];
 extern const uint8_t matrix_patch_rs_tpl_end[];
-extern const uint32_t matrix_patch_rs_exit_offset;
+extern const uint8_t matrix_patch_rs_exit_tpl[];
+extern const uint8_t matrix_patch_rs_exit_tpl_end[];
 // The stubs' cold path: saves the caller-saved registers around a record.
 void matrix_patch_append_saved();
 }  // extern "C"
@@ -75,7 +76,8 @@ namespace internal {
 
 inline constexpr size_t kEntryBytes = 5;
 inline constexpr size_t kStubSize = 464;  // The template, rounded up (checked).
-inline constexpr size_t kReturnSitesStubSize = 320;  // The same for the return-site stub.
+inline constexpr size_t kReturnSitesStubSize = 192;  // The same for the return-site stubs:
+inline constexpr size_t kReturnSiteExitSize = 160;   // a function's entry, a site's exit.
 // A return site: the five-byte nop -mrecord-return lists (0f 1f 44 00 00).
 inline constexpr size_t kReturnSiteBytes = 5;
 
@@ -96,12 +98,14 @@ uintptr_t BodyAfterEntry(uintptr_t entry);
 void BuildStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const TlsOffsets& tls,
                uint8_t out[kStubSize]);
 
-// The return-site stub of the function at `entry`, to be placed at `stub`:
-// its entry part (at `stub`) jumps on to `body`; its exit part is at
-// stub + ReturnSitesExitOffset().
+// The return-site entry stub of the function at `entry`, to be placed at
+// `stub`: it jumps on to `body`.
 void BuildReturnSitesStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const TlsOffsets& tls,
                           uint8_t out[kReturnSitesStubSize]);
-size_t ReturnSitesExitOffset();
+// The exit stub of a return site of the function at `entry`, to be placed at
+// `stub`; it returns to the site.
+void BuildReturnSiteExit(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls,
+                         uint8_t out[kReturnSiteExitSize]);
 
 // patchable_exceptions.cc: the entries now patched with return sites (for
 // the method-out records of frames an exception unwinds), and whether this

@@ -34,10 +34,11 @@ int32_t TpOffset(const void* p) {
 
 // Copies the template [tpl, tpl_end) to `b` (`size` bytes, the rest int3)
 // and replaces its placeholders for a stub at `stub` of the function at
-// `entry` whose body is at `body`. Placeholders a template does not use are
-// skipped; the body's is in every template.
+// `entry` whose body is at `body` (0: a template that goes to no body).
+// Placeholders a template does not use are skipped.
 void FillTemplate(const uint8_t* tpl, const uint8_t* tpl_end, uintptr_t stub, uintptr_t entry,
                   uintptr_t body, const TlsOffsets& tls, uint8_t* b, size_t size) {
+  const bool has_body = body != 0;
   memset(b, 0xcc, size);
   const size_t n = static_cast<size_t>(tpl_end - tpl);
   MATRIX_CHECK(n <= size, "stub template overflow");
@@ -80,8 +81,10 @@ void FillTemplate(const uint8_t* tpl, const uint8_t* tpl_end, uintptr_t stub, ui
   replace(0x71717113, 4, tls32(tls.writer, kWriterNextOffset));
   replace(0x71717114, 4, tls32(tls.writer, kWriterEpochBitsOffset));
   replace(0x71717116, 4, tls32(tls.writer, kWriterStampOffset));
-  replace(0x71717122, 4, rel32(body));
-  MATRIX_CHECK(replace(0x71717121, 4, rel32(body)) > 0, "stub template without its body");
+  if (has_body) {
+    replace(0x71717122, 4, rel32(body));
+    MATRIX_CHECK(replace(0x71717121, 4, rel32(body)) > 0, "stub template without its body");
+  }
 }
 
 }  // namespace
@@ -114,7 +117,11 @@ void BuildReturnSitesStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const
                kReturnSitesStubSize);
 }
 
-size_t ReturnSitesExitOffset() { return matrix_patch_rs_exit_offset; }
+void BuildReturnSiteExit(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls,
+                         uint8_t b[kReturnSiteExitSize]) {
+  FillTemplate(matrix_patch_rs_exit_tpl, matrix_patch_rs_exit_tpl_end, stub, entry, /*body=*/0, tls,
+               b, kReturnSiteExitSize);
+}
 
 // The CIE: personality matrix_patch_personality, return address at CFA - 8.
 UnwindTable::UnwindTable() {

@@ -259,18 +259,17 @@ matrix_patch_stub_cfi:
   .long .Lmps_xs_popped - matrix_patch_stub_tpl
   .long matrix_patch_stub_tpl_end - matrix_patch_stub_tpl
 
-# The return-site stub template (Mechanism::kReturnSites), one per function:
-# its entry part is jumped to from the function's patched entry, its exit
-# part is called (through a trampoline) from each of the function's patched
-# return sites, the five-byte nop before a `ret` or a tail call's `jmp`. Each
-# part writes one record, as a hook does, and keeps every register but r11
-# and xmm15: r10 (a nested function's static chain) is kept in xmm15 while
-# the record is written, the argument registers are live at the entry and
-# before a tail call, rax, rdx, xmm0 and xmm1 hold the return value, and
-# xmm8-15 are never live across a call or return. The placeholders are the
-# wrapping stub's: 0x717171{11..16} the writer state, 0x71717121 rel32 of
-# the body, ...31 / ...34 the records, ...32 the function, ...33 the cold
-# path.
+# The return-site templates (Mechanism::kReturnSites): an entry stub per
+# function, jumped to from its patched entry, and an exit stub per return
+# site (the five-byte nop before a `ret` or a tail call's `jmp`), which the
+# patched site calls. Each writes one record, as a hook does, and keeps every
+# register but r11 and xmm15: r10 (a nested function's static chain) is kept
+# in xmm15 while the record is written, the argument registers are live at
+# the entry and before a tail call, rax, rdx, xmm0 and xmm1 hold the return
+# value, and xmm8-15 are never live across a call or return. The
+# placeholders are the wrapping stub's: 0x717171{11..16} the writer state,
+# 0x71717121 rel32 of the body, ...31 / ...34 the records, ...32 the
+# function, ...33 the cold path.
   .section .rodata.matrix_patch_rs,"a"
   .p2align 4
   .globl matrix_patch_rs_tpl
@@ -303,16 +302,26 @@ matrix_patch_rs_tpl:
   call *.Lmprs_append(%rip)
   leaq 8(%rsp), %rsp
   jmp .Lmprs_body
-.Lmprs_exit:
+  .p2align 3
+.Lmprs_append:
+  .quad 0x7171717171717133
+  .globl matrix_patch_rs_tpl_end
+  .hidden matrix_patch_rs_tpl_end
+matrix_patch_rs_tpl_end:
+
+  .p2align 4
+  .globl matrix_patch_rs_exit_tpl
+  .hidden matrix_patch_rs_exit_tpl
+matrix_patch_rs_exit_tpl:
   movq %fs:0x71717111, %r11
   testq %r11, %r11
-  je .Lmprs_ret
+  je .Lmprx_ret
   movq %r10, %xmm15
   movabsq $0x7171717171717134, %r10
   movq %fs:0x71717116, %r11
   xorq %fs:0x71717114, %r11
   cmpq $0x3fff, %r11
-  ja .Lmprs_exit_slow
+  ja .Lmprx_slow
   orq %r11, %r10
   movq %fs:0x71717113, %r11
   andq %fs:0x71717112, %r11
@@ -321,26 +330,21 @@ matrix_patch_rs_tpl:
   movq %r10, (%r11)
   incq %fs:0x71717113
   movq %xmm15, %r10
-.Lmprs_ret:
+.Lmprx_ret:
   ret
-.Lmprs_exit_slow:
+.Lmprx_slow:
   movq %xmm15, %r10
   pushq $1
   movabsq $0x7171717171717132, %r11
-  call *.Lmprs_append(%rip)
+  call *.Lmprx_append(%rip)
   leaq 8(%rsp), %rsp
   ret
   .p2align 3
-.Lmprs_append:
+.Lmprx_append:
   .quad 0x7171717171717133
-  .globl matrix_patch_rs_tpl_end
-  .hidden matrix_patch_rs_tpl_end
-matrix_patch_rs_tpl_end:
-  .p2align 2
-  .globl matrix_patch_rs_exit_offset
-  .hidden matrix_patch_rs_exit_offset
-matrix_patch_rs_exit_offset:
-  .long .Lmprs_exit - matrix_patch_rs_tpl
+  .globl matrix_patch_rs_exit_tpl_end
+  .hidden matrix_patch_rs_exit_tpl_end
+matrix_patch_rs_exit_tpl_end:
 
 # -pg's call after a PATCHABLE entry's nops: until Patch(), an entry calls
 # here and returns (patched entries jump over the call). Not hidden: a

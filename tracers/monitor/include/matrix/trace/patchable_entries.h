@@ -2,11 +2,12 @@
 // two calls per function (docs/method-tracing.md, "Patchable entries").
 //
 // A target built with matrix_trace_methods(<target> PATCHABLE) has five
-// one-byte nops at the entry of every function (-fpatchable-function-entry=5)
-// and no hooks: it runs as if untraced. Patch() turns each entry into a jump
-// to a small per-function stub; the stub returns to the function at once
-// unless the calling thread runs a MethodTracer, in which case it writes the
-// same method-in and method-out records as the -finstrument-functions hooks.
+// one-byte nops at the entry of every function and a five-byte nop before
+// every return and tail call, and no hooks: it runs as if untraced. Patch()
+// rewrites them, with one of two mechanisms (Mechanism below; by default the
+// one it measures to be cheaper on this CPU), so that a thread that runs a
+// MethodTracer writes the same method-in and method-out records as the
+// -finstrument-functions hooks, and every other thread goes on untraced.
 // Unpatch() puts the nops back.
 //
 //   auto stats = matrix::PatchableEntries::Patch();   // any thread, any time
@@ -16,9 +17,10 @@
 //
 // Limits (x86-64 Linux only; elsewhere Patch() returns Unimplemented):
 //  * An exception unwinding through a traced frame writes its method-out
-//    record (as the fallback does). longjmp out of traced frames leaves
-//    their shadow-stack entries in use until an enclosing traced function
-//    returns; calls deeper than kShadowDepth are not recorded at all.
+//    record (as the fallback does). longjmp out of traced frames loses their
+//    method-out records (wrapping stubs: their shadow-stack entries stay in
+//    use until an enclosing traced function returns); with wrapping stubs,
+//    calls deeper than kShadowDepth are not recorded at all.
 //  * Every out-of-line function of the target is patched: there is no
 //    exclude list (template code from system headers emitted in the target
 //    is traced, as with clang's fallback).
@@ -55,10 +57,12 @@ class PatchableEntries {
     kWrap,
     // The entry jumps to a stub that writes the method-in record and jumps
     // on; each return site (a five-byte nop before every `ret` and tail
-    // call, which PATCHABLE builds also have) calls one that writes the
-    // method-out record. No shadow stack: the cheaper on Intel. A module
-    // built without return sites, and a function one of whose return sites
-    // finds no room for its trampoline, are wrapped instead.
+    // call, which PATCHABLE builds also have) calls a stub of its own that
+    // writes the method-out record. No shadow stack: the cheaper on Intel. A
+    // module built without return sites, a function one of whose return
+    // sites finds no room for its stub, and every function when the C++
+    // runtime is linked in statically (exceptions would skip the method-out
+    // records) are wrapped instead.
     kReturnSites,
   };
 
