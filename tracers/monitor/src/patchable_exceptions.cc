@@ -9,7 +9,8 @@
 // Both are weak definitions of the C++ runtime's entry points, forwarding to
 // the runtime's own: where a program links the runtime statically its
 // definitions win, ReturnSiteExceptionsCovered() says so, and Patch() then
-// wraps instead.
+// wraps instead. Sanitizer builds leave the entry points to the sanitizer's
+// own interceptors (and wrap).
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -27,7 +28,16 @@
 #include "matrix/trace/patchable_entries.h"
 #include "patchable_internal.h"
 
-#if defined(MATRIX_PATCHABLE_SUPPORTED)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MATRIX_SANITIZER_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define MATRIX_SANITIZER_BUILD 1
+#endif
+#endif
+
+#if defined(MATRIX_PATCHABLE_SUPPORTED) && !defined(MATRIX_SANITIZER_BUILD)
 
 extern "C" {
 struct MatrixDwarfEhBases {
@@ -195,4 +205,13 @@ bool ReturnSiteExceptionsCovered() {
 
 }  // namespace matrix::internal
 
-#endif  // MATRIX_PATCHABLE_SUPPORTED
+#else  // MATRIX_PATCHABLE_SUPPORTED && !MATRIX_SANITIZER_BUILD
+
+namespace matrix::internal {
+
+void PublishReturnSiteEntries(std::vector<uintptr_t>) {}
+bool ReturnSiteExceptionsCovered() { return false; }
+
+}  // namespace matrix::internal
+
+#endif  // MATRIX_PATCHABLE_SUPPORTED && !MATRIX_SANITIZER_BUILD

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/testing/fake_tick_clock.h"
+#include "matrix/testing/sanitizers.h"
 #include "matrix/trace/method_record.h"
 #include "matrix/trace/method_tracer.h"
 #include "matrix/trace/patchable_entries.h"
@@ -103,6 +104,10 @@ class PatchableEntriesTest : public ::testing::TestWithParam<PatchableEntries::M
     if (b[0] != 0x90 || b[4] != 0x90) {
       // matrix_trace_methods(PATCHABLE) fell back to -finstrument-functions.
       GTEST_SKIP() << "patched_graph has no patchable entries (PATCHABLE needs GCC)";
+    }
+    if (GetParam() == PatchableEntries::Mechanism::kReturnSites &&
+        (MATRIX_TESTING_ADDRESS_SANITIZER || MATRIX_TESTING_THREAD_SANITIZER)) {
+      GTEST_SKIP() << "sanitizer builds wrap (the sanitizer owns __cxa_throw)";
     }
   }
   void TearDown() override { ASSERT_TRUE(PatchableEntries::Unpatch().ok()); }
@@ -357,6 +362,9 @@ TEST(PatchableEntriesAutoTest, MeasuresBothAndUsesTheCheaper) {
   uint8_t b[5];
   PatchableEntries::ReadEntryBytes(reinterpret_cast<const void*>(&patched_graph::Leaf), b);
   if (b[0] != 0x90) GTEST_SKIP() << "patched_graph has no patchable entries (PATCHABLE needs GCC)";
+  if (MATRIX_TESTING_ADDRESS_SANITIZER || MATRIX_TESTING_THREAD_SANITIZER) {
+    GTEST_SKIP() << "sanitizer builds wrap (the sanitizer owns __cxa_throw)";
+  }
   auto stats = PatchableEntries::Patch();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GT(stats->wrap_ns, 0);
