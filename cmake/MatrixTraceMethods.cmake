@@ -11,11 +11,12 @@
 # or FUNCTION_HOOKS chooses for one target):
 #
 #   FUNCTION_HOOKS (the portable fallback): -finstrument-functions, below.
-#   PATCHABLE (GCC on x86-64 Linux): -fpatchable-function-entry=5, five
-#          one-byte nops at every function entry and no hooks. The target
-#          runs untraced until matrix::PatchableEntries::Patch() turns the
-#          nops into jumps (patchable_entries.h); then it costs less than the
-#          hooks on every thread. No exclude list: every out-of-line function
+#   PATCHABLE (GCC on x86-64 Linux): MATRIX_PATCHABLE_FLAGS (below), five
+#          one-byte nops at every function entry and a five-byte nop before
+#          every return, and no hooks. The target runs untraced until
+#          matrix::PatchableEntries::Patch() turns the nops into jumps and
+#          calls to stubs (patchable_entries.h), with whichever of its two
+#          mechanisms it measures to be cheaper on this CPU. No exclude list: every out-of-line function
 #          of the target gets an entry, and EXCLUDE is ignored with a warning.
 #          Other compilers or architectures fall back to FUNCTION_HOOKS with
 #          a warning (clang emits one 5-byte nop, which Patch() does not
@@ -44,6 +45,15 @@ include_guard(GLOBAL)
 
 option(MATRIX_TRACE_PATCHABLE
        "matrix_trace_methods() targets use patchable entries by default (GCC, x86-64)" OFF)
+
+# PATCHABLE's sites: five nops at each entry (__patchable_function_entries),
+# and a five-byte nop before each return or tail call (__return_loc, -pg's
+# return sites; -pg also calls __fentry__ after the nops, which the patched
+# entries jump over). Every return stays in its function's one block
+# (-fno-reorder-blocks-and-partition), so a return site's function is the one
+# whose unwind entry holds it.
+set(MATRIX_PATCHABLE_FLAGS -fpatchable-function-entry=5 -pg -mfentry -minstrument-return=nop5
+    -mrecord-return -fno-reorder-blocks-and-partition)
 
 option(MATRIX_TRACE_SCOPES "Compile MATRIX_TRACE_SCOPE() scopes (OFF: to nothing)" ON)
 if(NOT MATRIX_TRACE_SCOPES)
@@ -82,7 +92,7 @@ function(matrix_trace_methods target)
     set(patchable OFF)
   endif()
   if(patchable)
-    target_compile_options(${target} PRIVATE -fpatchable-function-entry=5)
+    target_compile_options(${target} PRIVATE ${MATRIX_PATCHABLE_FLAGS})
     if(ARG_EXCLUDE)
       message(WARNING "matrix_trace_methods(${target}): PATCHABLE has no exclude list; "
                       "EXCLUDE ${ARG_EXCLUDE} ignored")

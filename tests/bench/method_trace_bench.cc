@@ -15,10 +15,15 @@
 //   BM_TracedCall/empty_hooks_floor  the same call shape calling two empty
 //                                 hooks: what any -finstrument-functions hook
 //                                 costs before doing anything
-//   BM_TracedCall/patched_*       PatchableLeaf() (patchable entries, patched)
-//                                 on the traced thread, on another thread,
-//                                 with no tracer
-//   BM_TracedCall/unpatched_nops  PatchableLeaf() not patched (five nops)
+//   BM_TracedCall/patched_*       PatchableLeaf() (patchable entries, patched
+//                                 with wrapping stubs) on the traced thread, on
+//                                 another thread, with no tracer
+//   BM_TracedCall/return_sites_*  the same, patched with return sites
+//   BM_TracedCall/auto_looper_thread  the same, patched with what Patch()'s
+//                                 measurement chose (counter return_sites: 1
+//                                 when it chose return sites)
+//   BM_TracedCall/unpatched       PatchableLeaf() not patched (five nops and
+//                                 -pg's call to an empty __fentry__)
 // BM_TracedCall rows also time the floor in the same iteration (floor_ns,
 // vs_floor): see RunAgainstFloor().
 //   BM_RecordPerCall/<source>     what an enter+exit record pair costs if the
@@ -211,17 +216,26 @@ void WhileOtherThreadTraced(Body body) {
   looper.join();
 }
 
-// Patches for the duration of `body`.
+// Patches with `mechanism` for the duration of `body`.
 template <typename Body>
-void Patched(benchmark::State& state, Body body) {
-  auto stats = matrix::PatchableEntries::Patch();
-  if (!stats.ok() || stats->patched == 0) {
-    state.SkipWithError("patchable entries unavailable");
+void Patched(benchmark::State& state, matrix::PatchableEntries::Mechanism mechanism, Body body) {
+  matrix::PatchableEntries::Options options;
+  options.mechanism = mechanism;
+  auto stats = matrix::PatchableEntries::Patch(options);
+  if (!stats.ok() || stats->patched == 0 ||
+      (mechanism != matrix::PatchableEntries::Mechanism::kAuto && stats->mechanism != mechanism)) {
+    state.SkipWithError("patchable entries (with this mechanism) unavailable");
     return;
   }
   body();
+  state.counters["return_sites"] =
+      stats->mechanism == matrix::PatchableEntries::Mechanism::kReturnSites ? 1 : 0;
   (void)matrix::PatchableEntries::Unpatch();
 }
+
+constexpr auto kWrap = matrix::PatchableEntries::Mechanism::kWrap;
+constexpr auto kReturnSites = matrix::PatchableEntries::Mechanism::kReturnSites;
+constexpr auto kAuto = matrix::PatchableEntries::Mechanism::kAuto;
 
 // -finstrument-functions (the fallback).
 void BM_TracedCall_LooperThread(benchmark::State& state) {
@@ -247,23 +261,48 @@ BENCHMARK(BM_TracedCall_EmptyHooksFloor)->Name("BM_TracedCall/empty_hooks_floor"
 
 // Patchable entries (matrix_trace_methods(PATCHABLE)).
 void BM_TracedCall_PatchedLooperThread(benchmark::State& state) {
-  Patched(state, [&] { OnLooper(state, [&] { RunAgainstFloor(state, PatchableChunk); }); });
+  Patched(state, kWrap, [&] { OnLooper(state, [&] { RunAgainstFloor(state, PatchableChunk); }); });
 }
 BENCHMARK(BM_TracedCall_PatchedLooperThread)->Name("BM_TracedCall/patched_looper_thread");
 
 void BM_TracedCall_PatchedOtherThread(benchmark::State& state) {
-  Patched(state, [&] { WhileOtherThreadTraced([&] { RunAgainstFloor(state, PatchableChunk); }); });
+  Patched(state, kWrap,
+          [&] { WhileOtherThreadTraced([&] { RunAgainstFloor(state, PatchableChunk); }); });
 }
 BENCHMARK(BM_TracedCall_PatchedOtherThread)->Name("BM_TracedCall/patched_other_thread");
 
 void BM_TracedCall_PatchedNoTracer(benchmark::State& state) {
-  Patched(state, [&] { RunAgainstFloor(state, PatchableChunk); });
+  Patched(state, kWrap, [&] { RunAgainstFloor(state, PatchableChunk); });
 }
 BENCHMARK(BM_TracedCall_PatchedNoTracer)->Name("BM_TracedCall/patched_no_tracer");
 
-// Not patched: five nops at the entry.
+// Patched with return sites.
+void BM_TracedCall_ReturnSitesLooperThread(benchmark::State& state) {
+  Patched(state, kReturnSites,
+          [&] { OnLooper(state, [&] { RunAgainstFloor(state, PatchableChunk); }); });
+}
+BENCHMARK(BM_TracedCall_ReturnSitesLooperThread)->Name("BM_TracedCall/return_sites_looper_thread");
+
+void BM_TracedCall_ReturnSitesOtherThread(benchmark::State& state) {
+  Patched(state, kReturnSites,
+          [&] { WhileOtherThreadTraced([&] { RunAgainstFloor(state, PatchableChunk); }); });
+}
+BENCHMARK(BM_TracedCall_ReturnSitesOtherThread)->Name("BM_TracedCall/return_sites_other_thread");
+
+void BM_TracedCall_ReturnSitesNoTracer(benchmark::State& state) {
+  Patched(state, kReturnSites, [&] { RunAgainstFloor(state, PatchableChunk); });
+}
+BENCHMARK(BM_TracedCall_ReturnSitesNoTracer)->Name("BM_TracedCall/return_sites_no_tracer");
+
+// Patched with what Patch() measured to be the cheaper.
+void BM_TracedCall_AutoLooperThread(benchmark::State& state) {
+  Patched(state, kAuto, [&] { OnLooper(state, [&] { RunAgainstFloor(state, PatchableChunk); }); });
+}
+BENCHMARK(BM_TracedCall_AutoLooperThread)->Name("BM_TracedCall/auto_looper_thread");
+
+// Not patched: five nops and -pg's call at the entry, a nop before the return.
 void BM_TracedCall_Unpatched(benchmark::State& state) { RunAgainstFloor(state, PatchableChunk); }
-BENCHMARK(BM_TracedCall_Unpatched)->Name("BM_TracedCall/unpatched_nops");
+BENCHMARK(BM_TracedCall_Unpatched)->Name("BM_TracedCall/unpatched");
 
 // --- Time sources ---------------------------------------------------------
 

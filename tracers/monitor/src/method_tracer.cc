@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <utility>
 
 #include "matrix/core/check.h"
@@ -150,6 +151,22 @@ MATRIX_NO_INSTRUMENT void internal::AppendMethodRecord(bool exit, void* fn) {
 }
 
 void* internal::CurrentThreadWriterState() { return &tls_writer; }
+
+void internal::WithScratchWriter(absl::FunctionRef<void()> fn) {
+  MATRIX_CHECK(tls_writer.ring == nullptr, "this thread is already traced");
+  constexpr size_t kSlots = 4096;
+  std::unique_ptr<std::atomic<uint64_t>[]> slots(new std::atomic<uint64_t>[kSlots]());
+  WriterState state;
+  state.ring = slots.get();
+  state.mask = kSlots - 1;
+  state.stamp = RecordStamp(0);
+  tls_writer = state;
+  StoreTime(&tls_writer, 0);
+  PatchedEntriesAttachThread(&tls_writer);
+  fn();
+  PatchedEntriesDetachThread();
+  tls_writer = WriterState();
+}
 
 // ---------------------------------------------------------------------------
 // MethodTracer.

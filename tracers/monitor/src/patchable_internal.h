@@ -61,6 +61,12 @@ _Unwind_Reason_Code matrix_patch_personality(int version, _Unwind_Action actions
 extern const uint8_t matrix_patch_stub_tpl[];
 extern const uint8_t matrix_patch_stub_tpl_end[];
 extern const uint32_t matrix_patch_stub_cfi[];
+// The return-site templates (Mechanism::kReturnSites): a function's entry
+// stub and a return site's exit stub.
+extern const uint8_t matrix_patch_rs_tpl[];
+extern const uint8_t matrix_patch_rs_tpl_end[];
+extern const uint8_t matrix_patch_rs_exit_tpl[];
+extern const uint8_t matrix_patch_rs_exit_tpl_end[];
 // The stubs' cold path: saves the caller-saved registers around a record.
 void matrix_patch_append_saved();
 }  // extern "C"
@@ -70,6 +76,10 @@ namespace internal {
 
 inline constexpr size_t kEntryBytes = 5;
 inline constexpr size_t kStubSize = 464;  // The template, rounded up (checked).
+inline constexpr size_t kReturnSitesStubSize = 192;  // The same for the return-site stubs:
+inline constexpr size_t kReturnSiteExitSize = 160;   // a function's entry, a site's exit.
+// A return site: the five-byte nop -mrecord-return lists (0f 1f 44 00 00).
+inline constexpr size_t kReturnSiteBytes = 5;
 
 // The thread-pointer offsets (initial-exec TLS: the same for every thread)
 // the stubs address with %fs:disp32.
@@ -79,8 +89,30 @@ struct TlsOffsets {
 };
 TlsOffsets GetTlsOffsets();
 
-// The stub of the function at `entry`, to be placed at `stub`.
-void BuildStub(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls, uint8_t out[kStubSize]);
+// Where the function at `entry` goes on after its patchable nops: past -pg's
+// call to __fentry__ when there is one (a PATCHABLE build's), else A+5.
+uintptr_t BodyAfterEntry(uintptr_t entry);
+
+// The wrapping stub of the function at `entry`, to be placed at `stub`; it
+// calls the function's body at `body`.
+void BuildStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const TlsOffsets& tls,
+               uint8_t out[kStubSize]);
+
+// The return-site entry stub of the function at `entry`, to be placed at
+// `stub`: it jumps on to `body`.
+void BuildReturnSitesStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const TlsOffsets& tls,
+                          uint8_t out[kReturnSitesStubSize]);
+// The exit stub of a return site of the function at `entry`, to be placed at
+// `stub`; it returns to the site.
+void BuildReturnSiteExit(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls,
+                         uint8_t out[kReturnSiteExitSize]);
+
+// patchable_exceptions.cc: the entries now patched with return sites (for
+// the method-out records of frames an exception unwinds), and whether this
+// process's throws and catches reach it (not when the C++ runtime is linked
+// in statically).
+void PublishReturnSiteEntries(std::vector<uintptr_t> entries);
+bool ReturnSiteExceptionsCovered();
 
 // Unwind tables for the stubs (.eh_frame format, registered with libgcc's
 // __register_frame): one CIE naming the stubs' personality routine, one FDE
@@ -89,8 +121,14 @@ class UnwindTable {
  public:
   UnwindTable();
   void AddStub(uintptr_t stub, uintptr_t entry);
-  // Registers the table (kept for the life of the process, as the stubs).
-  void Register();
+  // Registers the table in place of `replaced` (the table returned by the
+  // last call, or null) and returns it; returns `replaced` when the table is
+  // empty. Every stub's FDE is in the one table registered: libgcc (before
+  // GCC 13) stops at the first registered table whose range starts below a
+  // pc, so tables whose ranges interleave would hide each other's stubs.
+  // The new table is registered before the old one goes, so a stub in use is
+  // always found. Tables stay allocated (an unwinder may still read one).
+  void* Register(void* replaced);
 
  private:
   void Put8(uint8_t v) { out_.push_back(v); }

@@ -16,6 +16,7 @@
 extern "C" {
 // libgcc's registration of run-time generated unwind tables.
 void __register_frame(void*);
+void* __deregister_frame(void*);
 }  // extern "C"
 
 namespace matrix {
@@ -31,21 +32,17 @@ int32_t TpOffset(const void* p) {
   return static_cast<int32_t>(off);
 }
 
-size_t StubTemplateSize() {
-  return static_cast<size_t>(matrix_patch_stub_tpl_end - matrix_patch_stub_tpl);
-}
-
-}  // namespace
-
-TlsOffsets GetTlsOffsets() {
-  return {TpOffset(&matrix_patch_thread), TpOffset(CurrentThreadWriterState())};
-}
-
-void BuildStub(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls, uint8_t b[kStubSize]) {
-  memset(b, 0xcc, kStubSize);
-  const size_t n = StubTemplateSize();
-  MATRIX_CHECK(n <= kStubSize, "stub template overflow");
-  memcpy(b, matrix_patch_stub_tpl, n);
+// Copies the template [tpl, tpl_end) to `b` (`size` bytes, the rest int3)
+// and replaces its placeholders for a stub at `stub` of the function at
+// `entry` whose body is at `body` (0: a template that goes to no body).
+// Placeholders a template does not use are skipped.
+void FillTemplate(const uint8_t* tpl, const uint8_t* tpl_end, uintptr_t stub, uintptr_t entry,
+                  uintptr_t body, const TlsOffsets& tls, uint8_t* b, size_t size) {
+  const bool has_body = body != 0;
+  memset(b, 0xcc, size);
+  const size_t n = static_cast<size_t>(tpl_end - tpl);
+  MATRIX_CHECK(n <= size, "stub template overflow");
+  memcpy(b, tpl, n);
   // Every occurrence of `placeholder` becomes value(position).
   auto replace = [&](uint64_t placeholder, size_t width, auto value) {
     int found = 0;
@@ -56,7 +53,7 @@ void BuildStub(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls, uint8_t b
       ++found;
       i += width - 1;
     }
-    MATRIX_CHECK(found > 0, "stub template placeholder missing");
+    return found;
   };
   auto constant = [](uint64_t v) { return [v](size_t) { return v; }; };
   auto rel32 = [&](uint64_t target) {
@@ -84,10 +81,47 @@ void BuildStub(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls, uint8_t b
   replace(0x71717113, 4, tls32(tls.writer, kWriterNextOffset));
   replace(0x71717114, 4, tls32(tls.writer, kWriterEpochBitsOffset));
   replace(0x71717116, 4, tls32(tls.writer, kWriterStampOffset));
-  replace(0x71717121, 4, rel32(entry + kEntryBytes));
-  replace(0x71717122, 4, rel32(entry + kEntryBytes));
+  if (has_body) {
+    replace(0x71717122, 4, rel32(body));
+    MATRIX_CHECK(replace(0x71717121, 4, rel32(body)) > 0, "stub template without its body");
+  }
 }
 
+}  // namespace
+
+TlsOffsets GetTlsOffsets() {
+  return {TpOffset(&matrix_patch_thread), TpOffset(CurrentThreadWriterState())};
+}
+
+uintptr_t BodyAfterEntry(uintptr_t entry) {
+  const auto* after = reinterpret_cast<const uint8_t*>(entry + kEntryBytes);
+  // -pg -mfentry's call: `call *__fentry__@GOTPCREL(%rip)` (ff 15), which
+  // the linker may relax to `addr32 call __fentry__` (67 e8), or a direct
+  // `call` (e8) in code that is not position-independent.
+  if ((after[0] == 0xff && after[1] == 0x15) || (after[0] == 0x67 && after[1] == 0xe8)) {
+    return entry + kEntryBytes + 6;
+  }
+  if (after[0] == 0xe8) return entry + kEntryBytes + 5;
+  return entry + kEntryBytes;
+}
+
+void BuildStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const TlsOffsets& tls,
+               uint8_t b[kStubSize]) {
+  FillTemplate(matrix_patch_stub_tpl, matrix_patch_stub_tpl_end, stub, entry, body, tls, b,
+               kStubSize);
+}
+
+void BuildReturnSitesStub(uintptr_t stub, uintptr_t entry, uintptr_t body, const TlsOffsets& tls,
+                          uint8_t b[kReturnSitesStubSize]) {
+  FillTemplate(matrix_patch_rs_tpl, matrix_patch_rs_tpl_end, stub, entry, body, tls, b,
+               kReturnSitesStubSize);
+}
+
+void BuildReturnSiteExit(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls,
+                         uint8_t b[kReturnSiteExitSize]) {
+  FillTemplate(matrix_patch_rs_exit_tpl, matrix_patch_rs_exit_tpl_end, stub, entry, /*body=*/0, tls,
+               b, kReturnSiteExitSize);
+}
 
 // The CIE: personality matrix_patch_personality, return address at CFA - 8.
 UnwindTable::UnwindTable() {
@@ -177,12 +211,14 @@ void UnwindTable::AddStub(uintptr_t stub, uintptr_t entry) {
   ++fdes_;
 }
 
-void UnwindTable::Register() {
-  if (fdes_ == 0) return;
+void* UnwindTable::Register(void* replaced) {
+  if (fdes_ == 0) return replaced;
   Put32(0);  // Terminator.
   auto* table = new uint8_t[out_.size()];
   memcpy(table, out_.data(), out_.size());
   __register_frame(table);
+  if (replaced != nullptr) __deregister_frame(replaced);
+  return table;
 }
 
 void UnwindTable::Finish(size_t start) {

@@ -259,6 +259,111 @@ matrix_patch_stub_cfi:
   .long .Lmps_xs_popped - matrix_patch_stub_tpl
   .long matrix_patch_stub_tpl_end - matrix_patch_stub_tpl
 
+# The return-site templates (Mechanism::kReturnSites): an entry stub per
+# function, jumped to from its patched entry, and an exit stub per return
+# site (the five-byte nop before a `ret` or a tail call's `jmp`), which the
+# patched site calls. Each writes one record, as a hook does, and keeps every
+# register but r11 and xmm15: r10 (a nested function's static chain) is kept
+# in xmm15 while the record is written, the argument registers are live at
+# the entry and before a tail call, rax, rdx, xmm0 and xmm1 hold the return
+# value, and xmm8-15 are never live across a call or return. The
+# placeholders are the wrapping stub's: 0x717171{11..16} the writer state,
+# 0x71717121 rel32 of the body, ...31 / ...34 the records, ...32 the
+# function, ...33 the cold path.
+  .section .rodata.matrix_patch_rs,"a"
+  .p2align 4
+  .globl matrix_patch_rs_tpl
+  .hidden matrix_patch_rs_tpl
+matrix_patch_rs_tpl:
+  movq %fs:0x71717111, %r11
+  testq %r11, %r11
+  je .Lmprs_body
+  movq %r10, %xmm15
+  movabsq $0x7171717171717131, %r10
+  movq %fs:0x71717116, %r11
+  xorq %fs:0x71717114, %r11
+  cmpq $0x3fff, %r11
+  ja .Lmprs_enter_slow
+  orq %r11, %r10
+  movq %fs:0x71717113, %r11
+  andq %fs:0x71717112, %r11
+  shlq $3, %r11
+  addq %fs:0x71717111, %r11
+  movq %r10, (%r11)
+  incq %fs:0x71717113
+  movq %xmm15, %r10
+.Lmprs_body:
+  .byte 0xe9
+  .long 0x71717121
+.Lmprs_enter_slow:
+  movq %xmm15, %r10
+  pushq $0
+  movabsq $0x7171717171717132, %r11
+  call *.Lmprs_append(%rip)
+  leaq 8(%rsp), %rsp
+  jmp .Lmprs_body
+  .p2align 3
+.Lmprs_append:
+  .quad 0x7171717171717133
+  .globl matrix_patch_rs_tpl_end
+  .hidden matrix_patch_rs_tpl_end
+matrix_patch_rs_tpl_end:
+
+  .p2align 4
+  .globl matrix_patch_rs_exit_tpl
+  .hidden matrix_patch_rs_exit_tpl
+matrix_patch_rs_exit_tpl:
+  movq %fs:0x71717111, %r11
+  testq %r11, %r11
+  je .Lmprx_ret
+  movq %r10, %xmm15
+  movabsq $0x7171717171717134, %r10
+  movq %fs:0x71717116, %r11
+  xorq %fs:0x71717114, %r11
+  cmpq $0x3fff, %r11
+  ja .Lmprx_slow
+  orq %r11, %r10
+  movq %fs:0x71717113, %r11
+  andq %fs:0x71717112, %r11
+  shlq $3, %r11
+  addq %fs:0x71717111, %r11
+  movq %r10, (%r11)
+  incq %fs:0x71717113
+  movq %xmm15, %r10
+.Lmprx_ret:
+  ret
+.Lmprx_slow:
+  movq %xmm15, %r10
+  pushq $1
+  movabsq $0x7171717171717132, %r11
+  call *.Lmprx_append(%rip)
+  leaq 8(%rsp), %rsp
+  ret
+  .p2align 3
+.Lmprx_append:
+  .quad 0x7171717171717133
+  .globl matrix_patch_rs_exit_tpl_end
+  .hidden matrix_patch_rs_exit_tpl_end
+matrix_patch_rs_exit_tpl_end:
+
+# -pg's call after a PATCHABLE entry's nops: until Patch(), an entry calls
+# here and returns (patched entries jump over the call). Not hidden: a
+# PATCHABLE shared object may take it from the program.
+  .text
+  .p2align 4
+  .globl __fentry__
+  .type __fentry__, @function
+__fentry__:
+  ret
+  .size __fentry__, .-__fentry__
+
+# -mrecord-return lists the return sites in a read-only __return_loc of
+# absolute addresses; one writable input section makes the output section
+# writable, so that a PIE or shared object relocates it without text
+# relocations.
+  .section __return_loc,"aw",@progbits
+  .quad 0
+
 # In: r11 = fn, [rsp+8] = kind (0 in, 1 out). Saves every caller-saved
 # register and xmm0-7 around matrix_patch_append_record.
   .text

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "matrix/testing/fake_tick_clock.h"
+#include "matrix/testing/sanitizers.h"
 #include "matrix/trace/method_record.h"
 #include "matrix/trace/method_tracer.h"
 #include "matrix/trace/patchable_entries.h"
@@ -82,8 +83,20 @@ struct PatchedGraph {
   int (*varargs)(int, ...) = patched_graph::Varargs;
 };
 
-class PatchableEntriesTest : public ::testing::Test {
+// Every test runs with each mechanism.
+class PatchableEntriesTest : public ::testing::TestWithParam<PatchableEntries::Mechanism> {
  protected:
+  // Patches with the test's mechanism, and checks that it was the one used.
+  static absl::StatusOr<PatchableEntries::Stats> Patch() {
+    PatchableEntries::Options options;
+    options.mechanism = GetParam();
+    absl::StatusOr<PatchableEntries::Stats> stats = PatchableEntries::Patch(options);
+    if (stats.ok()) {
+      EXPECT_EQ(stats->mechanism, GetParam());
+    }
+    return stats;
+  }
+
   void SetUp() override {
     if (!PatchableEntries::Supported()) GTEST_SKIP() << "patchable entries need x86-64 Linux";
     uint8_t b[5];
@@ -91,6 +104,10 @@ class PatchableEntriesTest : public ::testing::Test {
     if (b[0] != 0x90 || b[4] != 0x90) {
       // matrix_trace_methods(PATCHABLE) fell back to -finstrument-functions.
       GTEST_SKIP() << "patched_graph has no patchable entries (PATCHABLE needs GCC)";
+    }
+    if (GetParam() == PatchableEntries::Mechanism::kReturnSites &&
+        (MATRIX_TESTING_ADDRESS_SANITIZER || MATRIX_TESTING_THREAD_SANITIZER)) {
+      GTEST_SKIP() << "sanitizer builds wrap (the sanitizer owns __cxa_throw)";
     }
   }
   void TearDown() override { ASSERT_TRUE(PatchableEntries::Unpatch().ok()); }
@@ -116,7 +133,7 @@ const std::vector<std::string> kExpected = {
     "-Thrower",  "-Middle",   "-Catcher",  "-Root",        "+ManyArgs", "-ManyArgs",
     "+ReturnsPair", "-ReturnsPair", "+Varargs", "-Varargs"};
 
-TEST_F(PatchableEntriesTest, RecordsWhatTheFunctionHooksRecord) {
+TEST_P(PatchableEntriesTest, RecordsWhatTheFunctionHooksRecord) {
   auto tracer = StartTracer();
   HookedGraph hooked;
   uint64_t mark = tracer->Mark();
@@ -129,7 +146,7 @@ TEST_F(PatchableEntriesTest, RecordsWhatTheFunctionHooksRecord) {
   RunGraph(patched);  // Not patched yet: nops, nothing recorded.
   EXPECT_THAT(Calls(*tracer, mark, patched_names_), IsEmpty());
 
-  auto stats = PatchableEntries::Patch();
+  auto stats = Patch();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GE(stats->modules, 1u);
   EXPECT_GE(stats->patched, 10u);
@@ -153,8 +170,8 @@ TEST_F(PatchableEntriesTest, RecordsWhatTheFunctionHooksRecord) {
   EXPECT_EQ(time_records, 1);
 }
 
-TEST_F(PatchableEntriesTest, OtherThreadsRecordNothing) {
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+TEST_P(PatchableEntriesTest, OtherThreadsRecordNothing) {
+  ASSERT_TRUE(Patch().ok());
   auto tracer = StartTracer();
   const uint64_t mark = tracer->Mark();
   std::thread other([] {
@@ -169,7 +186,7 @@ TEST_F(PatchableEntriesTest, OtherThreadsRecordNothing) {
   RunGraph(patched);
 }
 
-TEST_F(PatchableEntriesTest, UnpatchRestoresTheOriginalBytes) {
+TEST_P(PatchableEntriesTest, UnpatchRestoresTheOriginalBytes) {
   const void* fns[] = {reinterpret_cast<const void*>(&patched_graph::Root),
                        reinterpret_cast<const void*>(&patched_graph::Leaf),
                        reinterpret_cast<const void*>(&patched_graph::Thrower)};
@@ -179,7 +196,7 @@ TEST_F(PatchableEntriesTest, UnpatchRestoresTheOriginalBytes) {
     PatchableEntries::ReadEntryBytes(fn, b);
     EXPECT_THAT(std::vector<uint8_t>(b, b + 5), ElementsAreArray(nops));
   }
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+  ASSERT_TRUE(Patch().ok());
   EXPECT_GT(PatchableEntries::PatchedCount(), 0u);
   for (const void* fn : fns) {
     uint8_t b[5];
@@ -191,7 +208,7 @@ TEST_F(PatchableEntriesTest, UnpatchRestoresTheOriginalBytes) {
     }
   }
   // Patching twice changes nothing.
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+  ASSERT_TRUE(Patch().ok());
   ASSERT_TRUE(PatchableEntries::Unpatch().ok());
   EXPECT_EQ(PatchableEntries::PatchedCount(), 0u);
   for (const void* fn : fns) {
@@ -201,14 +218,15 @@ TEST_F(PatchableEntriesTest, UnpatchRestoresTheOriginalBytes) {
   }
   // And patching again reuses the stubs.
   auto tracer = StartTracer();
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+  ASSERT_TRUE(Patch().ok());
   const uint64_t mark = tracer->Mark();
   EXPECT_EQ(patched_graph::Leaf(1), 2);
   EXPECT_THAT(Calls(*tracer, mark, patched_names_), ElementsAreArray({"+Leaf", "-Leaf"}));
 }
 
-TEST_F(PatchableEntriesTest, RecursionPastTheShadowStackIsNotRecorded) {
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+TEST_P(PatchableEntriesTest, RecursionPastTheShadowStackIsNotRecorded) {
+  if (GetParam() != PatchableEntries::Mechanism::kWrap) GTEST_SKIP() << "no shadow stack";
+  ASSERT_TRUE(Patch().ok());
   auto tracer = StartTracer();
   const uint64_t mark = tracer->Mark();
   const int depth = static_cast<int>(PatchableEntries::kShadowDepth) + 50;
@@ -227,8 +245,8 @@ TEST_F(PatchableEntriesTest, RecursionPastTheShadowStackIsNotRecorded) {
               ElementsAreArray({"+Nested", "+Leaf", "-Leaf", "+Leaf", "-Leaf", "-Nested"}));
 }
 
-TEST_F(PatchableEntriesTest, TracerStoppedInsideATracedCall) {
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+TEST_P(PatchableEntriesTest, TracerStoppedInsideATracedCall) {
+  ASSERT_TRUE(Patch().ok());
   auto tracer = StartTracer();
   // A traced function whose frame outlives the tracer returns normally.
   struct Stopper {
@@ -245,8 +263,8 @@ TEST_F(PatchableEntriesTest, TracerStoppedInsideATracedCall) {
 // Records carry the cached time's stamp: across an epoch change on the way
 // in and another inside the body, each record is preceded by a time record
 // carrying the cached time exactly, and decodes to it (to 1024 ns).
-TEST_F(PatchableEntriesTest, RecordTimes_DecodeExactly_WhenTheEpochMovesInsideTheBody) {
-  ASSERT_TRUE(PatchableEntries::Patch().ok());
+TEST_P(PatchableEntriesTest, RecordTimes_DecodeExactly_WhenTheEpochMovesInsideTheBody) {
+  ASSERT_TRUE(Patch().ok());
   auto tracer = StartTracer();
   struct Context {
     testing::FakeTickClock* clock;
@@ -281,6 +299,80 @@ TEST_F(PatchableEntriesTest, RecordTimes_DecodeExactly_WhenTheEpochMovesInsideTh
     EXPECT_EQ(GetRecordAddress(r[3]), reinterpret_cast<uintptr_t>(calls_back));
     EXPECT_EQ(DecodeRecordTime(r[3], out_ns), out_ns & ~int64_t{1023});
   }
+}
+
+// Return sites have no shadow stack: every level of a deep recursion is
+// recorded.
+TEST_P(PatchableEntriesTest, ReturnSites_RecordRecursionAtAnyDepth) {
+  if (GetParam() != PatchableEntries::Mechanism::kReturnSites) GTEST_SKIP() << "return sites";
+  ASSERT_TRUE(Patch().ok());
+  auto tracer = StartTracer();
+  const uint64_t mark = tracer->Mark();
+  const int depth = static_cast<int>(PatchableEntries::kShadowDepth) + 50;
+  EXPECT_EQ(patched_graph::Recurse(depth), depth);
+  const std::vector<std::string> calls = Calls(*tracer, mark, patched_names_);
+  ASSERT_EQ(calls.size(), 2u * static_cast<size_t>(depth + 1));
+  for (int i = 0; i <= depth; ++i) {
+    EXPECT_EQ(calls[static_cast<size_t>(i)], "+Recurse");
+    EXPECT_EQ(calls[calls.size() - 1 - static_cast<size_t>(i)], "-Recurse");
+  }
+}
+
+// A return site is patched as a call whose rel32 keeps the nop's bytes
+// 1f 44, and Unpatch() makes it the nop again.
+TEST_P(PatchableEntriesTest, ReturnSites_PatchAndRestoreTheNopBeforeEachReturn) {
+  if (GetParam() != PatchableEntries::Mechanism::kReturnSites) GTEST_SKIP() << "return sites";
+  // Leaf's code: its return site is the nop just before its `ret` (c3).
+  const auto* code = reinterpret_cast<const uint8_t*>(&patched_graph::Leaf);
+  size_t site = 0;
+  for (size_t i = 5; i < 64; ++i) {
+    if (code[i] == 0x0f && code[i + 1] == 0x1f && code[i + 2] == 0x44 && code[i + 5] == 0xc3) {
+      site = i;
+      break;
+    }
+  }
+  ASSERT_NE(site, 0u) << "no return site in Leaf";
+  auto stats = Patch();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_GT(stats->return_sites, 0u);
+  EXPECT_GT(stats->with_return_sites, 0u);
+  uint8_t b[5];
+  PatchableEntries::ReadEntryBytes(code + site, b);
+  EXPECT_EQ(b[0], 0xe8);  // call rel32
+  EXPECT_EQ(b[1], 0x1f);
+  EXPECT_EQ(b[2], 0x44);
+  ASSERT_TRUE(PatchableEntries::Unpatch().ok());
+  PatchableEntries::ReadEntryBytes(code + site, b);
+  EXPECT_EQ(b[0], 0x0f);
+  EXPECT_EQ(b[1], 0x1f);
+  EXPECT_EQ(b[2], 0x44);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mechanisms, PatchableEntriesTest,
+                         ::testing::Values(PatchableEntries::Mechanism::kWrap,
+                                           PatchableEntries::Mechanism::kReturnSites),
+                         [](const ::testing::TestParamInfo<PatchableEntries::Mechanism>& info) {
+                           return info.param == PatchableEntries::Mechanism::kWrap ? "Wrap"
+                                                                                   : "ReturnSites";
+                         });
+
+// kAuto times both mechanisms once and patches with the cheaper.
+TEST(PatchableEntriesAutoTest, MeasuresBothAndUsesTheCheaper) {
+  if (!PatchableEntries::Supported()) GTEST_SKIP() << "patchable entries need x86-64 Linux";
+  uint8_t b[5];
+  PatchableEntries::ReadEntryBytes(reinterpret_cast<const void*>(&patched_graph::Leaf), b);
+  if (b[0] != 0x90) GTEST_SKIP() << "patched_graph has no patchable entries (PATCHABLE needs GCC)";
+  if (MATRIX_TESTING_ADDRESS_SANITIZER || MATRIX_TESTING_THREAD_SANITIZER) {
+    GTEST_SKIP() << "sanitizer builds wrap (the sanitizer owns __cxa_throw)";
+  }
+  auto stats = PatchableEntries::Patch();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_GT(stats->wrap_ns, 0);
+  EXPECT_GT(stats->return_sites_ns, 0);
+  EXPECT_EQ(stats->mechanism, stats->return_sites_ns < stats->wrap_ns
+                                  ? PatchableEntries::Mechanism::kReturnSites
+                                  : PatchableEntries::Mechanism::kWrap);
+  ASSERT_TRUE(PatchableEntries::Unpatch().ok());
 }
 
 }  // namespace
