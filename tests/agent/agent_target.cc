@@ -3,6 +3,8 @@
 //
 //   agent_target stall MS     a poll loop (20 ms timeouts on a pipe) that stalls
 //                             once in StallInKnownFunction() for MS ms
+//   agent_target sleep MS     the same loop that sleeps once in SleepInHandler()
+//                             for MS ms (nanosleep, resumed after each EINTR)
 //   agent_target signals MS   the same, with the program's own SIGQUIT and
 //                             SIGPROF handlers; checks they still run
 //   agent_target fork MS      polls, forks; the child (no exec) runs the stalling
@@ -26,21 +28,17 @@
 //                             dispatch of MS ms (in StallInKnownFunction),
 //                             then polls until a signal ends it
 //   agent_target wait KIND IDLE LAG ANR SLEEP [READ]
-//                             an event loop that waits without poll, KIND: cond (pthread_cond_wait), sem
-//                             (sem_wait), eventfd (read of an eventfd), futex
-//                             (std::atomic<uint32_t>::wait: syscall(SYS_futex)
-//                             in libstdc++), pace (nanosleep every 10 ms, no
-//                             events). After one
-//                             poll (a toolkit's round trip: the agent starts)
-//                             and 6 quick events, it sits idle IDLE ms, then
-//                             handles a busy event of LAG ms, one of ANR ms
-//                             (both in StallInKnownFunction) and a sleep of
-//                             SLEEP ms in SleepInHandler, 300 ms apart; with
-//                             READ, then a blocking read of a pipe written
-//                             READ ms later, in ReadInHandler.
-//                             AGENT_TARGET_NO_POLL=1: without the first poll
-//                             (the agent starts at the loop's learned wait).
-//                             Prints "start <name> <epoch ms>" as each begins.
+//                             an event loop that waits without poll, KIND: cond
+//                             (pthread_cond_wait), sem (sem_wait), eventfd (read of an eventfd),
+//                             futex (std::atomic<uint32_t>::wait: syscall(SYS_futex) in libstdc++),
+//                             pace (nanosleep every 10 ms, no events). After one poll (a toolkit's
+//                             round trip: the agent starts) and 6 quick events, it sits idle IDLE
+//                             ms, then handles a busy event of LAG ms, one of ANR ms (both in
+//                             StallInKnownFunction) and a sleep of SLEEP ms in SleepInHandler, 300
+//                             ms apart; with READ, then a blocking read of a pipe written READ ms
+//                             later, in ReadInHandler. AGENT_TARGET_NO_POLL=1: without the first
+//                             poll (the agent starts at the loop's learned wait). Prints "start
+//                             <name> <epoch ms>" as each begins.
 //   agent_target count MS FILE  the program's own SIGINT and SIGHUP handlers
 //                             count the signals (as a program that asks
 //                             "really quit?" at the first ^C would); prints
@@ -135,14 +133,14 @@ extern "C" __attribute__((noinline, visibility("default"))) void ReadInHandler(i
 
 namespace {
 
-// 10 iterations of a real poll loop, the stall, 10 more.
-void RunLoop(int stall_ms) {
+// 10 iterations of a real poll loop, the stall (`handler`), 10 more.
+void RunLoop(int stall_ms, void (*handler)(int) = StallInKnownFunction) {
   int fds[2];
   if (pipe(fds) != 0) std::exit(3);
   for (int i = 0; i < 21; ++i) {
     struct pollfd pfd = {fds[0], POLLIN, 0};
     (void)poll(&pfd, 1, 20);
-    if (i == 10) StallInKnownFunction(stall_ms);
+    if (i == 10) handler(stall_ms);
   }
   close(fds[0]);
   close(fds[1]);
@@ -479,6 +477,10 @@ int main(int argc, char** argv) {
   const int ms = argc > 2 ? std::atoi(argv[2]) : 0;
   if (mode == "stall") {
     RunLoop(ms);
+    return 0;
+  }
+  if (mode == "sleep") {
+    RunLoop(ms, SleepInHandler);
     return 0;
   }
   if (mode == "signals") return RunSignals(ms);

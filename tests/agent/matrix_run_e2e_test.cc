@@ -887,6 +887,28 @@ TEST_P(LoopWaitTest, IdleLoopIsNotAHangAndHandlersStillAre) {
   }
 }
 
+// A sleep in a handler of a poll loop that a signal cuts short and that the
+// handler resumes (`agent_target sleep`: SleepInHandler loops on EINTR, as
+// std::this_thread::sleep_for and Python's time.sleep do), with the slow
+// threshold (300 ms) under the LAG threshold: the agent's own samples, 50 ms
+// apart from 300 ms, interrupt it. A poll loop has no learned loop wait, so
+// were the cut-short waits counted, the sleep's site would be learned as the
+// loop's wait after three samples and the dispatch would end at about 400 ms,
+// without LAG or ANR; it is work, an ANR naming SleepInHandler.
+TEST(MatrixRunTest, SleepInHandlerResumedAfterSamplesIsAnAnr) {
+  const std::string dir = agent_test::NewReportDir("sleep-sampled");
+  const RunResult run = agent_test::Run({kRun, "--report-dir", dir, "--evil", "300", "--lag",
+                                         "1000", "--anr", "1500", "--", kTarget, "sleep", "2500"});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  std::vector<matrix::report::IssueRecord> anrs;
+  for (auto& record : ReadIssues(dir)) {
+    if (record.TagDetail() == "Trace_EvilMethod/ANR") anrs.push_back(std::move(record));
+  }
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  EXPECT_THAT(agent_test::StackText(anrs[0]), HasSubstr("SleepInHandler"));
+  EXPECT_GE(anrs[0].issue.anr().cost_ms(), 1500);
+}
+
 // A loop that never polls: the agent starts Matrix at the first wait from
 // the learned site (the fourth wait of the loop), where the startup ends.
 TEST(MatrixRunTest, LoopWithoutPollIsMonitoredFromItsLearnedWait) {

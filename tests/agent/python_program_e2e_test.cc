@@ -151,4 +151,40 @@ TEST(PythonProgramTest, AsyncioLoopBlockedByRepeatedSleepsIsAnAnr) {
   EXPECT_GE(Find(anrs[0].issue.anr().thread_stack(), "fetch_blocking"), 0);
 }
 
+// A time.sleep in a callback is work, not the loop's wait: an ANR keyed by the
+// function that sleeps, with the sleep on the stack. CPython retries the
+// clock_nanosleep that each of the agent's slow-dispatch samples (from 700 ms,
+// 50 ms apart) interrupts, from the same call site; were those cut-short waits
+// counted, the site would be learned as the loop's wait after three samples
+// and the dispatch would end at about 800 ms, without LAG or ANR.
+TEST(PythonProgramTest, SleepInCallbackIsAnAnrNotTheLoopsWait) {
+  if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing";
+  const std::string dir = agent_test::NewReportDir("python-sleep");
+  const agent_test::RunResult run =
+      agent_test::Run({MATRIX_RUN_PATH, "--report-dir", dir, "--anr", "1500", "--lag", "1000", "--",
+                       kPython, PYTHON_TARGET_PATH, "300", "2500", "sleep"});
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  const size_t busy_at = run.out.find("start busy ");
+  ASSERT_NE(busy_at, std::string::npos) << run.out << run.err;
+  const int64_t busy_start = std::atoll(run.out.c_str() + busy_at + 11);
+  std::vector<matrix::report::IssueRecord> anrs;
+  for (auto& record : agent_test::ReadIssues(dir)) {
+    if (record.time_ms() < busy_start) continue;  // Only the callback's hang.
+    if (record.TagDetail() == "Trace_EvilMethod/ANR") anrs.push_back(std::move(record));
+  }
+  ASSERT_EQ(anrs.size(), 1u) << run.err;
+  const auto& stack = anrs[0].issue.anr().thread_stack();
+  const std::string text = agent_test::StackText(anrs[0]);
+  const int sleeper = Find(stack, "sleep_here");
+  ASSERT_GE(sleeper, 0) << text;
+  EXPECT_EQ(stack.frames(sleeper).line(),
+            static_cast<uint32_t>(LineOf(PYTHON_TARGET_PATH, "# SLEEP_LINE")));
+  EXPECT_EQ(Find(stack, "Worker.handle"), sleeper + 1) << text;
+  const int sleep_call = Find(stack, "clock_nanosleep");
+  EXPECT_GE(sleep_call, 0) << text;
+  EXPECT_LT(sleep_call, sleeper) << text;
+  EXPECT_EQ(anrs[0].key, "sleep_here") << text;
+  EXPECT_GE(anrs[0].issue.anr().cost_ms(), 1500) << text;
+}
+
 }  // namespace

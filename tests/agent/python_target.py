@@ -2,10 +2,11 @@
 # (python_program_e2e_test.cc): an asyncio event loop (it waits in
 # epoll_wait, a dispatch boundary for the agent) on the main thread.
 #
-#   python3.11 python_target.py IDLE_MS BUSY_MS
+#   python3.11 python_target.py IDLE_MS BUSY_MS [sleep]
 #
 # The loop idles IDLE_MS, then one callback calls Worker.handle, which
-# calls hang_here, busy BUSY_MS on one line (HANG_LINE below); 300 ms
+# calls hang_here, busy BUSY_MS on one line (HANG_LINE below), or with
+# `sleep` sleep_here, in time.sleep for BUSY_MS (SLEEP_LINE); 300 ms
 # later the loop stops. Prints "start busy EPOCH_MS" when the callback
 # begins.
 import asyncio
@@ -13,6 +14,7 @@ import sys
 import time
 
 idle_ms, busy_ms = (int(arg) for arg in sys.argv[1:3])
+sleep = sys.argv[3:] == ["sleep"]
 
 
 def hang_here(ms):
@@ -20,9 +22,16 @@ def hang_here(ms):
     while time.monotonic() < end: pass  # HANG_LINE
 
 
+def sleep_here(ms):
+    time.sleep(ms / 1000.0)  # SLEEP_LINE
+
+
 class Worker:
     def handle(self, ms):
-        hang_here(ms)
+        if sleep:
+            sleep_here(ms)
+        else:
+            hang_here(ms)
 
 
 def busy_callback(loop):

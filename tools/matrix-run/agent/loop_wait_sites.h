@@ -29,6 +29,10 @@
 //     not learned either: it waits inside the poll loop's dispatch.
 //   - Any other wait is work: it stays inside the dispatch (a sleep in a slow
 //     handler still gives its ANR).
+//   - The wrappers count no wait a signal handler cut short (EINTR): its caller
+//     waits again from the same site (time.sleep, sleep_for), and the agent's
+//     own stack captures, 50 ms apart in a slow dispatch, would otherwise make
+//     one long sleep in a handler several blocked waits and the loop's wait.
 //   - A boundary (a poll-family wait, the loop's wait, a buffer swap) at some
 //     depth forgets every site deeper in the stack: a site that waited inside
 //     the loop's dispatches is a handler's, not the loop's; even one learned

@@ -132,14 +132,29 @@ inline int64_t MonotonicNanos() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// Whether a wait that reports errors as -1 and errno returned early because a
+// signal handler ran.
+template <typename Result>
+inline bool FailedWithEintr(Result result) {
+  return result == -1 && errno == EINTR;
+}
+
 // A wait that is not poll & co. (condition variable, semaphore, sleep, read
 // of a wake fd) from call site `site`: a dispatch boundary when the site is
 // the loop's wait (the first one starts Matrix, as poll does); otherwise
 // work inside the dispatch, timed (two vDSO clock reads) and counted towards
 // learning the site when `count` says the wait may be the loop's (a read:
-// its fd is a wake fd). Main thread only; other threads call `real` directly.
-template <typename Count, typename Call>
-inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& real) {
+// its fd is a wake fd). A wait that `interrupted` says a signal handler cut
+// short (EINTR) is not counted: its caller usually waits again from the same
+// site for the rest of the time (Python's time.sleep,
+// std::this_thread::sleep_for), and the agent's own stack captures are such
+// signals, 50 ms apart in a slow dispatch, so one long sleep in a handler
+// would otherwise count as several blocked waits and be learned as the loop's
+// wait, ending the dispatch before its LAG or ANR. Main thread only; other
+// threads call `real` directly.
+template <typename Count, typename Call, typename Interrupted>
+inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& real,
+                     Interrupted&& interrupted) {
   LoopWaitSites& sites = g_session->wait_sites;
   if (sites.IsLoopWait(site) && MainThreadMonitoring()) {
     g_session->dispatch_from_loop_poll = false;
@@ -149,14 +164,22 @@ inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& 
   const int64_t begin = MonotonicNanos();
   auto result = real();
   const int saved_errno = errno;
+  const bool cut_short = interrupted(result);
   const int64_t waited = MonotonicNanos() - begin;
-  if (count(waited)) {
+  if (!cut_short && count(waited)) {
     const Session& s = *g_session;
     const bool poll_loop = s.dispatch_from_loop_poll && s.loop_poll_repeats >= 2;
     sites.CountWait(site, waited, poll_loop ? s.loop_poll.frame : 0);
   }
   errno = saved_errno;
   return result;
+}
+
+// The same for a wait that reports errors as -1 and errno (every wait but
+// clock_nanosleep; the condition variables never return EINTR).
+template <typename Count, typename Call>
+inline auto SiteWait(const LoopWaitSites::CallSite& site, Count&& count, Call&& real) {
+  return SiteWait(site, count, real, [](auto result) { return FailedWithEintr(result); });
 }
 
 // A read() of `fd` may be the loop's wait when `fd` is a pipe, FIFO, socket,
@@ -345,8 +368,11 @@ MATRIX_AGENT_EXPORT int clock_nanosleep(clockid_t clock, int flags,
                                         struct timespec* remaining) {
   const ma::ClockNanosleepFn real = ma::Resolve(ma::g_clock_nanosleep, "clock_nanosleep");
   if (!ma::MainThreadWatched()) return real(clock, flags, request, remaining);
-  return ma::SiteWait(MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
-                      [&] { return real(clock, flags, request, remaining); });
+  // clock_nanosleep returns the error number itself.
+  return ma::SiteWait(
+      MATRIX_AGENT_CALL_SITE(-1), ma::AlwaysCount,
+      [&] { return real(clock, flags, request, remaining); },
+      [](int result) { return result == EINTR; });
 }
 
 MATRIX_AGENT_EXPORT int usleep(useconds_t usec) {
