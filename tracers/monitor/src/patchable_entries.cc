@@ -352,31 +352,12 @@ absl::Status WithWritableText(const std::vector<Module>& modules,
 
 // Every loaded module's entries, sorted and unique, and its return sites
 // with their functions' entries (sites of functions without an entry are
-// left out). A return site's function is the start of the unwind entry that
-// holds it (PATCHABLE builds keep every return in its function's one
-// block); the entry is at that start or just after it (an endbr64).
+// left out; PATCHABLE builds keep every return in its function's one block).
 struct Sites {
   std::vector<uintptr_t> entries;
   std::vector<std::pair<uintptr_t, uintptr_t>> returns;  // (site, entry)
   absl::flat_hash_set<uintptr_t> without_return_sites;   // Entries of modules without them.
 };
-
-}  // namespace
-}  // namespace matrix
-
-extern "C" {
-// libgcc's lookup of the unwind entry (FDE) that covers `pc`; `bases->func`
-// is the start of the range it covers.
-struct MatrixDwarfEhBases {
-  void* tbase;
-  void* dbase;
-  void* func;
-};
-const void* _Unwind_Find_FDE(void* pc, MatrixDwarfEhBases* bases);
-}  // extern "C"
-
-namespace matrix {
-namespace {
 
 Sites CollectSites(const std::vector<Module>& modules, PatchableEntries::Stats* stats) {
   Sites out;
@@ -408,12 +389,8 @@ Sites CollectSites(const std::vector<Module>& modules, PatchableEntries::Stats* 
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   for (uintptr_t site : candidates) {
-    MatrixDwarfEhBases bases{};
-    if (_Unwind_Find_FDE(reinterpret_cast<void*>(site), &bases) == nullptr) continue;
-    const auto func = reinterpret_cast<uintptr_t>(bases.func);
-    auto it = std::lower_bound(out.entries.begin(), out.entries.end(), func);
-    if (it == out.entries.end() || *it - func > 16 || *it > site) continue;
-    out.returns.emplace_back(site, *it);
+    const uintptr_t entry = internal::EntryOfFunctionAt(site, out.entries);
+    if (entry != 0) out.returns.emplace_back(site, entry);
   }
   stats->return_sites = out.returns.size();
   return out;

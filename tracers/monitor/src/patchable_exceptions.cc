@@ -39,15 +39,6 @@
 
 #if defined(MATRIX_PATCHABLE_SUPPORTED) && !defined(MATRIX_SANITIZER_BUILD)
 
-extern "C" {
-struct MatrixDwarfEhBases {
-  void* tbase;
-  void* dbase;
-  void* func;
-};
-const void* _Unwind_Find_FDE(void* pc, MatrixDwarfEhBases* bases);
-}  // extern "C"
-
 namespace matrix::internal {
 namespace {
 
@@ -71,14 +62,8 @@ thread_local constinit PendingFrames tls_pending;
 
 // The entry of the function holding `pc`, if patched with return sites.
 uintptr_t ReturnSiteEntryOf(uintptr_t pc) {
-  MatrixDwarfEhBases bases{};
-  if (_Unwind_Find_FDE(reinterpret_cast<void*>(pc), &bases) == nullptr) return 0;
-  const auto func = reinterpret_cast<uintptr_t>(bases.func);
   const std::vector<uintptr_t>* entries = g_return_site_entries.load(std::memory_order_acquire);
-  if (entries == nullptr) return 0;
-  auto it = std::lower_bound(entries->begin(), entries->end(), func);
-  if (it == entries->end() || *it - func > 16) return 0;
-  return *it;
+  return entries == nullptr ? 0 : EntryOfFunctionAt(pc, *entries);
 }
 
 // _Unwind_Backtrace's callback. At frame k the context's CFA is frame k's

@@ -114,6 +114,12 @@ void BuildReturnSiteExit(uintptr_t stub, uintptr_t entry, const TlsOffsets& tls,
 void PublishReturnSiteEntries(std::vector<uintptr_t> entries);
 bool ReturnSiteExceptionsCovered();
 
+// The patchable entry of the function whose code holds `pc`, among the
+// sorted `entries`, or 0. The function is the start of the unwind entry
+// (FDE) that covers `pc` (libgcc's _Unwind_Find_FDE, which works on stripped
+// binaries); its entry is at that start or just after it (an endbr64).
+uintptr_t EntryOfFunctionAt(uintptr_t pc, const std::vector<uintptr_t>& entries);
+
 // Unwind tables for the stubs (.eh_frame format, registered with libgcc's
 // __register_frame): one CIE naming the stubs' personality routine, one FDE
 // per stub whose "LSDA" is the traced function's address.

@@ -1,10 +1,12 @@
 // A patched entry's stub, built from the template (patchable_trampolines.cc),
 // and the unwind table that lets exceptions pass through stubs.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "matrix/core/check.h"
 #include "matrix/trace/method_record.h"
@@ -14,6 +16,14 @@
 #if defined(MATRIX_PATCHABLE_SUPPORTED)
 
 extern "C" {
+// libgcc's lookup of the unwind entry (FDE) that covers `pc`; `bases->func`
+// is the start of the range it covers.
+struct MatrixDwarfEhBases {
+  void* tbase;
+  void* dbase;
+  void* func;
+};
+const void* _Unwind_Find_FDE(void* pc, MatrixDwarfEhBases* bases);
 // libgcc's registration of run-time generated unwind tables.
 void __register_frame(void*);
 void* __deregister_frame(void*);
@@ -91,6 +101,15 @@ void FillTemplate(const uint8_t* tpl, const uint8_t* tpl_end, uintptr_t stub, ui
 
 TlsOffsets GetTlsOffsets() {
   return {TpOffset(&matrix_patch_thread), TpOffset(CurrentThreadWriterState())};
+}
+
+uintptr_t EntryOfFunctionAt(uintptr_t pc, const std::vector<uintptr_t>& entries) {
+  MatrixDwarfEhBases bases{};
+  if (_Unwind_Find_FDE(reinterpret_cast<void*>(pc), &bases) == nullptr) return 0;
+  const auto func = reinterpret_cast<uintptr_t>(bases.func);
+  auto it = std::lower_bound(entries.begin(), entries.end(), func);
+  if (it == entries.end() || *it - func > 16 || *it > pc) return 0;
+  return *it;
 }
 
 uintptr_t BodyAfterEntry(uintptr_t entry) {

@@ -270,20 +270,15 @@ matrix_patch_stub_cfi:
 # placeholders are the wrapping stub's: 0x717171{11..16} the writer state,
 # 0x71717121 rel32 of the body, ...31 / ...34 the records, ...32 the
 # function, ...33 the cold path.
-  .section .rodata.matrix_patch_rs,"a"
-  .p2align 4
-  .globl matrix_patch_rs_tpl
-  .hidden matrix_patch_rs_tpl
-matrix_patch_rs_tpl:
-  movq %fs:0x71717111, %r11
-  testq %r11, %r11
-  je .Lmprs_body
+# One record (`record`, the time bits or'd in) appended as method_tracer.cc's
+# Append() does, with r10 kept in xmm15; to `slow` when a time record is due.
+  .macro MATRIX_RS_RECORD record, slow
   movq %r10, %xmm15
-  movabsq $0x7171717171717131, %r10
+  movabsq $\record, %r10
   movq %fs:0x71717116, %r11
   xorq %fs:0x71717114, %r11
   cmpq $0x3fff, %r11
-  ja .Lmprs_enter_slow
+  ja \slow
   orq %r11, %r10
   movq %fs:0x71717113, %r11
   andq %fs:0x71717112, %r11
@@ -292,6 +287,17 @@ matrix_patch_rs_tpl:
   movq %r10, (%r11)
   incq %fs:0x71717113
   movq %xmm15, %r10
+  .endm
+
+  .section .rodata.matrix_patch_rs,"a"
+  .p2align 4
+  .globl matrix_patch_rs_tpl
+  .hidden matrix_patch_rs_tpl
+matrix_patch_rs_tpl:
+  movq %fs:0x71717111, %r11
+  testq %r11, %r11
+  je .Lmprs_body
+  MATRIX_RS_RECORD 0x7171717171717131, .Lmprs_enter_slow
 .Lmprs_body:
   .byte 0xe9
   .long 0x71717121
@@ -316,20 +322,7 @@ matrix_patch_rs_exit_tpl:
   movq %fs:0x71717111, %r11
   testq %r11, %r11
   je .Lmprx_ret
-  movq %r10, %xmm15
-  movabsq $0x7171717171717134, %r10
-  movq %fs:0x71717116, %r11
-  xorq %fs:0x71717114, %r11
-  cmpq $0x3fff, %r11
-  ja .Lmprx_slow
-  orq %r11, %r10
-  movq %fs:0x71717113, %r11
-  andq %fs:0x71717112, %r11
-  shlq $3, %r11
-  addq %fs:0x71717111, %r11
-  movq %r10, (%r11)
-  incq %fs:0x71717113
-  movq %xmm15, %r10
+  MATRIX_RS_RECORD 0x7171717171717134, .Lmprx_slow
 .Lmprx_ret:
   ret
 .Lmprx_slow:
