@@ -453,15 +453,20 @@ std::vector<uintptr_t> PrepareStubs(State& s, const std::vector<Module>& modules
     const uintptr_t body = internal::BodyAfterEntry(a);
     site.mechanism = Mechanism::kWrap;
     if (mechanism == Mechanism::kReturnSites && !sites.without_return_sites.contains(a)) {
-      bool ready = site.rs_stub != 0;
-      if (!ready && PlaceStub(s, a, internal::kReturnSitesStubSize, &site.rs_stub, site.rs_rel)) {
+      // A function with no return site listed (a noreturn one, or one from
+      // an object built without return sites) is wrapped: its method-out
+      // records would be missing.
+      const std::vector<uintptr_t>& listed = returns_of[a];
+      bool ready = site.rs_stub != 0 && !listed.empty();
+      if (!ready && !listed.empty() &&
+          PlaceStub(s, a, internal::kReturnSitesStubSize, &site.rs_stub, site.rs_rel)) {
         uint8_t code[internal::kReturnSitesStubSize];
         internal::BuildReturnSitesStub(site.rs_stub, a, body, tls, code);
         WriteCode(site.rs_stub, code, sizeof(code));
         ready = true;
       }
       std::vector<uintptr_t> returns;
-      for (uintptr_t r : returns_of[a]) {
+      for (uintptr_t r : listed) {
         if (!ready) break;
         if (SegmentOf(modules, r) == nullptr || !HoldsReturnNop(r)) {
           ready = false;
