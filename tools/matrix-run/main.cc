@@ -10,7 +10,7 @@
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
 // agent reads and its own pid as MATRIX_AGENT_PID, and execs PROGRAM. The
 // parent forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the child (except those
-// that reached the child too: see Route), waits, prints
+// that reached the child too: see Forwarder::Route), waits, prints
 // where the reports went and one line per issue kind of this run, and exits
 // with the child's status (or dies of the child's signal).
 
@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -295,6 +296,11 @@ bool Executable(const std::string& program) {
 // The signals matrix-run forwards to the child.
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
+// How long matrix-run waits for the group's copy of a signal that
+// timeout(1) sent it (timeout sends it microseconds later); one that does
+// not come is forwarded then.
+constexpr int kGroupCopyWaitMs = 2000;
+
 // A process in matrix-run's process group that holds the forwarded signals
 // blocked and takes none: a signal sent to the group (kill(-pgid, ...),
 // kill(0, ...), a terminal's keys) stays pending there, one sent to
@@ -347,10 +353,12 @@ class GroupWitness {
   }
 
   // Whether `signal_number` reached the witness since the last call for it
-  // (it takes it, so the next copy counts anew).
-  bool Took(int signal_number) {
+  // (it takes it, so the next copy counts anew); with `wait`, the witness
+  // waits up to kGroupCopyWaitMs for it.
+  bool Took(int signal_number, bool wait = false) {
     if (request_ < 0) return false;
-    const unsigned char request = static_cast<unsigned char>(signal_number);
+    const unsigned char request =
+        static_cast<unsigned char>(signal_number) | (wait ? kWaitFlag : 0);
     unsigned char took = 0;
     if (write(request_, &request, 1) != 1 || !ReadByte(reply_, &took)) {
       close(request_);
@@ -362,6 +370,9 @@ class GroupWitness {
   }
 
  private:
+  // A request's bit beside the signal number (below 65): wait for it.
+  static constexpr unsigned char kWaitFlag = 0x80;
+
   static bool ReadByte(int fd, unsigned char* byte) {
     ssize_t n;
     while ((n = read(fd, byte, 1)) < 0 && errno == EINTR) {
@@ -369,9 +380,9 @@ class GroupWitness {
     return n == 1;
   }
 
-  // The witness: answers each request (a signal number) with whether that
-  // signal is pending, taking it. No terminal, no files but its pipes; job
-  // control signals leave it running.
+  // The witness: answers each request (a signal number, and whether to
+  // wait for it) with whether that signal is pending, taking it. No terminal, no files but its
+  // pipes; job control signals leave it running.
   [[noreturn]] static void Serve(int request, int reply) {
     prctl(PR_SET_NAME, "matrix-witness");
     for (int s : {SIGTSTP, SIGTTIN, SIGTTOU}) signal(s, SIG_IGN);
@@ -388,13 +399,19 @@ class GroupWitness {
     const int null = open("/dev/null", O_RDWR);
     for (int fd = 0; fd <= 2 && null >= 0; ++fd) dup2(null, fd);
     if (null > 4) close(null);
-    unsigned char signal_number = 0;
-    while (ReadByte(request, &signal_number)) {
+    unsigned char asked = 0;
+    while (ReadByte(request, &asked)) {
+      const int signal_number = asked & ~kWaitFlag;
       sigset_t one;
       sigemptyset(&one);
       sigaddset(&one, signal_number);
-      const struct timespec now = {0, 0};
-      const unsigned char took = sigtimedwait(&one, nullptr, &now) == signal_number ? 1 : 0;
+      const struct timespec wait = {
+          (asked & kWaitFlag) != 0 ? kGroupCopyWaitMs / 1000 : 0,
+          (asked & kWaitFlag) != 0 ? (kGroupCopyWaitMs % 1000) * 1000000L : 0};
+      int taken;
+      while ((taken = sigtimedwait(&one, nullptr, &wait)) < 0 && errno == EINTR) {
+      }
+      const unsigned char took = taken == signal_number ? 1 : 0;
       if (write(reply, &took, 1) != 1) break;
     }
     _exit(0);
@@ -441,50 +458,55 @@ bool SignalsItsGroupToo(pid_t pid) {
   return false;
 }
 
-// How long matrix-run waits for the group's copy of a signal that
-// timeout(1) sent it (timeout sends it microseconds later); one that does
-// not come is forwarded then.
-constexpr int kGroupCopyWaitMs = 2000;
+// Sends the forwarded signals on to the child unless it has (or is about to
+// get) its own copy. Used by matrix-run's main thread only.
+class Forwarder {
+ public:
+  Forwarder(pid_t child, GroupWitness& witness) : child_(child), witness_(witness) {}
 
-// Sends `signal_number`, as `info` describes it, on to `child` unless the
-// child has (or is about to get) its own copy:
-// - A terminal's keys (^C SIGINT, ^\ SIGQUIT) signal its foreground process
-//   group, and at a hangup SIGHUP to that group when its session's leader
-//   exits, with si_code SI_KERNEL; a hangup's first SIGHUP, though, goes to
-//   the session's leader alone: when matrix-run leads its session, it is
-//   forwarded.
-// - A signal sent to the process group (the witness has a copy: a
-//   supervisor's kill(-pgid, ...), timeout's kill(0, ...)) reached the child
-//   too while the child is in matrix-run's group (it is unless it left with
-//   setpgid or setsid).
-// - A signal sent to matrix-run alone is forwarded, except timeout's (see
-//   SignalsItsGroupToo): the group's copy that follows reaches the child, so
-//   matrix-run waits for its own copy of it and forwards neither.
-// SIGTERM, which no terminal sends, is never taken as a terminal's.
-void Route(int signal_number, const siginfo_t& info, pid_t child, GroupWitness& witness) {
-  const bool group_copy = witness.Took(signal_number);
-  const bool child_in_group = getpgid(child) == getpgrp();
-  if (info.si_code == SI_KERNEL && signal_number != SIGTERM) {
-    const bool to_leader_alone = signal_number == SIGHUP && getsid(0) == getpid();
-    if (!to_leader_alone && child_in_group) return;
-  } else if (group_copy) {
-    if (child_in_group) return;
-  } else if (child_in_group && SignalsItsGroupToo(info.si_pid) &&
-             getpgid(info.si_pid) == getpgrp()) {
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, signal_number);
-    const struct timespec wait = {kGroupCopyWaitMs / 1000, (kGroupCopyWaitMs % 1000) * 1000000L};
-    int taken;
-    while ((taken = sigtimedwait(&one, nullptr, &wait)) < 0 && errno == EINTR) {
-    }
-    if (taken == signal_number) {
-      witness.Took(signal_number);
+  // `signal_number`, as `info` describes it:
+  // - A terminal's keys (^C SIGINT, ^\ SIGQUIT) signal its foreground
+  //   process group, and at a hangup SIGHUP to that group when its session's
+  //   leader exits, with si_code SI_KERNEL; a hangup's first SIGHUP, though,
+  //   goes to the session's leader alone: when matrix-run leads its session,
+  //   it is forwarded. SIGTERM, which no terminal sends, is never taken as a
+  //   terminal's.
+  // - Every copy from timeout(1) that signals the group too (see
+  //   SignalsItsGroupToo): its signal to matrix-run and the group's, taken
+  //   one at a time or merged into one. The group's copy reaches the child:
+  //   none is forwarded. The first waits for the group's copy at the witness
+  //   (and is forwarded if none comes); once it came, the rest of that
+  //   signal's copies from it are the same end.
+  // - A signal sent to the process group (the witness has a copy: a
+  //   supervisor's kill(-pgid, ...)) reached the child too.
+  // - A signal sent to matrix-run alone is forwarded.
+  // The last three while the child is in matrix-run's process group (it is
+  // unless it left with setpgid or setsid); otherwise every one is forwarded.
+  void Route(int signal_number, const siginfo_t& info) {
+    const bool group_copy = witness_.Took(signal_number);
+    const bool child_in_group = getpgid(child_) == getpgrp();
+    const uint64_t bit = uint64_t{1} << signal_number;
+    if (info.si_code == SI_KERNEL && signal_number != SIGTERM) {
+      const bool to_leader_alone = signal_number == SIGHUP && getsid(0) == getpid();
+      if (!to_leader_alone && child_in_group) return;
+    } else if (child_in_group && getpgid(info.si_pid) == getpgrp() &&
+               SignalsItsGroupToo(info.si_pid)) {
+      if (group_copy || (timeout_signals_ & bit) != 0 ||
+          witness_.Took(signal_number, /*wait=*/true)) {
+        timeout_signals_ |= bit;
+        return;
+      }
+    } else if (group_copy && child_in_group) {
       return;
     }
+    kill(child_, signal_number);
   }
-  kill(child, signal_number);
-}
+
+ private:
+  const pid_t child_;
+  GroupWitness& witness_;
+  uint64_t timeout_signals_ = 0;  // Those whose group copy from timeout came.
+};
 
 // The file the agents of one run list their processes in (the agent's
 // MATRIX_RUN_PROCESSES): hidden in the report directory, removed at exit.
@@ -598,13 +620,14 @@ void AddNodePerfMap(const std::string& base, std::vector<char*>& program_argv) {
 }
 
 // Waits for `child`, routing the forwarded signals to it meanwhile (see
-// Route). main() blocked them, and SIGCHLD, before fork: they are taken
+// Forwarder::Route). main() blocked them, and SIGCHLD, before fork: they are taken
 // here, one at a time, never in a handler. False when waitpid fails.
 bool WaitForChild(pid_t child, GroupWitness& witness, int* status) {
   sigset_t waited;
   sigemptyset(&waited);
   for (int s : kForwardedSignals) sigaddset(&waited, s);
   sigaddset(&waited, SIGCHLD);
+  Forwarder forwarder(child, witness);
   for (;;) {
     const pid_t done = waitpid(child, status, WNOHANG);
     if (done == child) return true;
@@ -614,9 +637,7 @@ bool WaitForChild(pid_t child, GroupWitness& witness, int* status) {
     }
     siginfo_t info;
     const int signal_number = sigwaitinfo(&waited, &info);
-    if (signal_number > 0 && signal_number != SIGCHLD) {
-      Route(signal_number, info, child, witness);
-    }
+    if (signal_number > 0 && signal_number != SIGCHLD) forwarder.Route(signal_number, info);
   }
 }
 
