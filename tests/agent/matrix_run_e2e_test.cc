@@ -645,12 +645,14 @@ struct TimeoutCase {
   Seat seat;
   int signal_number;
   bool foreground;
+  bool long_options = false;  // --kill-after 60 --signal=NAME instead of -s NAME.
 };
 
 void PrintTo(const TimeoutCase& c, std::ostream* os) {
   *os << (c.seat == Seat::kSessionLeader ? "timeout leads the session"
                                          : "timeout beside the leader")
-      << ", SIG" << SignalName(c.signal_number) << (c.foreground ? ", --foreground" : "");
+      << ", SIG" << SignalName(c.signal_number) << (c.foreground ? ", --foreground" : "")
+      << (c.long_options ? ", long options" : "");
 }
 
 class TimeoutTest : public testing::TestWithParam<TimeoutCase> {};
@@ -664,7 +666,12 @@ TEST_P(TimeoutTest, TheProgramSeesItsSignalOnce) {
   std::filesystem::remove(child_counts);
   std::vector<std::string> args = {"/usr/bin/timeout"};
   if (c.foreground) args.push_back("--foreground");
-  args.insert(args.end(), {"-s", SignalName(c.signal_number), "600"});
+  if (c.long_options) {
+    args.insert(args.end(), {"--kill-after", "60", "--signal=" + SignalName(c.signal_number)});
+  } else {
+    args.insert(args.end(), {"-s", SignalName(c.signal_number)});
+  }
+  args.push_back("600");
   for (const std::string& a : CountingRun(dir, counts, child_counts)) args.push_back(a);
   ProgramOnItsOwnCpu cpus;
   TerminalRun t;
@@ -689,12 +696,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, TimeoutTest,
                                          TimeoutCase{Seat::kBesideTheLeader, SIGTERM, false},
                                          TimeoutCase{Seat::kBesideTheLeader, SIGINT, false},
                                          TimeoutCase{Seat::kBesideTheLeader, SIGTERM, true},
-                                         TimeoutCase{Seat::kBesideTheLeader, SIGINT, true}),
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGINT, true},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGTERM, false, true},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGINT, true, true}),
                          [](const auto& info) {
                            return absl::StrCat(
                                info.param.seat == Seat::kSessionLeader ? "SessionLeader" : "Beside",
                                SignalName(info.param.signal_number),
-                               info.param.foreground ? "Foreground" : "");
+                               info.param.foreground ? "Foreground" : "",
+                               info.param.long_options ? "LongOptions" : "");
                          });
 
 // A script that starts matrix-run in the background and kills it
