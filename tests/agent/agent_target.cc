@@ -39,19 +39,26 @@
 //                             later, in ReadInHandler. AGENT_TARGET_NO_POLL=1: without the first
 //                             poll (the agent starts at the loop's learned wait). Prints "start
 //                             <name> <epoch ms>" as each begins.
-//   agent_target count MS FILE  the program's own SIGINT and SIGHUP handlers
-//                             count the signals (as a program that asks
-//                             "really quit?" at the first ^C would); prints
-//                             "counting" once they are installed, polls until
-//                             one arrives and then MS ms more (time for a
-//                             second copy), writes "SIGINT n SIGHUP m" to
-//                             FILE and exits 0 (after 60 s without a signal
-//                             too)
+//   agent_target count MS FILE [CHILD_FILE]  the program's own SIGINT, SIGHUP
+//                             and SIGTERM handlers count the signals (as a
+//                             program that asks "really quit?" at the first
+//                             ^C would); prints "counting" once they are
+//                             installed, spins until one arrives and then MS
+//                             ms more (time for a second copy), writes
+//                             "SIGINT n SIGHUP m SIGTERM k" to FILE and exits
+//                             0 (after 60 s without a signal too). With
+//                             CHILD_FILE, a forked child (in the program's
+//                             process group) counts what reaches it the same
+//                             way until the program is done, and writes its
+//                             counts there before the program exits.
+//                             AGENT_TARGET_CPU=N: the program runs on CPU N
 //
 // Exit status 0 on success, 3 when a check of the program itself failed.
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -59,17 +66,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <errno.h>
-
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 namespace {
 
@@ -83,6 +88,7 @@ std::atomic<int> g_sigquit{0};
 std::atomic<int> g_sigprof{0};
 volatile sig_atomic_t g_sigint_count = 0;
 volatile sig_atomic_t g_sighup_count = 0;
+volatile sig_atomic_t g_sigterm_count = 0;
 
 }  // namespace
 
@@ -433,29 +439,89 @@ int RunStartup(int ms) {
   return 0;
 }
 
-// "count MS FILE": counts SIGINT and SIGHUP with handlers of its own, from
-// the first signal for `ms` more, and writes the counts to `file`.
-int RunCount(int ms, const char* file) {
+// Writes "SIGINT n SIGHUP m SIGTERM k" to `file`. False when it cannot.
+bool WriteCounts(const char* file) {
+  FILE* out = std::fopen(file, "w");
+  if (out == nullptr) return false;
+  std::fprintf(out, "SIGINT %d SIGHUP %d SIGTERM %d\n", static_cast<int>(g_sigint_count),
+               static_cast<int>(g_sighup_count), static_cast<int>(g_sigterm_count));
+  return std::fclose(out) == 0;
+}
+
+bool AnyCounted() { return g_sigint_count > 0 || g_sighup_count > 0 || g_sigterm_count > 0; }
+
+// The counting child of "count MS FILE CHILD_FILE": counts (with the
+// handlers it inherited) until `done` reads end of file (the program is
+// done) and, after a signal, `ms` more; then writes `file`.
+[[noreturn]] void CountInChild(int ms, int done, const char* file) {
+  int64_t end = 0;
+  bool program_done = false;
+  while (!program_done || (end != 0 && NowMs() < end)) {
+    struct pollfd pfd = {done, POLLIN, 0};
+    if (!program_done && poll(&pfd, 1, 20) > 0) {
+      char byte;
+      program_done = read(done, &byte, 1) == 0;
+    } else if (program_done) {
+      (void)poll(nullptr, 0, 20);
+    }
+    if (end == 0 && AnyCounted()) end = NowMs() + ms;
+  }
+  _exit(WriteCounts(file) ? 0 : 3);
+}
+
+// "count MS FILE [CHILD_FILE]": counts SIGINT, SIGHUP and SIGTERM with
+// handlers of its own, from the first signal for `ms` more, and writes the
+// counts to `file`; with `child_file`, a child counts too.
+int RunCount(int ms, const char* file, const char* child_file) {
   struct sigaction action = {};
   sigemptyset(&action.sa_mask);
   action.sa_handler = [](int) { g_sigint_count = g_sigint_count + 1; };
   sigaction(SIGINT, &action, nullptr);
   action.sa_handler = [](int) { g_sighup_count = g_sighup_count + 1; };
   sigaction(SIGHUP, &action, nullptr);
+  action.sa_handler = [](int) { g_sigterm_count = g_sigterm_count + 1; };
+  sigaction(SIGTERM, &action, nullptr);
+  // AGENT_TARGET_CPU=N: the program alone on CPU N (its senders elsewhere):
+  // each copy it is sent is taken at once, none waits for it to be
+  // scheduled.
+  if (const char* cpu = std::getenv("AGENT_TARGET_CPU"); cpu != nullptr) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(std::atoi(cpu), &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) return 3;
+  }
+  int done[2] = {-1, -1};
+  pid_t child = -1;
+  if (child_file != nullptr) {
+    if (pipe(done) != 0) return 3;
+    child = fork();
+    if (child < 0) return 3;
+    if (child == 0) {
+      close(done[1]);
+      CountInChild(ms, done[0], child_file);
+    }
+    close(done[0]);
+  }
   std::printf("counting\n");
   std::fflush(nullptr);
   const int64_t give_up = NowMs() + 60000;
   int64_t end = 0;
+  // Busy, not asleep: a signal is taken as soon as it arrives (on the way
+  // back to user space), so a second copy sent a few microseconds later is
+  // counted rather than merged into the first while that one is pending.
   while (end == 0 || NowMs() < end) {
-    (void)poll(nullptr, 0, 20);
-    if (end == 0 && (g_sigint_count > 0 || g_sighup_count > 0)) end = NowMs() + ms;
+    if (end == 0 && AnyCounted()) end = NowMs() + ms;
     if (end == 0 && NowMs() > give_up) break;
   }
-  FILE* out = std::fopen(file, "w");
-  if (out == nullptr) return 3;
-  std::fprintf(out, "SIGINT %d SIGHUP %d\n", static_cast<int>(g_sigint_count),
-               static_cast<int>(g_sighup_count));
-  return std::fclose(out) == 0 ? 0 : 3;
+  bool ok = WriteCounts(file);
+  if (child > 0) {
+    close(done[1]);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok ? 0 : 3;
 }
 
 // "nowait": work without any wait.
@@ -499,7 +565,9 @@ int main(int argc, char** argv) {
   if (mode == "last" && argc == 4) return RunLast(ms, argv[3]);
   if (mode == "hold") return RunHold(ms);
   if (mode == "nowait") return RunNoWait();
-  if (mode == "count" && argc == 4) return RunCount(ms, argv[3]);
+  if (mode == "count" && (argc == 4 || argc == 5)) {
+    return RunCount(ms, argv[3], argc == 5 ? argv[4] : nullptr);
+  }
   std::fprintf(stderr, "agent_target: unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -464,11 +464,60 @@ void StartInTerminal(const std::vector<std::string>& args, Seat seat, const std:
   ASSERT_GT(t.run, 0);
 }
 
-// agent_target's "count" under matrix-run: its own SIGINT and SIGHUP
-// handlers count what arrives from the first signal for 2 s more.
-std::vector<std::string> CountingRun(const std::string& dir, const std::string& counts) {
-  return {kRun, "--report-dir", dir, "--", kTarget, "count", "2000", counts};
+// agent_target's "count" under matrix-run: its own SIGINT, SIGHUP and
+// SIGTERM handlers count what arrives from the first signal for 2 s more;
+// with `child_counts`, its forked child (in its process group) counts what
+// reaches it.
+std::vector<std::string> CountingRun(const std::string& dir, const std::string& counts,
+                                     const std::string& child_counts = "") {
+  std::vector<std::string> args = {kRun,    "--report-dir", dir,    "--",
+                                   kTarget, "count",        "2000", counts};
+  if (!child_counts.empty()) args.push_back(child_counts);
+  return args;
 }
+
+// What agent_target's "count" writes when only `signal_number` came, `n` times.
+std::string Counts(int signal_number, int n) {
+  return absl::StrCat("SIGINT ", signal_number == SIGINT ? n : 0, " SIGHUP ",
+                      signal_number == SIGHUP ? n : 0, " SIGTERM ",
+                      signal_number == SIGTERM ? n : 0, "\n");
+}
+
+// The program on a CPU of its own and what signals it (the terminal's
+// session: timeout, matrix-run) on another, while it lives: each copy the
+// program is sent is taken at once instead of merging, while pending, with
+// one sent microseconds later (on one CPU the senders run first and the
+// copies merge, hiding a duplicate). Env() is the program's variable
+// (AGENT_TARGET_CPU); empty with one CPU.
+class ProgramOnItsOwnCpu {
+ public:
+  ProgramOnItsOwnCpu() {
+    sched_getaffinity(0, sizeof(allowed_), &allowed_);
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed_)) cpus.push_back(cpu);
+    }
+    if (cpus.size() < 2) return;
+    cpu_set_t first;
+    CPU_ZERO(&first);
+    CPU_SET(cpus.front(), &first);
+    if (sched_setaffinity(0, sizeof(first), &first) == 0) {
+      env_ = absl::StrCat("AGENT_TARGET_CPU=", cpus.back());
+    }
+  }
+  ~ProgramOnItsOwnCpu() { sched_setaffinity(0, sizeof(allowed_), &allowed_); }
+
+  // `args` run through env(1) with the program's variable.
+  std::vector<std::string> Env(std::vector<std::string> args) const {
+    if (!env_.empty()) args.insert(args.begin(), env_);
+    args.insert(args.begin(), "/usr/bin/env");
+    return args;
+  }
+
+ private:
+  cpu_set_t allowed_;
+  std::string env_;
+};
 
 // A ^C in a terminal: the terminal's line discipline sends SIGINT to its
 // foreground process group (si_code SI_KERNEL), the program and matrix-run
@@ -490,7 +539,7 @@ TEST_P(TerminalInterruptTest, OneCtrlCReachesTheProgramOnce) {
   ASSERT_EQ(write(t.master, &modes.c_cc[VINTR], 1), 1);  // ^C.
   const int status = t.WaitMs(60000);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
-  EXPECT_EQ(agent_test::ReadFile(counts), "SIGINT 1 SIGHUP 0\n") << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), Counts(SIGINT, 1)) << t.screen;
   std::filesystem::remove(counts);
 }
 
@@ -537,14 +586,156 @@ TEST(MatrixRunTest, ASignalSentToMatrixRunReachesTheProgramOnce) {
   const std::string dir = agent_test::NewReportDir("kill-run");
   const std::string counts = dir + ".counts";
   std::filesystem::remove(counts);
+  const std::string child_counts = dir + ".child-counts";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+  ProgramOnItsOwnCpu cpus;
   TerminalRun t;
-  ASSERT_NO_FATAL_FAILURE(
-      StartInTerminal(CountingRun(dir, counts), Seat::kSessionLeader, "counting", t));
+  ASSERT_NO_FATAL_FAILURE(StartInTerminal(cpus.Env(CountingRun(dir, counts, child_counts)),
+                                          Seat::kSessionLeader, "counting", t));
   ASSERT_EQ(kill(t.run, SIGINT), 0);
   const int status = t.WaitMs(60000);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
-  EXPECT_EQ(agent_test::ReadFile(counts), "SIGINT 1 SIGHUP 0\n") << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), Counts(SIGINT, 1)) << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(child_counts), Counts(SIGINT, 0)) << "the program's child";
   std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+}
+
+// The signal the tests below send (TERM, timeout's default, or INT) by name.
+std::string SignalName(int signal_number) { return signal_number == SIGINT ? "INT" : "TERM"; }
+
+// A supervisor's kill(-pgid, ...) of matrix-run's process group (matrix-run
+// leads it here) reaches the program, its child and matrix-run, which
+// forwards none: the program sees it once, its child too.
+class GroupKillTest : public testing::TestWithParam<int> {};
+
+TEST_P(GroupKillTest, ReachesTheProgramAndItsChildOnce) {
+  const int signal_number = GetParam();
+  const std::string dir = agent_test::NewReportDir("group-kill");
+  const std::string counts = dir + ".counts", child_counts = dir + ".child-counts";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+  ProgramOnItsOwnCpu cpus;
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(StartInTerminal(cpus.Env(CountingRun(dir, counts, child_counts)),
+                                          Seat::kSessionLeader, "counting", t));
+  ASSERT_EQ(getpgid(t.run), t.run);
+  ASSERT_EQ(kill(-t.run, signal_number), 0);
+  const int status = t.WaitMs(60000);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), Counts(signal_number, 1)) << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(child_counts), Counts(signal_number, 1)) << "the program's child";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, GroupKillTest, testing::Values(SIGTERM, SIGINT),
+                         [](const auto& info) { return SignalName(info.param); });
+
+// timeout(1) when its time is up: its signal to matrix-run, then (without
+// --foreground) to its whole process group, which the program is in. The
+// program sees it once; its child (in the group) sees the group's copy, or
+// none with --foreground. timeout leads the terminal's session (its group
+// is the foreground one, as when a shell with job control runs it) or runs
+// beside the leader (it makes a process group of its own, as in a script).
+// Its time is up when the test sends it SIGALRM (its timer's signal): after
+// the program counts, whatever the load.
+struct TimeoutCase {
+  Seat seat;
+  int signal_number;
+  bool foreground;
+  bool long_options = false;  // --kill-after 60 --signal=NAME instead of -s NAME.
+};
+
+void PrintTo(const TimeoutCase& c, std::ostream* os) {
+  *os << (c.seat == Seat::kSessionLeader ? "timeout leads the session"
+                                         : "timeout beside the leader")
+      << ", SIG" << SignalName(c.signal_number) << (c.foreground ? ", --foreground" : "")
+      << (c.long_options ? ", long options" : "");
+}
+
+class TimeoutTest : public testing::TestWithParam<TimeoutCase> {};
+
+TEST_P(TimeoutTest, TheProgramSeesItsSignalOnce) {
+  const TimeoutCase c = GetParam();
+  if (access("/usr/bin/timeout", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/timeout";
+  const std::string dir = agent_test::NewReportDir("timeout");
+  const std::string counts = dir + ".counts", child_counts = dir + ".child-counts";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+  std::vector<std::string> args = {"/usr/bin/timeout"};
+  if (c.foreground) args.push_back("--foreground");
+  if (c.long_options) {
+    args.insert(args.end(), {"--kill-after", "60", "--signal=" + SignalName(c.signal_number)});
+  } else {
+    args.insert(args.end(), {"-s", SignalName(c.signal_number)});
+  }
+  args.push_back("600");
+  for (const std::string& a : CountingRun(dir, counts, child_counts)) args.push_back(a);
+  ProgramOnItsOwnCpu cpus;
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(StartInTerminal(cpus.Env(args), c.seat, "counting", t));
+  const pid_t timeout = t.run;  // env(1) exec'ed it.
+  ASSERT_EQ(kill(timeout, SIGALRM), 0);
+  const int status = t.WaitMs(60000);
+  if (status == -1) kill(-timeout, SIGKILL);  // Its own group, beside the leader.
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 124) << status << "\n" << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), Counts(c.signal_number, 1)) << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(child_counts), Counts(c.signal_number, c.foreground ? 0 : 1))
+      << "the program's child";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, TimeoutTest,
+                         testing::Values(TimeoutCase{Seat::kSessionLeader, SIGTERM, false},
+                                         TimeoutCase{Seat::kSessionLeader, SIGINT, false},
+                                         TimeoutCase{Seat::kSessionLeader, SIGTERM, true},
+                                         TimeoutCase{Seat::kSessionLeader, SIGINT, true},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGTERM, false},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGINT, false},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGTERM, true},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGINT, true},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGTERM, false, true},
+                                         TimeoutCase{Seat::kBesideTheLeader, SIGINT, true, true}),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               info.param.seat == Seat::kSessionLeader ? "SessionLeader" : "Beside",
+                               SignalName(info.param.signal_number),
+                               info.param.foreground ? "Foreground" : "",
+                               info.param.long_options ? "LongOptions" : "");
+                         });
+
+// A script that starts matrix-run in the background and kills it
+// (`matrix-run ... & kill $!`): the script leads the process group and is
+// matrix-run's parent, as timeout is, but signals matrix-run alone; it is
+// forwarded: the program sees it once, its child not at all. The program's
+// "counting" comes through a FIFO.
+TEST(MatrixRunTest, AScriptsKillOfItsBackgroundRunReachesTheProgramOnce) {
+  const std::string dir = agent_test::NewReportDir("script-kill");
+  const std::string counts = dir + ".counts", child_counts = dir + ".child-counts";
+  const std::string fifo = dir + ".fifo";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << strerror(errno);
+  std::string run;
+  for (const std::string& a : CountingRun(dir, counts, child_counts)) run += a + " ";
+  ProgramOnItsOwnCpu cpus;
+  TerminalRun t;
+  ASSERT_NO_FATAL_FAILURE(StartInTerminal(
+      cpus.Env({"/bin/sh", "-c",
+                absl::StrCat(run, "> ", fifo, " & exec 3< ", fifo,
+                             "; read line <&3; echo script-killing; kill $!; wait $!")}),
+      Seat::kSessionLeader, "script-killing", t));
+  const int status = t.WaitMs(60000);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), Counts(SIGTERM, 1)) << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(child_counts), Counts(SIGTERM, 0)) << "the program's child";
+  std::filesystem::remove(counts);
+  std::filesystem::remove(child_counts);
+  std::filesystem::remove(fifo);
 }
 
 // A terminal that hangs up (its window closed, the ssh connection lost)
@@ -561,7 +752,7 @@ TEST(MatrixRunTest, AHangupReachesTheProgramThroughTheSessionLeader) {
   t.master = -1;
   const int status = t.WaitMs(60000);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << t.screen;
-  EXPECT_EQ(agent_test::ReadFile(counts), "SIGINT 0 SIGHUP 1\n") << t.screen;
+  EXPECT_EQ(agent_test::ReadFile(counts), Counts(SIGHUP, 1)) << t.screen;
   std::filesystem::remove(counts);
 }
 

@@ -9,22 +9,26 @@
 // Forks; the child puts libmatrix-agent.so (found beside this binary, or in
 // ../lib*/ of an install tree) in LD_PRELOAD, sets the MATRIX_* variables the
 // agent reads and its own pid as MATRIX_AGENT_PID, and execs PROGRAM. The
-// parent forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the child (except a
-// terminal's, which reached the child too: see Forward), waits, prints
+// parent forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to the child (except those
+// that reached the child too: see Forwarder::Route), waits, prints
 // where the reports went and one line per issue kind of this run, and exits
 // with the child's status (or dies of the child's signal).
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -317,35 +322,220 @@ std::string ScriptShell(const std::string& program) {
                                              : std::string();
 }
 
-pid_t g_child = 0;
-
 // The signals matrix-run forwards to the child.
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
-// Whether `signal_number`, as `info` describes it, reached the child as well
-// as matrix-run. A terminal sends the signals of its keys (SIGINT for ^C,
-// SIGQUIT for ^\ ) to its foreground process group, and at a hangup SIGHUP
-// to that group when its session's leader exits: with si_code SI_KERNEL.
-// The child is in matrix-run's process group unless it left it (setpgid,
-// setsid), so it got the same signal. A hangup's first SIGHUP, though, goes
-// to the session's leader alone: when matrix-run leads its session (run by
-// a terminal window or `ssh -t host matrix-run ...`), that SIGHUP is
-// forwarded. A signal sent to matrix-run (kill(pid, ...), si_code SI_USER or
-// SI_QUEUE) reached it alone. getpgid, getsid: plain system calls, safe in a
-// signal handler.
-bool ChildGotItToo(int signal_number, const siginfo_t* info) {
-  if (info == nullptr || info->si_code != SI_KERNEL || signal_number == SIGTERM) return false;
-  if (signal_number == SIGHUP && getsid(0) == getpid()) return false;
-  return getpgid(g_child) == getpgrp();
+// How long matrix-run waits for the group's copy of a signal that
+// timeout(1) sent it (timeout sends it microseconds later); one that does
+// not come is forwarded then.
+constexpr int kGroupCopyWaitMs = 2000;
+
+// A process in matrix-run's process group that holds the forwarded signals
+// blocked and takes none: a signal sent to the group (kill(-pgid, ...),
+// kill(0, ...), a terminal's keys) stays pending there, one sent to
+// matrix-run alone does not. siginfo cannot tell the two apart (both are
+// SI_USER with the sender's pid). The kernel signals a group's processes
+// newest first, so the witness (forked after matrix-run joined its group)
+// has its copy before matrix-run has its own. Forked through an
+// intermediate process that exits at once: it is not matrix-run's child (the
+// program is its only one). It ends when matrix-run's end of its request
+// pipe closes. Used by matrix-run's main thread only.
+class GroupWitness {
+ public:
+  GroupWitness() = default;
+  GroupWitness(const GroupWitness&) = delete;
+  GroupWitness& operator=(const GroupWitness&) = delete;
+  ~GroupWitness() {
+    if (request_ >= 0) close(request_);
+    if (reply_ >= 0) close(reply_);
+  }
+
+  // Starts the witness in the caller's process group, with the caller's
+  // signal mask (which must block kForwardedSignals). False when it cannot
+  // (then Took is always false).
+  bool Start() {
+    int request[2], reply[2];
+    if (pipe2(request, O_CLOEXEC) != 0) return false;
+    if (pipe2(reply, O_CLOEXEC) != 0) {
+      close(request[0]);
+      close(request[1]);
+      return false;
+    }
+    std::fflush(nullptr);
+    const pid_t middle = fork();
+    if (middle == 0) {
+      if (fork() == 0) Serve(request[0], reply[1]);
+      _exit(0);
+    }
+    close(request[0]);
+    close(reply[1]);
+    int status = 0;
+    if (middle < 0 || waitpid(middle, &status, 0) != middle || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      close(request[1]);
+      close(reply[0]);
+      return false;
+    }
+    request_ = request[1];
+    reply_ = reply[0];
+    return true;
+  }
+
+  // Whether `signal_number` reached the witness since the last call for it
+  // (it takes it, so the next copy counts anew); with `wait`, the witness
+  // waits up to kGroupCopyWaitMs for it.
+  bool Took(int signal_number, bool wait = false) {
+    if (request_ < 0) return false;
+    const unsigned char request =
+        static_cast<unsigned char>(signal_number) | (wait ? kWaitFlag : 0);
+    unsigned char took = 0;
+    if (write(request_, &request, 1) != 1 || !ReadByte(reply_, &took)) {
+      close(request_);
+      close(reply_);
+      request_ = reply_ = -1;
+      return false;
+    }
+    return took != 0;
+  }
+
+ private:
+  // A request's bit beside the signal number (below 65): wait for it.
+  static constexpr unsigned char kWaitFlag = 0x80;
+
+  static bool ReadByte(int fd, unsigned char* byte) {
+    ssize_t n;
+    while ((n = read(fd, byte, 1)) < 0 && errno == EINTR) {
+    }
+    return n == 1;
+  }
+
+  // The witness: answers each request (a signal number, and whether to
+  // wait for it) with whether that signal is pending, taking it. No terminal, no files but its
+  // pipes; job control signals leave it running.
+  [[noreturn]] static void Serve(int request, int reply) {
+    prctl(PR_SET_NAME, "matrix-witness");
+    for (int s : {SIGTSTP, SIGTTIN, SIGTTOU}) signal(s, SIG_IGN);
+    // Its pipes at 3 and 4 (by way of descriptors above any of theirs).
+    const int high_request = fcntl(request, F_DUPFD, 10);
+    const int high_reply = fcntl(reply, F_DUPFD, 10);
+    if (high_request < 0 || high_reply < 0 || dup2(high_request, 3) != 3 ||
+        dup2(high_reply, 4) != 4) {
+      _exit(1);
+    }
+    request = 3;
+    reply = 4;
+    close_range(5, ~0U, 0);
+    const int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd <= 2 && null >= 0; ++fd) dup2(null, fd);
+    if (null > 4) close(null);
+    unsigned char asked = 0;
+    while (ReadByte(request, &asked)) {
+      const int signal_number = asked & ~kWaitFlag;
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, signal_number);
+      const struct timespec wait = {
+          (asked & kWaitFlag) != 0 ? kGroupCopyWaitMs / 1000 : 0,
+          (asked & kWaitFlag) != 0 ? (kGroupCopyWaitMs % 1000) * 1000000L : 0};
+      int taken;
+      while ((taken = sigtimedwait(&one, nullptr, &wait)) < 0 && errno == EINTR) {
+      }
+      const unsigned char took = taken == signal_number ? 1 : 0;
+      if (write(reply, &took, 1) != 1) break;
+    }
+    _exit(0);
+  }
+
+  int request_ = -1;  // matrix-run's ends of the witness's pipes.
+  int reply_ = -1;
+};
+
+// Whether the process `pid` is GNU coreutils' timeout(1) without
+// --foreground: when its time is up (or a signal reaches it) it signals
+// its command (matrix-run) and then its whole process group, which it
+// leads. Read from /proc: its executable's name and its options (those
+// before the first operand, as its getopt_long("+k:s:v") takes them).
+bool SignalsItsGroupToo(pid_t pid) {
+  if (pid <= 0 || getpgid(pid) != pid) return false;
+  char exe[PATH_MAX];
+  const ssize_t n = readlink(absl::StrCat("/proc/", pid, "/exe").c_str(), exe, sizeof(exe) - 1);
+  if (n <= 0) return false;
+  exe[n] = '\0';
+  if (matrix::BaseName(exe) != "timeout") return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args = absl::StrSplit(cmdline, '\0');
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') return true;  // The duration.
+    if (arg[1] == '-') {
+      const std::string name = arg.substr(0, arg.find('='));
+      if (name.size() >= 3 && absl::StartsWith("--foreground", name)) return false;
+      const bool takes_value = name.size() >= 3 && (absl::StartsWith("--kill-after", name) ||
+                                                    absl::StartsWith("--signal", name));
+      if (takes_value && arg.find('=') == std::string::npos) ++i;
+      continue;
+    }
+    for (size_t c = 1; c < arg.size(); ++c) {
+      if (arg[c] == 'f') return false;
+      if (arg[c] == 'k' || arg[c] == 's') {
+        if (c + 1 == arg.size()) ++i;  // Its value is the next argument.
+        break;
+      }
+    }
+  }
+  return false;
 }
 
-// The handler of kForwardedSignals while matrix-run waits: the signal on to
-// the child, once.
-void Forward(int signal_number, siginfo_t* info, void*) {
-  const int saved_errno = errno;
-  if (g_child > 0 && !ChildGotItToo(signal_number, info)) kill(g_child, signal_number);
-  errno = saved_errno;
-}
+// Sends the forwarded signals on to the child unless it has (or is about to
+// get) its own copy. Used by matrix-run's main thread only.
+class Forwarder {
+ public:
+  Forwarder(pid_t child, GroupWitness& witness) : child_(child), witness_(witness) {}
+
+  // `signal_number`, as `info` describes it:
+  // - A terminal's keys (^C SIGINT, ^\ SIGQUIT) signal its foreground
+  //   process group, and at a hangup SIGHUP to that group when its session's
+  //   leader exits, with si_code SI_KERNEL; a hangup's first SIGHUP, though,
+  //   goes to the session's leader alone: when matrix-run leads its session,
+  //   it is forwarded. SIGTERM, which no terminal sends, is never taken as a
+  //   terminal's.
+  // - Every copy from timeout(1) that signals the group too (see
+  //   SignalsItsGroupToo): its signal to matrix-run and the group's, taken
+  //   one at a time or merged into one. The group's copy reaches the child:
+  //   none is forwarded. The first waits for the group's copy at the witness
+  //   (and is forwarded if none comes); once it came, the rest of that
+  //   signal's copies from it are the same end.
+  // - A signal sent to the process group (the witness has a copy: a
+  //   supervisor's kill(-pgid, ...)) reached the child too.
+  // - A signal sent to matrix-run alone is forwarded.
+  // The last three while the child is in matrix-run's process group (it is
+  // unless it left with setpgid or setsid); otherwise every one is forwarded.
+  void Route(int signal_number, const siginfo_t& info) {
+    const bool group_copy = witness_.Took(signal_number);
+    const bool child_in_group = getpgid(child_) == getpgrp();
+    const uint64_t bit = uint64_t{1} << signal_number;
+    if (info.si_code == SI_KERNEL && signal_number != SIGTERM) {
+      const bool to_leader_alone = signal_number == SIGHUP && getsid(0) == getpid();
+      if (!to_leader_alone && child_in_group) return;
+    } else if (child_in_group && getpgid(info.si_pid) == getpgrp() &&
+               SignalsItsGroupToo(info.si_pid)) {
+      if (group_copy || (timeout_signals_ & bit) != 0 ||
+          witness_.Took(signal_number, /*wait=*/true)) {
+        timeout_signals_ |= bit;
+        return;
+      }
+    } else if (group_copy && child_in_group) {
+      return;
+    }
+    kill(child_, signal_number);
+  }
+
+ private:
+  const pid_t child_;
+  GroupWitness& witness_;
+  uint64_t timeout_signals_ = 0;  // Those whose group copy from timeout came.
+};
 
 // The file the agents of one run list their processes in (the agent's
 // MATRIX_RUN_PROCESSES): hidden in the report directory, removed at exit.
@@ -444,8 +634,8 @@ void AddNodePerfMap(const std::string& base, std::vector<char*>& program_argv) {
 [[noreturn]] void ExecProgram(const Options& o, const Launch& run, const sigset_t& initial_mask,
                               char** argv, int argc) {
   // The forwarded signals at their default action, then the mask matrix-run
-  // started with (main() blocked them across fork): one that came meanwhile
-  // ends the child now.
+  // started with (main() blocked them and SIGCHLD across fork): one that
+  // came meanwhile ends the child now.
   for (int s : kForwardedSignals) signal(s, SIG_DFL);
   sigprocmask(SIG_SETMASK, &initial_mask, nullptr);
   const char* preload = std::getenv("LD_PRELOAD");
@@ -466,20 +656,26 @@ void AddNodePerfMap(const std::string& base, std::vector<char*>& program_argv) {
   _exit(127);
 }
 
-// Waits for `child` (forwarding termination signals to it meanwhile: main()
-// blocked them across fork; `initial_mask`, matrix-run's mask at its start,
-// comes back once the handler knows the child). False when waitpid fails.
-bool WaitForChild(pid_t child, const sigset_t& initial_mask, int* status) {
-  g_child = child;
-  sigprocmask(SIG_SETMASK, &initial_mask, nullptr);
-  while (waitpid(child, status, 0) < 0) {
-    if (errno != EINTR) {
+// Waits for `child`, routing the forwarded signals to it meanwhile (see
+// Forwarder::Route). main() blocked them, and SIGCHLD, before fork: they are taken
+// here, one at a time, never in a handler. False when waitpid fails.
+bool WaitForChild(pid_t child, GroupWitness& witness, int* status) {
+  sigset_t waited;
+  sigemptyset(&waited);
+  for (int s : kForwardedSignals) sigaddset(&waited, s);
+  sigaddset(&waited, SIGCHLD);
+  Forwarder forwarder(child, witness);
+  for (;;) {
+    const pid_t done = waitpid(child, status, WNOHANG);
+    if (done == child) return true;
+    if (done < 0 && errno != EINTR) {
       std::fprintf(stderr, "matrix-run: waitpid: %s\n", strerror(errno));
       return false;
     }
+    siginfo_t info;
+    const int signal_number = sigwaitinfo(&waited, &info);
+    if (signal_number > 0 && signal_number != SIGCHLD) forwarder.Route(signal_number, info);
   }
-  g_child = 0;
-  return true;
 }
 
 // Every monitored process of the run, the launched program first, each with
@@ -541,18 +737,21 @@ int main(int argc, char** argv) {
   run.report_dir = AbsoluteDir(o.report_dir);
   run.base = std::string(matrix::BaseName(run.program));
 
-  // The launcher forwards termination signals to the child while it waits.
-  // Blocked from here to the fork's end, so that none is lost before the
-  // handler knows the child (or in the child before its exec).
-  sigset_t forwarded, initial_mask;
-  sigemptyset(&forwarded);
-  for (int s : kForwardedSignals) sigaddset(&forwarded, s);
-  sigprocmask(SIG_BLOCK, &forwarded, &initial_mask);
-  struct sigaction forward = {};
-  forward.sa_sigaction = &Forward;
-  forward.sa_flags = SA_SIGINFO;
-  sigemptyset(&forward.sa_mask);
-  for (int s : kForwardedSignals) sigaction(s, &forward, nullptr);
+  // The launcher forwards termination signals to the child while it waits
+  // (WaitForChild). Blocked from here on, with SIGCHLD, so that none is lost
+  // before the child is known (or in the child before its exec).
+  sigset_t taken, initial_mask;
+  sigemptyset(&taken);
+  for (int s : kForwardedSignals) sigaddset(&taken, s);
+  sigaddset(&taken, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &taken, &initial_mask);
+  GroupWitness witness;
+  if (!witness.Start()) {
+    std::fprintf(stderr,
+                 "matrix-run: no group witness (%s): signals sent to the process group "
+                 "may reach the program twice\n",
+                 strerror(errno));
+  }
 
   std::fflush(nullptr);
   const pid_t child = fork();
@@ -562,7 +761,10 @@ int main(int argc, char** argv) {
   }
   if (child == 0) ExecProgram(o, run, initial_mask, argv, argc);
   int status = 0;
-  if (!WaitForChild(child, initial_mask, &status)) return 2;
+  if (!WaitForChild(child, witness, &status)) return 2;
+  // Those that come now are absorbed (ExitLikeChild may raise the child's).
+  for (int s : kForwardedSignals) signal(s, SIG_IGN);
+  sigprocmask(SIG_SETMASK, &initial_mask, nullptr);
   // node never removes its perf map; /tmp would fill up run after run. (The
   // program's own node children keep theirs.)
   if (o.perf_map) unlink(absl::StrCat("/tmp/perf-", child, ".map").c_str());
