@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -41,6 +42,29 @@ extern char** environ;
 
 namespace matrix::report {
 namespace {
+
+// Whether `path` exists within `limit`: woken by the kernel when a file is
+// created or renamed into its directory (push writes its checkpoint to a
+// temporary file and renames it), never by a timer.
+bool AwaitFile(const std::string& path, absl::Duration limit) {
+  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (fd < 0) return false;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const bool watched =
+      inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE) >= 0;
+  const absl::Time give_up = absl::Now() + limit;
+  bool exists = std::filesystem::exists(path);
+  while (watched && !exists && absl::Now() < give_up) {
+    pollfd events = {fd, POLLIN, 0};
+    poll(&events, 1, static_cast<int>(absl::ToInt64Milliseconds(give_up - absl::Now())) + 1);
+    char drained[4096];
+    while (read(fd, drained, sizeof(drained)) > 0) {
+    }
+    exists = std::filesystem::exists(path);
+  }
+  close(fd);
+  return exists;
+}
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -504,11 +528,7 @@ TEST(FleetPushServerTest, FollowSendsWhatWasWrittenOnSigtermWhileWaiting) {
   // The first look is over once its checkpoint is written (a signal during
   // its request would abandon it).
   const std::string checkpoint = CheckpointPath(scratch.path(), server.url(), "matrix");
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(30);
-       !std::filesystem::exists(checkpoint) && absl::Now() < give_up;) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  ASSERT_TRUE(AwaitFile(checkpoint, absl::Seconds(30)));
   // Written while push waits for its next look (ten minutes away).
   { std::ofstream(file, std::ios::app) << AnrLine("app::Second()", 1) << "\n"; }
   child.Signal(SIGTERM);
