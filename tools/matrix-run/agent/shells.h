@@ -14,14 +14,14 @@
 
 #include <string_view>
 
+#include "matrix/core/file_path.h"
+
 namespace matrix::agent {
 
 // Whether `executable` (a path, or a bare name) names a POSIX-style shell or
 // busybox: bash, rbash, dash, sh, zsh, ksh, ksh93, mksh, posh, yash, fish.
 inline bool IsShell(std::string_view executable) {
-  const size_t slash = executable.rfind('/');
-  const std::string_view name =
-      slash == std::string_view::npos ? executable : executable.substr(slash + 1);
+  const std::string_view name = BaseName(executable);
   for (std::string_view shell : {"bash", "rbash", "dash", "sh", "zsh", "ksh", "ksh93", "mksh",
                                  "posh", "yash", "fish", "busybox"}) {
     if (name == shell) return true;

@@ -356,7 +356,7 @@ absl::Status WithWritableText(const std::vector<Module>& modules,
 struct Sites {
   std::vector<uintptr_t> entries;
   std::vector<std::pair<uintptr_t, uintptr_t>> returns;  // (site, entry)
-  absl::flat_hash_set<uintptr_t> without_return_sites;   // Entries of modules without them.
+  absl::flat_hash_set<uintptr_t> with_return_sites;      // Entries with at least one.
 };
 
 Sites CollectSites(const std::vector<Module>& modules, PatchableEntries::Stats* stats) {
@@ -366,15 +366,9 @@ Sites CollectSites(const std::vector<Module>& modules, PatchableEntries::Stats* 
     const SiteSections sections = SiteSectionsOf(m);
     if (sections.entries.empty()) continue;
     ++stats->modules;
-    const size_t first = out.entries.size();
     for (const auto& [addr, size] : sections.entries) {
       const auto* p = reinterpret_cast<const uint64_t*>(addr);
       for (size_t i = 0; i < size / sizeof(uint64_t); ++i) out.entries.push_back(p[i]);
-    }
-    if (sections.returns.empty()) {
-      for (size_t i = first; i < out.entries.size(); ++i) {
-        out.without_return_sites.insert(out.entries[i]);
-      }
     }
     for (const auto& [addr, size] : sections.returns) {
       const auto* p = reinterpret_cast<const uint64_t*>(addr);
@@ -390,7 +384,9 @@ Sites CollectSites(const std::vector<Module>& modules, PatchableEntries::Stats* 
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   for (uintptr_t site : candidates) {
     const uintptr_t entry = internal::EntryOfFunctionAt(site, out.entries);
-    if (entry != 0) out.returns.emplace_back(site, entry);
+    if (entry == 0) continue;
+    out.returns.emplace_back(site, entry);
+    out.with_return_sites.insert(entry);
   }
   stats->return_sites = out.returns.size();
   return out;
@@ -452,14 +448,13 @@ std::vector<uintptr_t> PrepareStubs(State& s, const std::vector<Module>& modules
     Site& site = s.sites[a];
     const uintptr_t body = internal::BodyAfterEntry(a);
     site.mechanism = Mechanism::kWrap;
-    if (mechanism == Mechanism::kReturnSites && !sites.without_return_sites.contains(a)) {
-      // A function with no return site listed (a noreturn one, or one from
-      // an object built without return sites) is wrapped: its method-out
-      // records would be missing.
+    // A function with no return site listed (a noreturn one, or one from an
+    // object or module built without return sites) is wrapped: its
+    // method-out records would be missing.
+    if (mechanism == Mechanism::kReturnSites && sites.with_return_sites.contains(a)) {
       const std::vector<uintptr_t>& listed = returns_of[a];
-      bool ready = site.rs_stub != 0 && !listed.empty();
-      if (!ready && !listed.empty() &&
-          PlaceStub(s, a, internal::kReturnSitesStubSize, &site.rs_stub, site.rs_rel)) {
+      bool ready = site.rs_stub != 0;
+      if (!ready && PlaceStub(s, a, internal::kReturnSitesStubSize, &site.rs_stub, site.rs_rel)) {
         uint8_t code[internal::kReturnSitesStubSize];
         internal::BuildReturnSitesStub(site.rs_stub, a, body, tls, code);
         WriteCode(site.rs_stub, code, sizeof(code));
@@ -620,7 +615,7 @@ absl::Status PatchLocked(State& s, const std::vector<Module>& modules, const Sit
     if (it == s.sites.end() || !it->second.patched) continue;
     const bool wanted =
         it->second.mechanism == mechanism ||
-        (mechanism == Mechanism::kReturnSites && sites.without_return_sites.contains(a));
+        (mechanism == Mechanism::kReturnSites && !sites.with_return_sites.contains(a));
     if (!wanted) other.insert(a);
   }
   if (!other.empty()) {
